@@ -1,0 +1,65 @@
+"""Token-budget packing (spec §3.3), without I/O.
+
+The budget is split into fixed shares: ``floor(0.35 × budget)`` for recent turns (L1) and
+``floor(0.25 × budget)`` for memories (L2); the rest belongs to the caller's system prompt and
+current turn. A share left unused is never handed to the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from actrone_pg.ranking import share
+
+__all__ = ["Shares", "pack_memories", "pack_turns", "split_budget"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Shares:
+    """The L1 and L2 shares of a budget, in tokens."""
+
+    session: int
+    episodic: int
+
+
+def split_budget(budget: int, session_fraction: float, episodic_fraction: float) -> Shares:
+    """The two shares of ``budget`` (each floored, computed exactly)."""
+    return Shares(
+        session=share(budget, session_fraction), episodic=share(budget, episodic_fraction)
+    )
+
+
+def pack_turns(
+    newest_first: Sequence[T], cost: Callable[[T], int], limit: int
+) -> tuple[list[T], int]:
+    """Take turns newest first until the first that does not fit; return them oldest first.
+
+    A conversation has no holes: once a turn is left out, every older one is too.
+    """
+    taken: list[T] = []
+    used = 0
+    for item in newest_first:
+        c = cost(item)
+        if used + c > limit:
+            break
+        taken.append(item)
+        used += c
+    taken.reverse()
+    return taken, used
+
+
+def pack_memories(ranked: Sequence[T], cost: Callable[[T], int], limit: int) -> tuple[list[T], int]:
+    """Take memories in rank order, skipping any that does not fit and trying the next."""
+    taken: list[T] = []
+    used = 0
+    for item in ranked:
+        c = cost(item)
+        if used + c > limit:
+            continue
+        taken.append(item)
+        used += c
+    return taken, used

@@ -1,0 +1,344 @@
+"""MemoryConfig: every setting of the library, from code or from ``ACTRONE_*`` variables.
+
+A field passed in code wins; otherwise ``ACTRONE_<FIELD_NAME_IN_CAPITALS>`` is read from the
+environment; otherwise the default applies. Every value is validated when the object is built,
+and an invalid one raises :class:`~actrone_pg.errors.ConfigurationError` naming the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import re
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from actrone_pg.errors import ConfigurationError
+
+__all__ = ["BACKENDS", "EMBEDDING_PROVIDERS", "MemoryConfig", "default_data_dir"]
+
+BACKENDS = ("memory", "postgres", "redis_qdrant")
+EMBEDDING_PROVIDERS = ("local", "hashing", "onnx", "openai")
+ENV_PREFIX = "ACTRONE_"
+
+_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def default_data_dir() -> str:
+    """The per-user directory where the embedded PostgreSQL keeps its data."""
+    try:
+        import platformdirs
+    except ImportError:  # pragma: no cover - platformdirs is a core dependency
+        return str(Path.home() / ".local" / "share" / "actrone-pg" / "pgdata")
+    return str(Path(platformdirs.user_data_dir("actrone-pg")) / "pgdata")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryConfig:
+    """Settings of a :class:`~actrone_pg.MemoryManager` and its store.
+
+    Every field can also be set by the environment variable ``ACTRONE_<FIELD>`` (for example
+    ``ACTRONE_RERANK_ENABLED=true``); a value given in code takes precedence.
+    """
+
+    # -- backend selection --
+    backend: str = "memory"
+    #: PostgreSQL server; ``None`` starts the embedded server (needs the ``[embedded]`` extra).
+    postgres_dsn: str | None = None
+    postgres_schema: str = "actrone"
+    postgres_auto_migrate: bool = True
+    postgres_data_dir: str = field(default_factory=default_data_dir)
+    postgres_pool_min_size: int = 1
+    postgres_pool_max_size: int = 10
+    #: Seconds to wait for a connection (pool checkout or connect) before StoreUnavailableError.
+    postgres_connect_timeout: float = 5.0
+    #: Seconds a single statement may run before it is cancelled.
+    postgres_statement_timeout: float = 30.0
+    #: Text search configuration used for the lexical index ("simple" keeps parity with the
+    #: in-memory reference tokeniser; "english" adds stemming and stop words).
+    postgres_text_search_config: str = "simple"
+    redis_url: str = "redis://localhost:6379"
+    qdrant_url: str = "http://localhost:6333"
+    qdrant_api_key: str | None = None
+    qdrant_collection_prefix: str = "actrone"
+    #: Seconds before a Redis or Qdrant call gives up with StoreUnavailableError.
+    redis_timeout: float = 5.0
+    qdrant_timeout: float = 10.0
+    redis_pool_size: int = 20
+
+    # -- embeddings --
+    embedding_provider: str = "local"
+    #: Model id or directory; ``None`` picks the provider's default.
+    embedding_model: str | None = None
+    embedding_api_url: str | None = None
+    embedding_api_key: str | None = None
+    embedding_dimensions: int | None = None
+    embedding_batch_size: int = 32
+    embedding_threads: int = 0
+    query_cache_size: int = 1024
+
+    # -- L1 --
+    max_session_turns: int = 50
+    session_ttl_hours: float = 24.0
+
+    # -- L2 --
+    relevance_threshold: float | None = None
+    max_episodic_memories: int = 500
+    hybrid_retrieval: bool = True
+    rrf_k: int = 60
+    rrf_weights: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    relevance_weight: float = 0.7
+    recency_weight: float = 0.3
+    rerank_enabled: bool = False
+    rerank_top_k: int = 20
+    rerank_model: str = "Xenova/ms-marco-MiniLM-L-6-v2"
+
+    # -- budget --
+    budget_fraction_session: float = 0.35
+    budget_fraction_episodic: float = 0.25
+
+    # -- input limits --
+    #: Longest message, memory or query accepted, in characters (longer ones are rejected).
+    max_text_chars: int = 200_000
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> MemoryConfig:
+        """Build a config from ``environ`` (default ``os.environ``) with ``overrides`` on top."""
+        return _build(cls, overrides, os.environ if environ is None else environ)
+
+    def replace(self, **changes: Any) -> MemoryConfig:
+        """A copy with ``changes`` applied (validated again; the environment is not re-read)."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        values.update(changes)
+        return _build(type(self), values, {})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict (secrets masked)."""
+        out = dataclasses.asdict(self)
+        for key in ("qdrant_api_key", "embedding_api_key"):
+            if out.get(key):
+                out[key] = "***"
+        return out
+
+
+# The dataclass machinery generated a typed ``__init__``; keep it, and make the public constructor
+# layer the environment under the explicit keywords before calling it.
+_raw_init = MemoryConfig.__init__
+
+
+def _public_init(self: MemoryConfig, **kwargs: Any) -> None:
+    values = _resolve(type(self), kwargs, os.environ)
+    _raw_init(self, **values)
+
+
+MemoryConfig.__init__ = _public_init  # type: ignore[method-assign]
+
+
+def _build(
+    cls: type[MemoryConfig], explicit: Mapping[str, Any], environ: Mapping[str, str]
+) -> MemoryConfig:
+    obj = cls.__new__(cls)
+    _raw_init(obj, **_resolve(cls, explicit, environ))
+    return obj
+
+
+def _resolve(
+    cls: type[MemoryConfig], explicit: Mapping[str, Any], environ: Mapping[str, str]
+) -> dict[str, Any]:
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(explicit) - set(fields))
+    if unknown:
+        raise ConfigurationError(
+            unknown[0], f"unknown setting; valid ones are {', '.join(sorted(fields))}"
+        )
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for name, f in fields.items():
+        if name in explicit:
+            values[name] = _coerce(name, hints[name], explicit[name], from_env=False)
+            continue
+        env_name = ENV_PREFIX + name.upper()
+        if env_name in environ:
+            values[name] = _coerce(name, hints[name], environ[env_name], from_env=True)
+        elif f.default is not dataclasses.MISSING:
+            values[name] = f.default
+        else:
+            assert f.default_factory is not dataclasses.MISSING
+            values[name] = f.default_factory()
+    return values
+
+
+def _coerce(name: str, hint: Any, value: Any, *, from_env: bool) -> Any:
+    optional = False
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        optional = True
+        hint = args[0]
+        origin = typing.get_origin(hint)
+    if value is None:
+        if optional:
+            return None
+        raise ConfigurationError(name, "must not be None")
+    if from_env and isinstance(value, str):
+        text = value.strip()
+        if optional and text.lower() in ("", "none", "null"):
+            return None
+        value = _parse_env(name, hint, text)
+    try:
+        if hint is bool:
+            if not isinstance(value, bool):
+                raise ConfigurationError(name, f"expected true or false, got {value!r}")
+            return value
+        if hint is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                if isinstance(value, float) and value.is_integer():
+                    return int(value)
+                raise ConfigurationError(name, f"expected a whole number, got {value!r}")
+            return value
+        if hint is float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigurationError(name, f"expected a number, got {value!r}")
+            out = float(value)
+            if not math.isfinite(out):
+                raise ConfigurationError(name, f"expected a finite number, got {value!r}")
+            return out
+        if hint is str:
+            if isinstance(value, Path):
+                return str(value)
+            if not isinstance(value, str):
+                raise ConfigurationError(name, f"expected text, got {value!r}")
+            return value
+        if origin is tuple:
+            items = list(value) if not isinstance(value, (str, bytes)) else None
+            if items is None or len(items) != 3:
+                raise ConfigurationError(name, f"expected three numbers, got {value!r}")
+            out_t = tuple(_coerce(name, float, v, from_env=False) for v in items)
+            return out_t
+    except TypeError:
+        raise ConfigurationError(name, f"invalid value {value!r}") from None
+    raise ConfigurationError(name, f"unsupported type {hint!r}")  # pragma: no cover
+
+
+def _parse_env(name: str, hint: Any, text: str) -> Any:
+    if hint is bool:
+        low = text.lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise ConfigurationError(name, f"expected true or false, got {text!r}")
+    if hint is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise ConfigurationError(name, f"expected a whole number, got {text!r}") from None
+    if hint is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise ConfigurationError(name, f"expected a number, got {text!r}") from None
+    if typing.get_origin(hint) is tuple:
+        try:
+            parsed = (
+                json.loads(text) if text.startswith("[") else [float(p) for p in text.split(",")]
+            )
+        except ValueError:
+            raise ConfigurationError(
+                name, f"expected a list of three numbers such as '[1, 1, 0.3]', got {text!r}"
+            ) from None
+        if not isinstance(parsed, list):
+            raise ConfigurationError(name, f"expected a list of three numbers, got {text!r}")
+        return parsed
+    return text
+
+
+def _validate(cfg: MemoryConfig) -> None:
+    def fail(field_name: str, message: str) -> None:
+        raise ConfigurationError(field_name, message)
+
+    if cfg.backend not in BACKENDS:
+        fail("backend", f"unknown backend {cfg.backend!r}; choose one of {', '.join(BACKENDS)}")
+    if cfg.embedding_provider not in EMBEDDING_PROVIDERS:
+        fail(
+            "embedding_provider",
+            f"unknown provider {cfg.embedding_provider!r}; "
+            f"choose one of {', '.join(EMBEDDING_PROVIDERS)}",
+        )
+    if not _IDENTIFIER.match(cfg.postgres_schema):
+        fail(
+            "postgres_schema",
+            f"{cfg.postgres_schema!r} is not a plain identifier "
+            "(lower-case letters, digits and underscores, starting with a letter or underscore, "
+            "at most 63 characters)",
+        )
+    if not re.match(r"^[a-z_][a-z0-9_]*$", cfg.postgres_text_search_config):
+        fail(
+            "postgres_text_search_config",
+            f"{cfg.postgres_text_search_config!r} is not a plain identifier",
+        )
+    if not re.match(r"^[A-Za-z0-9_-]{1,64}$", cfg.qdrant_collection_prefix):
+        fail("qdrant_collection_prefix", "use letters, digits, '_' or '-' (at most 64)")
+    for name in (
+        "max_session_turns",
+        "max_episodic_memories",
+        "rrf_k",
+        "rerank_top_k",
+        "postgres_pool_min_size",
+        "postgres_pool_max_size",
+        "embedding_batch_size",
+        "query_cache_size",
+        "max_text_chars",
+        "redis_pool_size",
+    ):
+        if getattr(cfg, name) < 1:
+            fail(name, f"must be at least 1, got {getattr(cfg, name)}")
+    if cfg.embedding_threads < 0:
+        fail("embedding_threads", "must be 0 (let onnxruntime decide) or a positive count")
+    if cfg.embedding_dimensions is not None and cfg.embedding_dimensions < 1:
+        fail("embedding_dimensions", "must be at least 1")
+    if cfg.postgres_pool_max_size < cfg.postgres_pool_min_size:
+        fail("postgres_pool_max_size", "must be at least postgres_pool_min_size")
+    for name in (
+        "session_ttl_hours",
+        "postgres_connect_timeout",
+        "postgres_statement_timeout",
+        "redis_timeout",
+        "qdrant_timeout",
+    ):
+        if getattr(cfg, name) <= 0:
+            fail(name, f"must be greater than 0, got {getattr(cfg, name)}")
+    if cfg.relevance_threshold is not None and not (0.0 < cfg.relevance_threshold < 1.0):
+        fail("relevance_threshold", f"must lie in (0, 1), got {cfg.relevance_threshold}")
+    if any(w < 0 for w in cfg.rrf_weights) or not any(w > 0 for w in cfg.rrf_weights):
+        fail("rrf_weights", f"weights must be ≥ 0 with at least one > 0, got {cfg.rrf_weights}")
+    for name in ("relevance_weight", "recency_weight"):
+        if not (0.0 <= getattr(cfg, name) <= 1.0):
+            fail(name, f"must lie in [0, 1], got {getattr(cfg, name)}")
+    if not math.isclose(cfg.relevance_weight + cfg.recency_weight, 1.0, abs_tol=1e-9):
+        fail(
+            "relevance_weight",
+            f"relevance_weight + recency_weight must equal 1.0, got "
+            f"{cfg.relevance_weight} + {cfg.recency_weight}",
+        )
+    for name in ("budget_fraction_session", "budget_fraction_episodic"):
+        if not (0.0 < getattr(cfg, name) < 1.0):
+            fail(name, f"must lie in (0, 1), got {getattr(cfg, name)}")
+    if cfg.budget_fraction_session + cfg.budget_fraction_episodic > 1.0 + 1e-9:
+        fail(
+            "budget_fraction_episodic",
+            "budget_fraction_session + budget_fraction_episodic must be at most 1.0",
+        )
+    if not cfg.rerank_model.strip():
+        fail("rerank_model", "must name a model id or directory")

@@ -1,0 +1,79 @@
+"""What an embedder is, and the checks every vector passes before it reaches a store."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from actrone_pg.errors import DimensionMismatchError, EmbedderError, ValidationError
+from actrone_pg.stores.base import Vector
+
+__all__ = ["Embedder", "Reranker", "as_vectors", "normalise"]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Anything that turns texts into vectors.
+
+    ``name`` identifies the vector space: vectors are only ever compared with vectors of the same
+    name, so two models (or two dimensions of one model) must have different names.
+    ``relevance_threshold`` is the cosine at or above which a memory counts as relevant for this
+    embedder, or ``None`` to use the library default (0.72).
+    """
+
+    name: str
+    dimensions: int
+    relevance_threshold: float | None
+
+    async def embed_batch(self, texts: Sequence[str]) -> Any:
+        """One vector per text: a list of lists of floats or a 2-D numpy array."""
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Anything that scores (query, text) pairs; higher means more relevant."""
+
+    async def score(self, query: str, texts: Sequence[str]) -> Any:
+        """One score per text."""
+
+
+def normalise(vector: Any, dimensions: int, *, what: str = "vector") -> Vector:
+    """A finite, non-zero vector of ``dimensions`` floats, scaled to unit length (float32)."""
+    try:
+        arr = np.asarray(vector, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValidationError(f"{what} must be a sequence of numbers") from None
+    if arr.ndim != 1:
+        raise ValidationError(f"{what} must be one-dimensional, got shape {arr.shape}")
+    if arr.shape[0] != dimensions:
+        raise DimensionMismatchError(
+            f"{what} has {arr.shape[0]} dimensions; the embedder declares {dimensions}"
+        )
+    if not np.all(np.isfinite(arr)):
+        raise ValidationError(f"{what} contains NaN or infinite values")
+    norm = math.sqrt(float(arr @ arr))
+    if norm == 0.0:
+        raise ValidationError(f"{what} is all zeros; its cosine to anything is undefined")
+    return (arr / norm).astype(np.float32)
+
+
+def as_vectors(raw: Any, count: int, dimensions: int, embedder: str) -> list[Vector]:
+    """Check an embedder's output (``count`` vectors of ``dimensions``) and normalise each."""
+    try:
+        rows = list(raw)
+    except TypeError:
+        raise EmbedderError(
+            f"embedder {embedder!r} returned {type(raw).__name__}, not vectors"
+        ) from None
+    if len(rows) != count:
+        raise EmbedderError(f"embedder {embedder!r} returned {len(rows)} vectors for {count} texts")
+    out = []
+    for i, row in enumerate(rows):
+        try:
+            out.append(normalise(row, dimensions, what=f"vector {i} from embedder {embedder!r}"))
+        except ValidationError as exc:
+            raise EmbedderError(str(exc)) from None
+    return out

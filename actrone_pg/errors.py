@@ -1,0 +1,89 @@
+"""Every error actrone_pg raises.
+
+The tree::
+
+    ActroneError
+    ├── ConfigurationError (also ValueError)   a MemoryConfig field is invalid
+    ├── ValidationError (also ValueError)      an argument of a call is invalid
+    │   └── DimensionMismatchError             a vector of the wrong length
+    ├── MissingDependencyError (also ImportError)
+    │                                          an optional extra is not installed
+    ├── StoreError                             a backend failed
+    │   ├── StoreUnavailableError              cannot reach the server (timeout, refused, lost)
+    │   └── SchemaError                        schema missing or behind, or no pgvector
+    ├── EmbedderError                          an embedder failed or returned bad vectors
+    │   └── ModelNotAvailableError             an embedding or rerank model cannot be loaded
+    └── RerankerError                          a reranker failed
+
+A rejected call writes nothing: every ``ValidationError`` is raised before any store is touched.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ActroneError",
+    "ConfigurationError",
+    "DimensionMismatchError",
+    "EmbedderError",
+    "MissingDependencyError",
+    "ModelNotAvailableError",
+    "RerankerError",
+    "SchemaError",
+    "StoreError",
+    "StoreUnavailableError",
+    "ValidationError",
+]
+
+
+class ActroneError(Exception):
+    """Root of every error raised by actrone_pg."""
+
+
+class ConfigurationError(ActroneError, ValueError):
+    """A configuration value is invalid; the message names the field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+class ValidationError(ActroneError, ValueError):
+    """An argument is invalid. Nothing was written."""
+
+
+class DimensionMismatchError(ValidationError):
+    """A vector's length differs from the embedder's (or the stored vectors') dimensions."""
+
+
+class MissingDependencyError(ActroneError, ImportError):
+    """An optional dependency is missing; the message gives the pip line that installs it."""
+
+    def __init__(self, extra: str, module: str) -> None:
+        self.extra = extra
+        super().__init__(
+            f'this feature needs the {module!r} package: pip install "actrone-pg[{extra}]"'
+        )
+
+
+class StoreError(ActroneError):
+    """A storage backend failed."""
+
+
+class StoreUnavailableError(StoreError):
+    """The backend's server could not be reached within the configured timeout."""
+
+
+class SchemaError(StoreError):
+    """The database schema is missing, out of date, or pgvector is not installed."""
+
+
+class EmbedderError(ActroneError):
+    """An embedder failed or returned unusable vectors."""
+
+
+class ModelNotAvailableError(EmbedderError):
+    """A model could not be found locally nor downloaded."""
+
+
+class RerankerError(ActroneError):
+    """A reranker failed."""

@@ -1,0 +1,587 @@
+"""MemoryManager: the orchestrator between the caller, the embedder, the store and the budget.
+
+It validates every argument before touching a store, runs the L1 read concurrently with query
+embedding and L2 search, optionally reranks, and packs both shares of the token budget. It
+depends only on the store protocol, never on a concrete store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from actrone_pg import _validation as v
+from actrone_pg.budget import pack_memories, pack_turns, split_budget
+from actrone_pg.config import MemoryConfig
+from actrone_pg.embedders import Embedder, Reranker, as_vectors, create_embedder
+from actrone_pg.errors import ConfigurationError, RerankerError, ValidationError
+from actrone_pg.models import Memory, RetrievedContext, ScoredMemory, SessionInfo, Turn
+from actrone_pg.ranking import DEFAULT_RELEVANCE_THRESHOLD, RankingParams, query_terms
+from actrone_pg.stores import MemoryRecord, SearchRequest, Store, create_store
+from actrone_pg.stores.base import Vector
+from actrone_pg.tokens import TokenCounter, heuristic_token_count
+
+__all__ = ["MemoryManager", "create_memory_manager"]
+
+logger = logging.getLogger("actrone_pg.manager")
+
+# Memory ids default to a UUID derived from the agent, session and content, so that a client that
+# retries an inject after a timeout writes the same memory again instead of a duplicate.
+_MEMORY_NAMESPACE = uuid.UUID("6f3a7d2e-5c1b-4e8a-9d0f-2b7c4e6a8f10")
+
+_MEMORY_FIELDS = frozenset(
+    {
+        "content",
+        "session_id",
+        "content_type",
+        "importance",
+        "tags",
+        "source",
+        "sensitivity",
+        "created_at",
+        "metadata",
+        "memory_id",
+    }
+)
+
+
+class MemoryManager:
+    """Stores turns and memories for agents and assembles their context inside a token budget.
+
+    Build one with :meth:`create` (or :func:`create_memory_manager`), not with the constructor.
+    """
+
+    def __init__(
+        self,
+        config: MemoryConfig,
+        store: Store,
+        embedder: Embedder,
+        reranker: Reranker | None,
+        token_counter: TokenCounter | None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.embedder = embedder
+        self.reranker = reranker
+        self._count: TokenCounter = token_counter or heuristic_token_count
+        self._custom_counter = token_counter is not None
+        self._query_cache: OrderedDict[str, Vector] = OrderedDict()
+        self._closed = False
+        threshold = config.relevance_threshold
+        if threshold is None:
+            threshold = embedder.relevance_threshold
+        if threshold is None:
+            threshold = DEFAULT_RELEVANCE_THRESHOLD
+        self._threshold = float(threshold)
+        self._params = RankingParams(
+            hybrid=config.hybrid_retrieval,
+            rrf_k=config.rrf_k,
+            rrf_weights=config.rrf_weights,
+            relevance_weight=config.relevance_weight,
+            recency_weight=config.recency_weight,
+        )
+
+    # -- construction --
+    @classmethod
+    async def create(
+        cls,
+        config: MemoryConfig | None = None,
+        *,
+        store: Store | None = None,
+        embedder: Embedder | None = None,
+        reranker: Reranker | None = None,
+        token_counter: TokenCounter | None = None,
+    ) -> MemoryManager:
+        """Build a manager: the configured (or given) store, embedder and optional reranker.
+
+        The store is connected (and, for PostgreSQL, migrated) before this returns. With
+        ``rerank_enabled`` and no ``reranker`` given, the configured cross-encoder is loaded now,
+        and a missing model is an error here rather than a silent fallback later.
+        """
+        config = config if config is not None else MemoryConfig()
+        if not isinstance(config, MemoryConfig):
+            raise ConfigurationError(
+                "config", f"expected a MemoryConfig, got {type(config).__name__}"
+            )
+        if token_counter is not None and not callable(token_counter):
+            raise ConfigurationError("token_counter", "must be a callable taking a string")
+        if embedder is None:
+            embedder = create_embedder(config)
+        _check_embedder(embedder)
+        if reranker is None and config.rerank_enabled:
+            from actrone_pg.rerankers import create_reranker
+
+            reranker = create_reranker(config)
+        if reranker is not None and not callable(getattr(reranker, "score", None)):
+            raise ConfigurationError("reranker", "must have an async score(query, texts) method")
+        owned = store is None
+        if store is None:
+            store = create_store(config)
+        await store.setup()
+        try:
+            return cls(config, store, embedder, reranker, token_counter)
+        except BaseException:
+            if owned:
+                await store.close()
+            raise
+
+    async def close(self) -> None:
+        """Close the store (and its connections). Safe to call twice."""
+        if not self._closed:
+            self._closed = True
+            await self.store.close()
+
+    async def __aenter__(self) -> MemoryManager:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- properties --
+    @property
+    def relevance_threshold(self) -> float:
+        """The cosine a memory needs: the config's, else the embedder's, else 0.72."""
+        return self._threshold
+
+    @property
+    def backend(self) -> str:
+        """The name of the store's backend."""
+        return self.store.backend
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` by the counter in force."""
+        n = self._count(text)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ConfigurationError("token_counter", f"must return a whole number ≥ 0, got {n!r}")
+        return n
+
+    # -- L1 --
+    @property
+    def _ttl_seconds(self) -> float:
+        return self.config.session_ttl_hours * 3600.0
+
+    async def store_turn(
+        self,
+        agent_id: str,
+        session_id: str,
+        user_message: str,
+        assistant_message: str,
+        *,
+        tool_results: Sequence[Any] | None = None,
+        turn_id: str | None = None,
+    ) -> Turn:
+        """Append a turn to the session and return it.
+
+        A turn counts ``user_message`` and ``assistant_message`` (and the JSON of ``tool_results``,
+        if any) together. Pass the same ``turn_id`` when retrying after a timeout: the store keeps
+        one copy.
+        """
+        limit = self.config.max_text_chars
+        v.check_id("agent_id", agent_id)
+        v.check_id("session_id", session_id)
+        v.check_text("user_message", user_message, limit, allow_empty=True)
+        v.check_text("assistant_message", assistant_message, limit, allow_empty=True)
+        if not user_message.strip() and not assistant_message.strip():
+            raise ValidationError("a turn needs a user_message or an assistant_message")
+        results = None
+        if tool_results is not None:
+            if isinstance(tool_results, (str, bytes)) or not isinstance(tool_results, Iterable):
+                raise ValidationError("tool_results must be a list of JSON-serialisable values")
+            results = v.check_json("tool_results", list(tool_results), max_chars=limit)
+        if turn_id is None:
+            turn_id = str(uuid.uuid4())
+        else:
+            v.check_id("turn_id", turn_id)
+        tokens = self.count_tokens(user_message) + self.count_tokens(assistant_message)
+        if results:
+            tokens += self.count_tokens(json.dumps(results))
+        turn = Turn(
+            id=turn_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            user_message=user_message,
+            assistant_message=assistant_message,
+            tool_results=results,
+            created_at=_now(),
+            token_count=tokens,
+        )
+        await self.store.append_turn(
+            turn, max_turns=self.config.max_session_turns, ttl_seconds=self._ttl_seconds
+        )
+        return turn
+
+    async def get_recent_turns(
+        self, agent_id: str, session_id: str, limit: int | None = None
+    ) -> list[Turn]:
+        """The session's newest turns (at most ``max_session_turns``), oldest first."""
+        v.check_id("agent_id", agent_id)
+        v.check_id("session_id", session_id)
+        n = self.config.max_session_turns if limit is None else v.check_limit("limit", limit)
+        return await self.store.recent_turns(
+            agent_id, session_id, limit=n, ttl_seconds=self._ttl_seconds
+        )
+
+    async def get_session(self, agent_id: str, session_id: str) -> SessionInfo | None:
+        """The session's bookkeeping, or ``None`` if it does not exist or has expired."""
+        v.check_id("agent_id", agent_id)
+        v.check_id("session_id", session_id)
+        return await self.store.get_session(agent_id, session_id, ttl_seconds=self._ttl_seconds)
+
+    async def set_session_metadata(
+        self, agent_id: str, session_id: str, metadata: Mapping[str, Any]
+    ) -> None:
+        """Merge ``metadata`` (a JSON object) into the session's metadata."""
+        v.check_id("agent_id", agent_id)
+        v.check_id("session_id", session_id)
+        data = v.check_metadata(metadata, max_chars=self.config.max_text_chars)
+        await self.store.set_session_metadata(
+            agent_id, session_id, data, ttl_seconds=self._ttl_seconds
+        )
+
+    async def clear_session(self, agent_id: str, session_id: str) -> None:
+        """Forget the session's turns (its memories stay)."""
+        v.check_id("agent_id", agent_id)
+        v.check_id("session_id", session_id)
+        await self.store.clear_session(agent_id, session_id)
+
+    async def try_lock(
+        self, agent_id: str, name: str = "maintenance", *, ttl_seconds: float = 60.0
+    ) -> str | None:
+        """Take the agent's named lock; returns a token to release it with, or ``None`` if held.
+
+        Among concurrent callers exactly one gets the lock; it lapses after ``ttl_seconds`` by the
+        store's clock even if never released.
+        """
+        v.check_id("agent_id", agent_id)
+        v.check_id("name", name)
+        if not (
+            isinstance(ttl_seconds, (int, float)) and math.isfinite(ttl_seconds) and ttl_seconds > 0
+        ):
+            raise ValidationError("ttl_seconds must be a positive number")
+        token = str(uuid.uuid4())
+        ok = await self.store.acquire_lock(agent_id, name, token, float(ttl_seconds))
+        return token if ok else None
+
+    async def release_lock(self, agent_id: str, token: str, name: str = "maintenance") -> bool:
+        """Release a lock taken by :meth:`try_lock`; ``False`` if it had lapsed or was not yours."""
+        v.check_id("agent_id", agent_id)
+        v.check_id("token", token)
+        v.check_id("name", name)
+        return await self.store.release_lock(agent_id, name, token)
+
+    # -- L2 writes --
+    async def inject_memory(
+        self,
+        agent_id: str,
+        content: str,
+        *,
+        session_id: str | None = None,
+        content_type: str = "injected",
+        importance: float = 0.5,
+        tags: Iterable[str] = (),
+        source: str = "injected",
+        sensitivity: str = "none",
+        created_at: datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        memory_id: str | None = None,
+    ) -> str:
+        """Store one long-term memory and return its id.
+
+        Without ``memory_id`` the id is derived from the agent, session and content, so injecting
+        the same content again (for example a retry after a timeout) replaces rather than
+        duplicates it. With ``memory_id`` an existing memory of this agent is replaced.
+        """
+        item = {
+            "content": content,
+            "session_id": session_id,
+            "content_type": content_type,
+            "importance": importance,
+            "tags": tags,
+            "source": source,
+            "sensitivity": sensitivity,
+            "created_at": created_at,
+            "metadata": metadata,
+            "memory_id": memory_id,
+        }
+        ids = await self.inject_memories(agent_id, [item])
+        return ids[0]
+
+    async def inject_memories(
+        self, agent_id: str, items: Iterable[Mapping[str, Any] | str]
+    ) -> list[str]:
+        """Store many memories at once: all land or none does. Returns their ids in order.
+
+        Each item is a string (the content) or a mapping with the keyword arguments of
+        :meth:`inject_memory` (``content`` required).
+        """
+        v.check_id("agent_id", agent_id)
+        if isinstance(items, (str, bytes, Mapping)):
+            raise ValidationError("items must be a list of memories (strings or dicts)")
+        memories = [self._build_memory(agent_id, item, i) for i, item in enumerate(items)]
+        if not memories:
+            return []
+        seen: set[str] = set()
+        for m in memories:
+            if m.id in seen:
+                raise ValidationError(f"memory id {m.id!r} appears twice in one batch")
+            seen.add(m.id)
+        vectors = await self._embed([m.content for m in memories])
+        records = [
+            MemoryRecord(memory=m, vector=vec) for m, vec in zip(memories, vectors, strict=True)
+        ]
+        await self.store.upsert_memories(records)
+        return [m.id for m in memories]
+
+    def _build_memory(self, agent_id: str, item: Mapping[str, Any] | str, index: int) -> Memory:
+        if isinstance(item, str):
+            item = {"content": item}
+        if not isinstance(item, Mapping):
+            raise ValidationError(
+                f"item {index}: expected a string or a dict, got {type(item).__name__}"
+            )
+        unknown = set(item) - _MEMORY_FIELDS
+        if unknown:
+            raise ValidationError(f"item {index}: unknown field(s) {sorted(unknown)}")
+        if "content" not in item:
+            raise ValidationError(f"item {index}: 'content' is required")
+        limit = self.config.max_text_chars
+        try:
+            content = v.check_text("content", item["content"], limit)
+            session_id = item.get("session_id")
+            if session_id is not None:
+                v.check_id("session_id", session_id)
+            created = item.get("created_at")
+            created_at = _now() if created is None else v.check_datetime("created_at", created)
+            created_at = created_at.astimezone(UTC)
+            memory_id = item.get("memory_id")
+            if memory_id is None:
+                key = f"{agent_id}\x00{session_id or ''}\x00{content}"
+                memory_id = str(uuid.uuid5(_MEMORY_NAMESPACE, key))
+            else:
+                v.check_id("memory_id", memory_id)
+            return Memory(
+                id=memory_id,
+                agent_id=agent_id,
+                session_id=session_id,
+                content=content,
+                content_type=v.check_label("content_type", item.get("content_type", "injected")),
+                importance=v.check_importance(item.get("importance", 0.5)),
+                tags=v.check_tags(item.get("tags", ())),
+                source=v.check_label("source", item.get("source", "injected")),
+                sensitivity=v.check_label("sensitivity", item.get("sensitivity", "none")),
+                created_at=created_at,
+                metadata=v.check_metadata(item.get("metadata"), max_chars=limit),
+                embedder=self.embedder.name,
+                token_count=self.count_tokens(content),
+            )
+        except ValidationError as exc:
+            raise type(exc)(f"item {index}: {exc}") from None
+
+    async def delete_memory(self, agent_id: str, memory_id: str) -> bool:
+        """Delete one of the agent's memories; ``False`` if the agent has no such memory."""
+        v.check_id("agent_id", agent_id)
+        v.check_id("memory_id", memory_id)
+        return await self.store.delete_memory(agent_id, memory_id)
+
+    async def get_memory(self, agent_id: str, memory_id: str) -> Memory | None:
+        """One of the agent's memories, or ``None``."""
+        v.check_id("agent_id", agent_id)
+        v.check_id("memory_id", memory_id)
+        return await self.store.get_memory(agent_id, memory_id)
+
+    async def count_memories(self, agent_id: str) -> int:
+        """How many memories the agent has."""
+        v.check_id("agent_id", agent_id)
+        return await self.store.count_memories(agent_id)
+
+    async def erase_agent(self, agent_id: str) -> None:
+        """Remove every turn, session, memory, statistic and lock of the agent."""
+        v.check_id("agent_id", agent_id)
+        await self.store.erase_agent(agent_id)
+
+    # -- retrieval --
+    async def search_memories(
+        self, agent_id: str, query: str, limit: int = 10, *, explain: bool = False
+    ) -> list[Memory]:
+        """The agent's memories most relevant to ``query``, best first (no token budget)."""
+        v.check_id("agent_id", agent_id)
+        v.check_text("query", query, self.config.max_text_chars)
+        v.check_limit("limit", limit)
+        hits = await self._search(agent_id, query)
+        return [self._present(h, explain) for h in hits[:limit]]
+
+    async def retrieve_context(
+        self,
+        agent_id: str,
+        session_id: str,
+        query: str,
+        token_budget: int,
+        *,
+        explain: bool = False,
+    ) -> RetrievedContext:
+        """Recent turns and relevant memories for ``query``, each inside its share of the budget.
+
+        L1 (the session's recent turns) is read while the query is embedded and L2 searched; the
+        fetch takes as long as the slower of the two. The caller's system prompt is never seen.
+        """
+        v.check_id("agent_id", agent_id)
+        v.check_id("session_id", session_id)
+        v.check_text("query", query, self.config.max_text_chars)
+        v.check_budget(token_budget)
+        started = time.perf_counter()
+        shares = split_budget(
+            token_budget, self.config.budget_fraction_session, self.config.budget_fraction_episodic
+        )
+        async with asyncio.TaskGroup() as tg:
+            l1 = tg.create_task(
+                self.store.recent_turns(
+                    agent_id,
+                    session_id,
+                    limit=self.config.max_session_turns,
+                    ttl_seconds=self._ttl_seconds,
+                )
+            )
+            l2 = tg.create_task(self._search(agent_id, query))
+        turns = l1.result()
+        hits = l2.result()
+        recent, session_used = pack_turns(list(reversed(turns)), self._turn_tokens, shares.session)
+        memories = [self._present(h, explain) for h in hits]
+        chosen, episodic_used = pack_memories(memories, lambda m: m.token_count, shares.episodic)
+        return RetrievedContext(
+            agent_id=agent_id,
+            session_id=session_id,
+            query=query,
+            recent_turns=recent,
+            episodic_memories=chosen,
+            token_budget=token_budget,
+            session_budget=shares.session,
+            episodic_budget=shares.episodic,
+            session_tokens=session_used,
+            episodic_tokens=episodic_used,
+            retrieval_ms=(time.perf_counter() - started) * 1000.0,
+            relevance_threshold=self._threshold,
+            candidates_considered=len(hits),
+        )
+
+    def _turn_tokens(self, turn: Turn) -> int:
+        if not self._custom_counter:
+            return turn.token_count
+        tokens = self.count_tokens(turn.user_message) + self.count_tokens(turn.assistant_message)
+        if turn.tool_results:
+            tokens += self.count_tokens(json.dumps(turn.tool_results))
+        return tokens
+
+    def _present(self, hit: ScoredMemory, explain: bool) -> Memory:
+        m = hit.memory
+        tokens = self.count_tokens(m.content) if self._custom_counter else m.token_count
+        return replace(m, explain=hit.explain if explain else None, token_count=tokens)
+
+    async def _search(self, agent_id: str, query: str) -> list[ScoredMemory]:
+        vector = await self._embed_query(query)
+        request = SearchRequest(
+            agent_id=agent_id,
+            query=query,
+            terms=tuple(query_terms(query)),
+            vector=vector,
+            embedder=self.embedder.name,
+            threshold=self._threshold,
+            limit=self.config.max_episodic_memories,
+            params=self._params,
+            now=_now(),
+        )
+        hits = await self.store.search(request)
+        if self.reranker is not None and hits:
+            hits = await self._rerank(query, hits)
+        return hits
+
+    async def _rerank(self, query: str, hits: list[ScoredMemory]) -> list[ScoredMemory]:
+        assert self.reranker is not None
+        top = hits[: self.config.rerank_top_k]
+        raw = await self.reranker.score(query, [h.memory.content for h in top])
+        try:
+            scores = [float(s) for s in np.asarray(raw, dtype=np.float64).reshape(-1)]
+        except (TypeError, ValueError):
+            raise RerankerError(
+                "the reranker returned something that is not a list of numbers"
+            ) from None
+        if len(scores) != len(top) or not all(math.isfinite(s) for s in scores):
+            raise RerankerError(
+                f"the reranker returned {len(scores)} scores for {len(top)} texts,"
+                " or non-finite ones"
+            )
+        # Stable sort: equal rerank scores keep their fused order.
+        order = sorted(range(len(top)), key=lambda i: -scores[i])
+        out = []
+        for i in order:
+            e = replace(top[i].explain, rerank_score=scores[i])
+            out.append(ScoredMemory(memory=replace(top[i].memory, explain=e), explain=e))
+        return out
+
+    async def _embed(self, texts: list[str]) -> list[Vector]:
+        size = self.config.embedding_batch_size
+        out: list[Vector] = []
+        for start in range(0, len(texts), size):
+            chunk = texts[start : start + size]
+            raw = await self.embedder.embed_batch(chunk)
+            out.extend(as_vectors(raw, len(chunk), self.embedder.dimensions, self.embedder.name))
+        return out
+
+    async def _embed_query(self, query: str) -> Vector:
+        cached = self._query_cache.get(query)
+        if cached is not None:
+            self._query_cache.move_to_end(query)
+            return cached
+        (vector,) = await self._embed([query])
+        self._query_cache[query] = vector
+        if len(self._query_cache) > self.config.query_cache_size:
+            self._query_cache.popitem(last=False)
+        return vector
+
+
+@asynccontextmanager
+async def create_memory_manager(
+    config: MemoryConfig | None = None,
+    *,
+    store: Store | None = None,
+    embedder: Embedder | None = None,
+    reranker: Reranker | None = None,
+    token_counter: TokenCounter | None = None,
+) -> AsyncIterator[MemoryManager]:
+    """``async with create_memory_manager(config) as mm:`` — a manager closed on exit."""
+    mm = await MemoryManager.create(
+        config, store=store, embedder=embedder, reranker=reranker, token_counter=token_counter
+    )
+    try:
+        yield mm
+    finally:
+        await mm.close()
+
+
+def _check_embedder(embedder: object) -> None:
+    name = getattr(embedder, "name", None)
+    dims = getattr(embedder, "dimensions", None)
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigurationError("embedder", "must have a non-empty string attribute 'name'")
+    if isinstance(dims, bool) or not isinstance(dims, int) or dims < 1:
+        raise ConfigurationError("embedder", "must have an integer attribute 'dimensions' ≥ 1")
+    threshold = getattr(embedder, "relevance_threshold", None)
+    if threshold is not None and not (isinstance(threshold, (int, float)) and 0 < threshold < 1):
+        raise ConfigurationError("embedder", "relevance_threshold must be None or lie in (0, 1)")
+    if not callable(getattr(embedder, "embed_batch", None)):
+        raise ConfigurationError("embedder", "must have an async embed_batch(texts) method")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,178 @@
+"""The records the library reads and returns: turns, memories, explanations and the context."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+__all__ = ["Explain", "Memory", "RetrievedContext", "ScoredMemory", "SessionInfo", "Turn"]
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One exchange of a session: the user's message and the assistant's reply."""
+
+    id: str
+    agent_id: str
+    session_id: str
+    user_message: str
+    assistant_message: str
+    tool_results: list[Any] | None
+    created_at: datetime
+    token_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Explain:
+    """Why a memory was ranked where it was.
+
+    Ranks are 1-based; a rank is ``None`` where the memory is absent from that ranking (for example
+    ``lexical_rank`` when the memory shares no term with the query). ``fused_score`` is the RRF
+    score in hybrid mode and the weighted blend in classic mode.
+    """
+
+    cosine: float
+    dense_rank: int | None
+    lexical_rank: int | None
+    recency_rank: int | None
+    fused_score: float
+    rerank_score: float | None = None
+    bm25: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The explanation as a JSON-ready dict."""
+        return {
+            "cosine": self.cosine,
+            "dense_rank": self.dense_rank,
+            "lexical_rank": self.lexical_rank,
+            "recency_rank": self.recency_rank,
+            "fused_score": self.fused_score,
+            "rerank_score": self.rerank_score,
+            "bm25": self.bm25,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """A long-term memory of an agent."""
+
+    id: str
+    agent_id: str
+    session_id: str | None
+    content: str
+    content_type: str
+    importance: float
+    tags: tuple[str, ...]
+    source: str
+    sensitivity: str
+    created_at: datetime
+    metadata: dict[str, Any]
+    embedder: str
+    token_count: int
+    explain: Explain | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredMemory:
+    """A memory as a store's search returns it: the memory, its explanation, best first."""
+
+    memory: Memory
+    explain: Explain
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """What a store knows about a session (L1)."""
+
+    agent_id: str
+    session_id: str
+    turn_count: int
+    created_at: datetime
+    last_active_at: datetime
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievedContext:
+    """The memory part of a prompt, assembled inside a token budget.
+
+    ``session_budget`` and ``episodic_budget`` are the shares of ``token_budget`` given to recent
+    turns (L1) and to long-term memories (L2); the rest is the caller's. ``session_tokens`` and
+    ``episodic_tokens`` are what was used of each; neither ever exceeds its share.
+    """
+
+    agent_id: str
+    session_id: str
+    query: str
+    recent_turns: list[Turn]
+    episodic_memories: list[Memory]
+    token_budget: int
+    session_budget: int
+    episodic_budget: int
+    session_tokens: int
+    episodic_tokens: int
+    retrieval_ms: float
+    relevance_threshold: float
+    candidates_considered: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """Tokens used by both shares together."""
+        return self.session_tokens + self.episodic_tokens
+
+    @property
+    def reserved_budget(self) -> int:
+        """The part of the budget left for the caller's system prompt and current turn."""
+        return self.token_budget - self.session_budget - self.episodic_budget
+
+    def to_dict(self) -> dict[str, Any]:
+        """The context as a JSON-ready dict (datetimes as ISO 8601 strings)."""
+
+        def turn(t: Turn) -> dict[str, Any]:
+            return {
+                "id": t.id,
+                "session_id": t.session_id,
+                "user_message": t.user_message,
+                "assistant_message": t.assistant_message,
+                "tool_results": t.tool_results,
+                "created_at": t.created_at.isoformat(),
+                "token_count": t.token_count,
+            }
+
+        return {
+            "agent_id": self.agent_id,
+            "session_id": self.session_id,
+            "query": self.query,
+            "token_budget": self.token_budget,
+            "session_budget": self.session_budget,
+            "episodic_budget": self.episodic_budget,
+            "reserved_budget": self.reserved_budget,
+            "session_tokens": self.session_tokens,
+            "episodic_tokens": self.episodic_tokens,
+            "retrieval_ms": self.retrieval_ms,
+            "relevance_threshold": self.relevance_threshold,
+            "candidates_considered": self.candidates_considered,
+            "recent_turns": [turn(t) for t in self.recent_turns],
+            "episodic_memories": [memory_to_dict(m) for m in self.episodic_memories],
+        }
+
+
+def memory_to_dict(m: Memory) -> dict[str, Any]:
+    """A memory as a JSON-ready dict."""
+    return {
+        "id": m.id,
+        "agent_id": m.agent_id,
+        "session_id": m.session_id,
+        "content": m.content,
+        "content_type": m.content_type,
+        "importance": m.importance,
+        "tags": list(m.tags),
+        "source": m.source,
+        "sensitivity": m.sensitivity,
+        "created_at": m.created_at.isoformat(),
+        "metadata": m.metadata,
+        "embedder": m.embedder,
+        "token_count": m.token_count,
+        "explain": m.explain.as_dict() if m.explain else None,
+    }

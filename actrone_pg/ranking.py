@@ -1,0 +1,216 @@
+"""The reference ranking of spec §3: admission, BM25, the three rankings, RRF and the blend.
+
+This module does no I/O. The in-memory store ranks with it directly, and the other backends are
+tested for parity against it, so every rule here is the contract:
+
+* **Admission**: a memory is a candidate only if ``cosine >= threshold``; at most ``limit``
+  candidates are kept, nearest first (ties: newer first, then smaller id).
+* **Dense ranking**: cosine descending. **Lexical ranking**: BM25 descending, only candidates that
+  share at least one query term (the others are absent: rank ``None``). **Recency ranking**:
+  ``created_at`` descending. Every ranking breaks ties newer first, then by id ascending, and
+  assigns distinct 1-based ranks.
+* **RRF**: ``fused = Σ weight_i / (k + rank_i)`` over the rankings a memory appears in, summed in
+  the order dense, lexical, recency (floating-point addition is not associative; a fixed order
+  keeps every backend bit-identical).
+* **Classic blend** (hybrid off): ``relevance_weight × cosine + recency_weight × recency`` with
+  recency falling linearly from 1 (written now) to 0 (30 days or older).
+* Final order: score descending, then newer first, then id ascending.
+
+**Tokenisation** (shared by every backend's BM25): lower-case the text, then take the maximal runs
+of Unicode letters and digits (``[^\\W_]+``); everything else separates terms. ``"Don't e-mail
+me!"`` gives ``["don", "t", "e", "mail", "me"]``. A query's terms are its distinct tokens.
+
+**BM25**: ``k1 = 1.2``, ``b = 0.75``; ``idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))`` where ``N``
+is the number of the agent's memories and ``df`` how many contain ``t``; document length is its
+token count, ``avgdl`` the agent's mean. Statistics cover the agent's whole corpus, not only the
+admitted candidates.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import ROUND_FLOOR, Decimal
+from typing import Generic, TypeVar
+
+from actrone_pg.models import Explain
+
+__all__ = [
+    "BM25_B",
+    "BM25_K1",
+    "DEFAULT_RELEVANCE_THRESHOLD",
+    "RECENCY_HORIZON_SECONDS",
+    "Candidate",
+    "CorpusStats",
+    "RankingParams",
+    "admit",
+    "bm25_score",
+    "idf",
+    "query_terms",
+    "rank",
+    "recency",
+    "share",
+    "tokenize",
+]
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+#: Used when neither the config nor the embedder declares a threshold (spec §3.4).
+DEFAULT_RELEVANCE_THRESHOLD = 0.72
+#: The classic blend's recency reaches 0 at this age (30 days).
+RECENCY_HORIZON_SECONDS = 30 * 24 * 3600.0
+
+_TOKEN = re.compile(r"[^\W_]+")
+
+T = TypeVar("T")
+
+
+def tokenize(text: str) -> list[str]:
+    """Split ``text`` into lower-case terms (see the module docstring)."""
+    return _TOKEN.findall(text.lower())
+
+
+def query_terms(text: str) -> list[str]:
+    """The distinct terms of a query, in order of first appearance."""
+    return list(dict.fromkeys(tokenize(text)))
+
+
+@dataclass(frozen=True, slots=True)
+class CorpusStats:
+    """BM25 statistics of one agent's memories."""
+
+    n_docs: int
+    total_length: int
+    doc_freq: Mapping[str, int]
+
+    @property
+    def avgdl(self) -> float:
+        """Mean document length in tokens (1.0 for an empty corpus, to avoid dividing by 0)."""
+        return self.total_length / self.n_docs if self.n_docs and self.total_length else 1.0
+
+
+def idf(n_docs: int, df: int) -> float:
+    """Inverse document frequency, always positive (the "+1 inside the log" variant)."""
+    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+
+
+def bm25_score(
+    terms: Sequence[str], tf: Mapping[str, int], length: int, stats: CorpusStats
+) -> float:
+    """BM25 of one document for the distinct query ``terms``; 0.0 if it shares none."""
+    score = 0.0
+    avgdl = stats.avgdl
+    for term in terms:
+        f = tf.get(term, 0)
+        if f == 0:
+            continue
+        df = stats.doc_freq.get(term, 0)
+        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * length / avgdl)
+        score += idf(stats.n_docs, df) * (f * (BM25_K1 + 1.0)) / (f + norm)
+    return score
+
+
+def term_counts(text: str) -> tuple[Counter[str], int]:
+    """Term frequencies and length (in tokens) of a document."""
+    tokens = tokenize(text)
+    return Counter(tokens), len(tokens)
+
+
+def recency(created_at: datetime, now: datetime) -> float:
+    """1.0 for a memory written now, falling linearly to 0.0 at 30 days or older."""
+    age = (now - created_at).total_seconds()
+    if age <= 0:
+        return 1.0
+    return max(0.0, 1.0 - age / RECENCY_HORIZON_SECONDS)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate(Generic[T]):
+    """A memory being ranked: its cosine to the query and its BM25 score (0.0 = no shared term)."""
+
+    id: str
+    created_at: datetime
+    cosine: float
+    bm25: float
+    item: T
+
+
+@dataclass(frozen=True, slots=True)
+class RankingParams:
+    """Everything a ranking depends on besides the candidates."""
+
+    hybrid: bool = True
+    rrf_k: int = 60
+    rrf_weights: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    relevance_weight: float = 0.7
+    recency_weight: float = 0.3
+
+
+def _tiebreak(c: Candidate[T]) -> tuple[float, str]:
+    # Newer first, then id ascending. Timestamps are compared in microseconds so that every
+    # backend (PostgreSQL keeps microseconds) orders identical values identically.
+    return (-_micros(c.created_at), c.id)
+
+
+def _micros(dt: datetime) -> float:
+    return dt.timestamp() * 1_000_000.0
+
+
+def admit(candidates: Iterable[Candidate[T]], threshold: float, limit: int) -> list[Candidate[T]]:
+    """Candidates with ``cosine >= threshold``, nearest first, at most ``limit`` of them."""
+    kept = [c for c in candidates if c.cosine >= threshold]
+    kept.sort(key=lambda c: (-c.cosine, *_tiebreak(c)))
+    return kept[:limit]
+
+
+def rank(
+    candidates: Sequence[Candidate[T]], params: RankingParams, now: datetime
+) -> list[tuple[Candidate[T], Explain]]:
+    """Rank admitted candidates; returns them best first, each with its explanation."""
+    dense = sorted(candidates, key=lambda c: (-c.cosine, *_tiebreak(c)))
+    dense_rank = {c.id: i for i, c in enumerate(dense, 1)}
+    recent = sorted(candidates, key=_tiebreak)
+    recency_rank = {c.id: i for i, c in enumerate(recent, 1)}
+    lexical = sorted(
+        (c for c in candidates if c.bm25 > 0.0), key=lambda c: (-c.bm25, *_tiebreak(c))
+    )
+    lexical_rank = {c.id: i for i, c in enumerate(lexical, 1)}
+
+    scored: list[tuple[float, Candidate[T], Explain]] = []
+    k = params.rrf_k
+    w_dense, w_lex, w_rec = params.rrf_weights
+    for c in candidates:
+        d = dense_rank[c.id]
+        lx = lexical_rank.get(c.id)
+        r = recency_rank[c.id]
+        if params.hybrid:
+            score = w_dense / (k + d)
+            if lx is not None:
+                score += w_lex / (k + lx)
+            score += w_rec / (k + r)
+        else:
+            score = params.relevance_weight * c.cosine + params.recency_weight * recency(
+                c.created_at, now
+            )
+            lx = None
+        explain = Explain(
+            cosine=c.cosine,
+            dense_rank=d,
+            lexical_rank=lx,
+            recency_rank=r,
+            fused_score=score,
+            bm25=c.bm25 if c.bm25 > 0.0 else None,
+        )
+        scored.append((score, c, explain))
+    scored.sort(key=lambda t: (-t[0], *_tiebreak(t[1])))
+    return [(c, e) for _, c, e in scored]
+
+
+def share(budget: int, fraction: float) -> int:
+    """``floor(fraction × budget)`` computed exactly (0.29 × 100 is 29, not 28.999…)."""
+    value = (Decimal(repr(fraction)) * Decimal(budget)).to_integral_value(rounding=ROUND_FLOOR)
+    return int(value)

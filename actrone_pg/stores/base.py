@@ -1,0 +1,121 @@
+"""The store protocol: what every backend implements, and the records that cross it.
+
+The manager talks to a store only through :class:`Store`. A store owns persistence and, for L2,
+candidate search and ranking; it must rank exactly as :mod:`actrone_pg.ranking` does (the
+conformance and parity suites check this). Every method is scoped by ``agent_id``: no method
+reads, changes or deletes another agent's data, whatever ids it is given.
+
+Inputs arrive validated (ids non-blank, no NUL bytes, finite L2-normalised float32 vectors of the
+embedder's dimension); a store need not validate them again, but must still refuse to mix
+vectors of different dimensions under one embedder name (:class:`DimensionMismatchError`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from actrone_pg.models import Memory, ScoredMemory, SessionInfo, Turn
+from actrone_pg.ranking import RankingParams
+
+__all__ = ["MemoryRecord", "SearchRequest", "Store", "Vector"]
+
+Vector = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecord:
+    """A memory to write, with its L2-normalised embedding."""
+
+    memory: Memory
+    vector: Vector
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """One L2 search: admission, the three rankings and fusion, for one agent and embedder."""
+
+    agent_id: str
+    query: str
+    terms: tuple[str, ...]
+    vector: Vector
+    embedder: str
+    threshold: float
+    limit: int
+    params: RankingParams
+    now: datetime
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Persistence for L1 (turns, sessions, locks) and L2 (memories, vectors, search)."""
+
+    #: Short backend name ("memory", "postgres", "redis_qdrant").
+    backend: str
+
+    async def setup(self) -> None:
+        """Connect (and migrate, where the backend does); called once before first use."""
+
+    async def close(self) -> None:
+        """Release connections. Calling it twice is harmless."""
+
+    # -- L1 --
+    async def append_turn(self, turn: Turn, *, max_turns: int, ttl_seconds: float) -> None:
+        """Append ``turn`` to its session, keeping the newest ``max_turns``.
+
+        Idempotent by ``turn.id``: appending the same turn twice stores it once. The session's
+        expiry moves to ``ttl_seconds`` from now; a session already expired starts empty.
+        """
+
+    async def recent_turns(
+        self, agent_id: str, session_id: str, *, limit: int, ttl_seconds: float
+    ) -> list[Turn]:
+        """The newest ``limit`` turns of a live session, oldest first; ``[]`` if none or expired."""
+
+    async def get_session(
+        self, agent_id: str, session_id: str, *, ttl_seconds: float
+    ) -> SessionInfo | None:
+        """The session's bookkeeping, or ``None`` if it does not exist or has expired."""
+
+    async def set_session_metadata(
+        self, agent_id: str, session_id: str, metadata: dict[str, Any], *, ttl_seconds: float
+    ) -> None:
+        """Merge ``metadata`` into the session's metadata (creating the session if needed)."""
+
+    async def clear_session(self, agent_id: str, session_id: str) -> None:
+        """Remove the session and all its turns."""
+
+    async def acquire_lock(self, agent_id: str, name: str, holder: str, ttl_seconds: float) -> bool:
+        """Take the named lock for ``holder`` unless someone else holds a live one.
+
+        Exactly one of many concurrent callers succeeds; the lock lapses ``ttl_seconds`` after it
+        was taken, measured by the server's clock.
+        """
+
+    async def release_lock(self, agent_id: str, name: str, holder: str) -> bool:
+        """Release the lock if ``holder`` holds it; ``False`` otherwise."""
+
+    # -- L2 --
+    async def upsert_memories(self, records: Sequence[MemoryRecord]) -> None:
+        """Insert or replace memories (keyed by agent and id), all or none."""
+
+    async def get_memory(self, agent_id: str, memory_id: str) -> Memory | None:
+        """One memory of the agent, or ``None``."""
+
+    async def delete_memory(self, agent_id: str, memory_id: str) -> bool:
+        """Delete one memory of the agent; ``False`` if the agent has no such memory."""
+
+    async def count_memories(self, agent_id: str) -> int:
+        """How many memories the agent has (all embedders)."""
+
+    async def erase_agent(self, agent_id: str) -> None:
+        """Remove every turn, session, memory, statistic and lock of the agent."""
+
+    async def search(self, request: SearchRequest) -> list[ScoredMemory]:
+        """Admitted memories ranked as :func:`actrone_pg.ranking.rank` ranks them, best first."""
