@@ -1,0 +1,62 @@
+"""The ``actrone-pg`` command line.
+
+Each sub-command lives in its own module under ``actrone_pg/_cli/`` with two functions,
+``add_arguments(parser)`` and ``run(args) -> int``, imported only when that command runs, so that
+``actrone-pg demo`` does not import psycopg and ``actrone-pg calibrate`` does not import Redis.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from actrone_pg.errors import ActroneError
+
+__all__ = ["main"]
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("actrone_pg._cli.demo", "store a short conversation and show what retrieval picks"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every sub-command registered."""
+    parser = argparse.ArgumentParser(
+        prog="actrone-pg",
+        description="Memory for LLM agents, assembled inside a token budget.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module_name, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        module = importlib.import_module(module_name)
+        module.add_arguments(p)
+        p.set_defaults(_module=module_name)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``actrone-pg``; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    module = importlib.import_module(args._module)
+    try:
+        code: int = module.run(args)
+    except ActroneError as exc:
+        print(f"actrone-pg {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

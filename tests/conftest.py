@@ -1,0 +1,29 @@
+"""Shared fixtures.
+
+``store`` is parametrized over every backend in ``BACKENDS``; each backend's fixtures live in
+``tests/backends/<name>.py`` (a pytest plugin) and provide ``store_<name>``: a fresh, connected,
+empty store, closed after the test. Servers come from fixtures, never from import-time
+connections: an environment DSN/URL if given, else an embedded or local server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from actrone_pg.stores import Store
+
+pytest_plugins = [
+    "tests.backends.memory",
+]
+
+#: Backends the conformance and parity suites run against.
+BACKENDS = ["memory"]
+
+
+@pytest.fixture(params=BACKENDS)
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
+    """A fresh, empty store of each backend in turn."""
+    s: Store = request.getfixturevalue(f"store_{request.param}")
+    yield s
