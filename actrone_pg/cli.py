@@ -19,6 +19,7 @@ __all__ = ["main"]
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "bench": ("actrone_pg._cli.bench", "measure ingest, retrieval latency and candidate recall"),
     "demo": ("actrone_pg._cli.demo", "store a short conversation and show what retrieval picks"),
 }
 

