@@ -129,3 +129,12 @@ def test_secrets_are_masked_in_to_dict() -> None:
     c = MemoryConfig(qdrant_api_key="s3cret")
     assert c.to_dict()["qdrant_api_key"] == "***"
     assert c.qdrant_api_key == "s3cret"
+
+
+def test_readme_documents_every_field() -> None:
+    import dataclasses
+    from pathlib import Path
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    for f in dataclasses.fields(MemoryConfig):
+        assert f"| `{f.name}` | `ACTRONE_{f.name.upper()}` |" in readme, f.name
