@@ -116,9 +116,13 @@ class Dataset:
 
 
 def unit_rows(matrix: npt.ArrayLike) -> F32:
-    """Rows scaled to unit length exactly as the manager does (float64 norm, then float32)."""
+    """Rows scaled to unit length exactly as the manager does (float64 norm, then float32).
+
+    The norm is taken row by row with the same dot product the manager's ``normalise`` uses, so
+    the exact scan sees bit-identical vectors to the store's.
+    """
     arr = np.asarray(matrix, dtype=np.float64)
-    norms = np.sqrt(np.einsum("ij,ij->i", arr, arr))
+    norms = np.array([math.sqrt(float(row @ row)) for row in arr], dtype=np.float64)
     return (arr / norms[:, None]).astype(np.float32)
 
 
@@ -135,7 +139,7 @@ def _around(rng: np.random.Generator, centres: F32, rho: npt.NDArray[np.float64]
     noise = rng.standard_normal(centres.shape)
     noise -= np.einsum("ij,ij->i", noise, centres)[:, None] * centres
     noise /= np.linalg.norm(noise, axis=1)[:, None]
-    out = rho[:, None] * centres + np.sqrt(1.0 - rho**2)[:, None] * noise
+    out: npt.NDArray[np.float64] = rho[:, None] * centres + np.sqrt(1.0 - rho**2)[:, None] * noise
     return unit_rows(out)
 
 

@@ -1,7 +1,8 @@
 """Running the reference system, actrone-memory 0.3.0, on the benchmark's data.
 
-actrone-memory is never imported here: it lives in its own virtual environment (``--setup-reference``
-creates one) and ``benchmarks/reference_driver.py`` runs there as a subprocess. This module writes
+actrone-memory is never imported here: it lives in its own virtual environment
+(``--setup-reference`` creates one) and ``benchmarks/reference_driver.py`` runs there as a
+subprocess. This module writes
 the data the driver reads (plain float32 files and JSON, so the driver needs no numpy), launches
 it, and turns its raw timings and search hits into a :class:`~actrone_pg._bench.BenchResult`
 computed exactly as for actrone_pg (same percentiles, same exact scan for recall).

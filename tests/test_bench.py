@@ -1,0 +1,149 @@
+"""``actrone-pg bench`` at a tiny size on the in-memory backend, and the pieces it is built from.
+
+No assertion here is about time: the benchmark reports latencies, it never judges them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from actrone_pg._bench import (
+    DatasetSpec,
+    FixedVectorEmbedder,
+    LatencyStats,
+    build_dataset,
+    exact_candidates,
+    schedule,
+    unit_rows,
+)
+from actrone_pg._bench_reference import reference_result, write_reference_data
+from actrone_pg.cli import main
+
+TINY = ["--backend", "memory", "--agents", "2", "--per-agent", "300", "--queries", "20"]
+
+
+def test_bench_json_structure_and_exact_recall(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", *TINY, "--warmup", "2", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (result,) = report["results"]
+    assert result["backend"] == "memory"
+    assert (result["agents"], result["per_agent"], result["memories"]) == (2, 300, 600)
+    assert result["retrieve"]["n"] == result["search"]["n"] == 20
+    for stats in (result["retrieve"], result["search"]):
+        assert 0 < stats["min"] <= stats["p50"] <= stats["p99"] <= stats["max"]
+    assert result["ingest_rate"] > 0
+    # The in-memory store scans exactly, so its candidates are the exact scan's: an invariant.
+    assert result["recall_mean"] == 1.0 and result["recall_min"] == 1.0
+    assert result["recall_queries"] == 20
+    # 300 memories in one cluster; the threshold is set so a typical query admits 150 of them
+    # (admit_target is capped at half the agent), all below the 500-candidate cap.
+    assert 100 <= result["admitted_median"] <= 200
+    assert result["returned_median"] == result["admitted_median"]
+    assert 0 < result["threshold"] < 1
+    assert any("query embedding excluded" in n for n in result["notes"])
+
+
+def test_bench_tables(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", *TINY, "--queries", "5", "--warmup", "0"]) == 0
+    out = capsys.readouterr().out
+    for label in ("ingest (memories/s)", "retrieve_context p50 (ms)", "candidate recall mean"):
+        assert label in out
+
+
+def test_scaling_series_writes_growth_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["bench", "--backend", "memory", "--scaling", "--scaling-sizes", "200,400"]
+    args += ["--queries", "5", "--warmup", "1", "--out-dir", str(tmp_path), "--json"]
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    growth = report["scaling"]["growth"]
+    assert [row["per_agent"] for row in growth] == [200, 400]
+    assert [row["size_factor"] for row in growth] == [1.0, 2.0]
+    assert growth[0]["retrieve_p50_growth"] == 1.0
+    saved = json.loads((tmp_path / "scaling-memory.json").read_text())
+    assert saved["scaling"]["growth"] == growth
+    plot = tmp_path / "scaling-memory.png"
+    assert plot.exists() or "matplotlib is not installed" in report["scaling"]["plot"]
+
+
+def test_dataset_is_deterministic_and_unit_length() -> None:
+    spec = DatasetSpec(agents=2, per_agent=50, queries=4, dimensions=16, seed=3)
+    a, b = build_dataset(spec), build_dataset(spec)
+    assert a.threshold == b.threshold
+    for x, y in zip(a.agents, b.agents, strict=True):
+        assert x.texts == y.texts and x.query_texts == y.query_texts
+        assert np.array_equal(x.vectors, y.vectors)
+        assert np.allclose(np.linalg.norm(x.vectors, axis=1), 1.0, atol=1e-6)
+    assert len(set(a.agents[0].texts)) == 50  # unique: the embedder looks vectors up by text
+    other = build_dataset(DatasetSpec(agents=2, per_agent=50, queries=4, dimensions=16, seed=4))
+    assert not np.array_equal(a.agents[0].vectors, other.agents[0].vectors)
+    # two queries per agent, round-robin over agents
+    assert schedule(a, 5) == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 0)]
+
+
+def test_exact_candidates_by_hand() -> None:
+    s = 1 / math.sqrt(2)
+    vectors = np.array([[1, 0], [0, 1], [s, s], [-1, 0]], dtype=np.float32)
+    query = np.array([1, 0], dtype=np.float32)
+    # cosines: 1, 0, 0.707, -1 -> two pass 0.5; the nearest one is index 0
+    count, nearest = exact_candidates(vectors, query, 0.5, limit=1)
+    assert count == 2 and nearest.tolist() == [0]
+    count, nearest = exact_candidates(vectors, query, 0.5, limit=10)
+    assert count == 2 and sorted(nearest.tolist()) == [0, 2]
+
+
+def test_latency_percentiles_nearest_rank() -> None:
+    stats = LatencyStats.of([float(i) for i in range(100, 0, -1)])
+    assert (stats.n, stats.p50, stats.p99, stats.min, stats.max) == (100, 50.0, 99.0, 1.0, 100.0)
+    assert stats.mean == 50.5
+
+
+async def test_fixed_vector_embedder_returns_registered_vectors() -> None:
+    emb = FixedVectorEmbedder(3)
+    vecs = unit_rows([[1, 2, 2], [0, 0, 5]])
+    emb.add(["a", "b"], vecs)
+    out = await emb.embed_batch(["b", "a"])
+    assert np.array_equal(out, vecs[[1, 0]]) and emb.name == "bench-fixed-3"
+
+
+def test_reference_result_uses_the_same_exact_scan(tmp_path: Path) -> None:
+    ds = build_dataset(DatasetSpec(agents=1, per_agent=40, queries=2, dimensions=8, seed=1))
+    write_reference_data(ds, tmp_path, queries=2, warmup=1, limit=500)
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert meta["schedule"] == [[0, 0], [0, 1]] and meta["threshold"] == ds.threshold
+    raw_vectors = np.fromfile(tmp_path / "vectors_0.f32", dtype="<f4").reshape(40, 8)
+    assert np.array_equal(raw_vectors, ds.agents[0].vectors)
+    agent = ds.agents[0]
+    exact = [
+        exact_candidates(
+            unit_rows(agent.vectors),
+            unit_rows(agent.query_vectors[q : q + 1])[0],
+            ds.threshold,
+            500,
+        )[1].tolist()
+        for q in range(2)
+    ]
+    raw = {
+        "system": "actrone-memory",
+        "version": "0.3.0",
+        "stores": "PostgresStore (L1) + PgVectorStore (L2)",
+        "server": "test",
+        "memories": 40,
+        "ingest_seconds": 2.0,
+        "ingest_rate": 20.0,
+        "retrieve_ms": [3.0, 1.0],
+        "search_ms": [2.0, 4.0],
+        # the first search found everything, the second nothing
+        "search_hits": [exact[0], []],
+        "context_sizes": [5, 0],
+    }
+    result = reference_result(raw, ds, queries=2, warmup=1, limit=500)
+    assert result.backend == "actrone-memory 0.3.0"
+    assert (result.recall_mean, result.recall_min) == (0.5, 0.0)
+    assert (result.retrieve.p50, result.search.p99) == (1.0, 4.0)
