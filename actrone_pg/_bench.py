@@ -251,7 +251,7 @@ def exact_candidates(
     return int(admitted.size), admitted
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class LatencyStats:
     """Latency summary in milliseconds."""
 
@@ -261,6 +261,9 @@ class LatencyStats:
     mean: float
     min: float
     max: float
+    #: Per-run p50 and p99 when the passes were repeated (the headline figures are their medians).
+    p50_runs: list[float] = field(default_factory=list)
+    p99_runs: list[float] = field(default_factory=list)
 
     @classmethod
     def of(cls, samples_ms: Sequence[float]) -> LatencyStats:
@@ -275,6 +278,24 @@ class LatencyStats:
             mean=statistics.fmean(data),
             min=data[0],
             max=data[-1],
+        )
+
+    @classmethod
+    def of_runs(cls, runs: Sequence[Sequence[float]]) -> LatencyStats:
+        """Summarise repeated runs: p50 and p99 are the medians of each run's p50 and p99."""
+        pooled = cls.of([x for run in runs for x in run])
+        per_run = [cls.of(run) for run in runs if run]
+        if len(per_run) < 2:
+            return pooled
+        return cls(
+            n=pooled.n,
+            p50=statistics.median(r.p50 for r in per_run),
+            p99=statistics.median(r.p99 for r in per_run),
+            mean=pooled.mean,
+            min=pooled.min,
+            max=pooled.max,
+            p50_runs=[r.p50 for r in per_run],
+            p99_runs=[r.p99 for r in per_run],
         )
 
 
@@ -307,6 +328,7 @@ class BenchResult:
     returned_median: float
     context_memories_median: float
     warmup: int
+    repeats: int = 1
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -372,8 +394,12 @@ async def run_benchmark(
     batch_size: int = 1000,
     progress: Progress | None = None,
     clean: bool = True,
+    repeats: int = 1,
 ) -> BenchResult:
     """Ingest ``dataset`` through ``mm``, then time retrieval and measure recall.
+
+    The timed passes (every query through ``retrieve_context``, then through
+    ``search_memories``) run ``repeats`` times; recall is measured on the first pass.
 
     ``mm`` must use ``embedder`` and the dataset's threshold. With ``clean`` every agent of the
     dataset is erased first (the benchmark's agent ids start with ``bench-agent-``).
@@ -412,31 +438,42 @@ async def run_benchmark(
         await retrieve(agent, q)
         await search(agent, q)
 
-    retrieve_ms: list[float] = []
+    retrieve_runs: list[list[float]] = []
+    search_runs: list[list[float]] = []
     context_sizes: list[int] = []
-    for agent, q in _agents_of(dataset, schedule(dataset, queries)):
-        t0 = time.perf_counter_ns()
-        ctx = await retrieve(agent, q)
-        retrieve_ms.append((time.perf_counter_ns() - t0) / 1e6)
-        context_sizes.append(len(ctx.episodic_memories))
-
-    search_ms: list[float] = []
     recalls: list[float] = []
     admitted: list[int] = []
     returned: list[int] = []
-    for agent, q in _agents_of(dataset, schedule(dataset, queries)):
-        t0 = time.perf_counter_ns()
-        hits = await search(agent, q)
-        search_ms.append((time.perf_counter_ns() - t0) / 1e6)
-        qv = unit_rows(agent.query_vectors[q : q + 1])[0]
-        n_admitted, exact = exact_candidates(stored[agent.agent_id], qv, dataset.threshold, limit)
-        admitted.append(n_admitted)
-        returned.append(len(hits))
-        got = {h.id for h in hits}
-        want = {agent.ids[int(i)] for i in exact}
-        recalls.append(len(got & want) / len(want) if want else 1.0)
-        # Yield so that a slow exact scan never starves the store's background tasks.
-        await asyncio.sleep(0)
+    pairs = _agents_of(dataset, schedule(dataset, queries))
+    for rep in range(repeats):
+        retrieve_ms: list[float] = []
+        for agent, q in pairs:
+            t0 = time.perf_counter_ns()
+            ctx = await retrieve(agent, q)
+            retrieve_ms.append((time.perf_counter_ns() - t0) / 1e6)
+            if rep == 0:
+                context_sizes.append(len(ctx.episodic_memories))
+        retrieve_runs.append(retrieve_ms)
+
+        search_ms: list[float] = []
+        for agent, q in pairs:
+            t0 = time.perf_counter_ns()
+            hits = await search(agent, q)
+            search_ms.append((time.perf_counter_ns() - t0) / 1e6)
+            if rep > 0:
+                continue
+            qv = unit_rows(agent.query_vectors[q : q + 1])[0]
+            n_admitted, exact = exact_candidates(
+                stored[agent.agent_id], qv, dataset.threshold, limit
+            )
+            admitted.append(n_admitted)
+            returned.append(len(hits))
+            got = {h.id for h in hits}
+            want = {agent.ids[int(i)] for i in exact}
+            recalls.append(len(got & want) / len(want) if want else 1.0)
+            # Yield so that a slow exact scan never starves the store's background tasks.
+            await asyncio.sleep(0)
+        search_runs.append(search_ms)
 
     return BenchResult(
         backend=mm.backend,
@@ -448,8 +485,8 @@ async def run_benchmark(
         memories=dataset.total_memories,
         ingest_seconds=seconds,
         ingest_rate=dataset.total_memories / seconds if seconds > 0 else math.inf,
-        retrieve=LatencyStats.of(retrieve_ms),
-        search=LatencyStats.of(search_ms),
+        retrieve=LatencyStats.of_runs(retrieve_runs),
+        search=LatencyStats.of_runs(search_runs),
         recall_mean=statistics.fmean(recalls),
         recall_min=min(recalls),
         recall_queries=len(recalls),
@@ -459,4 +496,5 @@ async def run_benchmark(
         returned_median=statistics.median(returned),
         context_memories_median=statistics.median(context_sizes),
         warmup=warmup,
+        repeats=repeats,
     )

@@ -63,6 +63,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--queries", type=int, default=1000, help="timed queries per measurement (default 1,000)"
     )
     parser.add_argument("--warmup", type=int, default=50, help="untimed warm-up queries")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="timed passes over the queries; p50/p99 are medians over passes (default 3)",
+    )
     parser.add_argument("--seed", type=int, default=7, help="seed of the synthetic data")
     parser.add_argument(
         "--batch-size", type=int, default=1000, help="memories per inject_memories call"
@@ -127,6 +133,7 @@ def _check_positive(args: argparse.Namespace) -> None:
         "dimensions",
         "admit_target",
         "reference_queries",
+        "repeat",
     ):
         if getattr(args, name) < 1:
             raise SystemExit(f"actrone-pg bench: --{name.replace('_', '-')} must be at least 1")
@@ -195,6 +202,7 @@ async def _run_one(
                 warmup=args.warmup,
                 batch_size=args.batch_size,
                 progress=lambda n: progress.advance(task, n),
+                repeats=args.repeat,
             )
         if not args.keep_data:
             for agent in dataset.agents:
@@ -241,7 +249,10 @@ def _result_table(results: list[BenchResult], title: str) -> Any:
         ("retrieve_context mean (ms)", [_fmt(r.retrieve.mean) for r in results]),
         ("search_memories p50 (ms)", [_fmt(r.search.p50) for r in results]),
         ("search_memories p99 (ms)", [_fmt(r.search.p99) for r in results]),
-        ("timed queries (each)", [f"{r.retrieve.n:,}" for r in results]),
+        (
+            "timed calls (each), passes",
+            [f"{r.retrieve.n:,}, {max(1, len(r.retrieve.p50_runs))}" for r in results],
+        ),
         ("candidate recall mean", [f"{r.recall_mean:.4f}" for r in results]),
         ("candidate recall min", [f"{r.recall_min:.4f}" for r in results]),
         (
