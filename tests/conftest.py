@@ -14,10 +14,11 @@ from actrone_pg.stores import Store
 
 pytest_plugins = [
     "tests.backends.memory",
+    "tests.backends.postgres",
 ]
 
 #: Backends the conformance and parity suites run against.
-BACKENDS = ["memory"]
+BACKENDS = ["memory", "postgres"]
 
 
 @pytest.fixture(params=BACKENDS)

