@@ -33,7 +33,7 @@ import asyncio
 import math
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -395,11 +395,13 @@ async def run_benchmark(
     progress: Progress | None = None,
     clean: bool = True,
     repeats: int = 1,
+    after_ingest: Callable[[], Awaitable[None]] | None = None,
 ) -> BenchResult:
     """Ingest ``dataset`` through ``mm``, then time retrieval and measure recall.
 
     The timed passes (every query through ``retrieve_context``, then through
     ``search_memories``) run ``repeats`` times; recall is measured on the first pass.
+    ``after_ingest`` (untimed) runs between ingest and the queries, for example ``ANALYZE``.
 
     ``mm`` must use ``embedder`` and the dataset's threshold. With ``clean`` every agent of the
     dataset is erased first (the benchmark's agent ids start with ``bench-agent-``).
@@ -421,6 +423,9 @@ async def run_benchmark(
             await mm.store_turn(
                 agent.agent_id, SESSION_ID, user, assistant, turn_id=f"{agent.agent_id}-t{j}"
             )
+
+    if after_ingest is not None:
+        await after_ingest()
 
     # Stored vectors, normalised exactly as the manager normalised them, for the exact scan.
     stored = {a.agent_id: unit_rows(a.vectors) for a in dataset.agents}

@@ -15,7 +15,7 @@ import os
 import platform
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--out-dir",
         default="benchmarks/results",
         help="where --scaling writes its plot and JSON (default benchmarks/results)",
+    )
+    parser.add_argument(
+        "--analyze",
+        action="store_true",
+        help="postgres: ANALYZE the schema's tables after ingest (the state autovacuum reaches "
+        "a minute or so later); by default queries start right after the bulk load",
     )
     parser.add_argument(
         "--keep-data", action="store_true", help="leave the benchmark's agents in the store"
@@ -203,6 +209,7 @@ async def _run_one(
                 batch_size=args.batch_size,
                 progress=lambda n: progress.advance(task, n),
                 repeats=args.repeat,
+                after_ingest=_analyzer(args, dsn),
             )
         if not args.keep_data:
             for agent in dataset.agents:
@@ -213,6 +220,26 @@ async def _run_one(
         "query embedding excluded: a fixed-vector embedder returns precomputed vectors"
     )
     return dataset, result
+
+
+def _analyzer(args: argparse.Namespace, dsn: str | None) -> Callable[[], Awaitable[None]] | None:
+    """With ``--analyze`` on postgres: a coroutine that ANALYZEs every table of the schema."""
+    if not (args.analyze and args.backend == "postgres" and dsn):
+        return None
+    target: str = dsn
+
+    async def analyze() -> None:
+        import psycopg
+        from psycopg import sql
+
+        async with await psycopg.AsyncConnection.connect(target, autocommit=True) as conn:
+            cur = await conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY 1", (args.schema,)
+            )
+            for (table,) in await cur.fetchall():
+                await conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(args.schema, table)))
+
+    return analyze
 
 
 def _environment(dsn: str | None, backend: str) -> dict[str, Any]:
