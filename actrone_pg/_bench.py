@@ -29,7 +29,6 @@ vectors: the memories with ``cosine ≥ threshold``, nearest 500. Recall is
 
 from __future__ import annotations
 
-import asyncio
 import math
 import statistics
 import time
@@ -427,9 +426,6 @@ async def run_benchmark(
     if after_ingest is not None:
         await after_ingest()
 
-    # Stored vectors, normalised exactly as the manager normalised them, for the exact scan.
-    stored = {a.agent_id: unit_rows(a.vectors) for a in dataset.agents}
-
     async def retrieve(agent: AgentData, q: int) -> Any:
         return await mm.retrieve_context(
             agent.agent_id, SESSION_ID, agent.query_texts[q], TOKEN_BUDGET
@@ -449,6 +445,7 @@ async def run_benchmark(
     recalls: list[float] = []
     admitted: list[int] = []
     returned: list[int] = []
+    found: list[set[str]] = []
     pairs = _agents_of(dataset, schedule(dataset, queries))
     for rep in range(repeats):
         retrieve_ms: list[float] = []
@@ -465,20 +462,21 @@ async def run_benchmark(
             t0 = time.perf_counter_ns()
             hits = await search(agent, q)
             search_ms.append((time.perf_counter_ns() - t0) / 1e6)
-            if rep > 0:
-                continue
-            qv = unit_rows(agent.query_vectors[q : q + 1])[0]
-            n_admitted, exact = exact_candidates(
-                stored[agent.agent_id], qv, dataset.threshold, limit
-            )
-            admitted.append(n_admitted)
-            returned.append(len(hits))
-            got = {h.id for h in hits}
-            want = {agent.ids[int(i)] for i in exact}
-            recalls.append(len(got & want) / len(want) if want else 1.0)
-            # Yield so that a slow exact scan never starves the store's background tasks.
-            await asyncio.sleep(0)
+            if rep == 0:
+                found.append({h.id for h in hits})
         search_runs.append(search_ms)
+
+    # Stored vectors, normalised exactly as the manager normalised them, for the exact scan.
+    stored = {a.agent_id: unit_rows(a.vectors) for a in dataset.agents}
+    # Recall after all timing: numpy's exact scan between timed calls would leave BLAS threads
+    # spinning on this 2-core machine and slow the next call down.
+    for (agent, q), got in zip(pairs, found, strict=True):
+        qv = unit_rows(agent.query_vectors[q : q + 1])[0]
+        n_admitted, exact = exact_candidates(stored[agent.agent_id], qv, dataset.threshold, limit)
+        admitted.append(n_admitted)
+        returned.append(len(got))
+        want = {agent.ids[int(i)] for i in exact}
+        recalls.append(len(got & want) / len(want) if want else 1.0)
 
     return BenchResult(
         backend=mm.backend,
