@@ -395,12 +395,15 @@ async def run_benchmark(
     clean: bool = True,
     repeats: int = 1,
     after_ingest: Callable[[], Awaitable[None]] | None = None,
+    query_progress: Progress | None = None,
 ) -> BenchResult:
     """Ingest ``dataset`` through ``mm``, then time retrieval and measure recall.
 
     The timed passes (every query through ``retrieve_context``, then through
     ``search_memories``) run ``repeats`` times; recall is measured on the first pass.
     ``after_ingest`` (untimed) runs between ingest and the queries, for example ``ANALYZE``.
+    ``progress`` is called with the memories of each ingested batch, ``query_progress`` with 1
+    after each timed call (``2 × queries × repeats`` in all).
 
     ``mm`` must use ``embedder`` and the dataset's threshold. With ``clean`` every agent of the
     dataset is erased first (the benchmark's agent ids start with ``bench-agent-``).
@@ -455,6 +458,8 @@ async def run_benchmark(
             retrieve_ms.append((time.perf_counter_ns() - t0) / 1e6)
             if rep == 0:
                 context_sizes.append(len(ctx.episodic_memories))
+            if query_progress is not None:
+                query_progress(1)
         retrieve_runs.append(retrieve_ms)
 
         search_ms: list[float] = []
@@ -464,6 +469,8 @@ async def run_benchmark(
             search_ms.append((time.perf_counter_ns() - t0) / 1e6)
             if rep == 0:
                 found.append({h.id for h in hits})
+            if query_progress is not None:
+                query_progress(1)
         search_runs.append(search_ms)
 
     # Stored vectors, normalised exactly as the manager normalised them, for the exact scan.

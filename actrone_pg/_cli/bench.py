@@ -200,6 +200,7 @@ async def _run_one(
             transient=True,
         ) as progress:
             task = progress.add_task(f"ingest ({mm.backend})", total=dataset.total_memories)
+            timed = progress.add_task("timed queries", total=2 * args.queries * args.repeat)
             result = await run_benchmark(
                 mm,
                 embedder,
@@ -210,6 +211,7 @@ async def _run_one(
                 progress=lambda n: progress.advance(task, n),
                 repeats=args.repeat,
                 after_ingest=_analyzer(args, dsn),
+                query_progress=lambda n: progress.advance(timed, n),
             )
         if not args.keep_data:
             for agent in dataset.agents:
