@@ -41,7 +41,10 @@ PAIRS: list[tuple[str, str]] = [
     ("which code editor does the user use", "Codes in Neovim with a custom Lua configuration."),
     # facts about the user
     ("where does the user live", "Moved to Lisbon last spring and lives in Alfama."),
-    ("what is the dog called", "Has a golden retriever; the dog's name is Biscuit and he eats grain-free food."),
+    (
+        "what is the dog called",
+        "Has a golden retriever; the dog's name is Biscuit and he eats grain-free food.",
+    ),
     ("user's birthday", "Born on 14 March 1990."),
     ("what languages can they speak", "Fluent in Portuguese and Spanish; learning Japanese."),
     ("what does the user work as", "Works as a senior data engineer at a logistics startup."),
@@ -49,7 +52,10 @@ PAIRS: list[tuple[str, str]] = [
     # plans
     ("upcoming trips", "Flying to Tokyo on 3 October; the hotel is already paid."),
     ("plans for Saturday", "Going hiking along the river bank in Sintra with friends on Saturday."),
-    ("when is the dentist appointment", "Has a check-up with Dr. Alves on Tuesday for a sore molar."),
+    (
+        "when is the dentist appointment",
+        "Has a check-up with Dr. Alves on Tuesday for a sore molar.",
+    ),
     ("career goals", "Hopes to move into a staff engineer role within two years."),
     ("home renovation project", "Is redoing the kitchen at home; new cabinets arrive in November."),
     (
@@ -64,9 +70,15 @@ PAIRS: list[tuple[str, str]] = [
     ("which cloud hosts the infrastructure", "The infrastructure runs on AWS in eu-west-1."),
     ("version control hosting", "Repositories live on a self-hosted GitLab instance."),
     ("note-taking app", "Writes everything down in Obsidian, synced with Syncthing."),
-    ("which database does the team use", "The team's main datastore is PostgreSQL 16 with pgvector."),
+    (
+        "which database does the team use",
+        "The team's main datastore is PostgreSQL 16 with pgvector.",
+    ),
     # health
-    ("blood pressure medication", "Takes 10 mg of lisinopril each morning to control blood pressure."),
+    (
+        "blood pressure medication",
+        "Takes 10 mg of lisinopril each morning to control blood pressure.",
+    ),
     ("sleep problems", "Often wakes at 3am and lies awake for an hour or two."),
     (
         "injuries to be careful about in workouts",
@@ -81,17 +93,26 @@ PAIRS: list[tuple[str, str]] = [
         "working hours",
         "Keeps a fixed schedule: online from 8 to 4 Lisbon time, offline on Friday afternoons.",
     ),
-    ("how many engineers does the user lead", "Leads a group of six engineers and has a coffee chat with each one weekly."),
+    (
+        "how many engineers does the user lead",
+        "Leads a group of six engineers and has a coffee chat with each one weekly.",
+    ),
     # family
     ("who is the user married to", "The user is married to Tomás, a nurse at the city hospital."),
     (
         "parents",
         "Her mother lives in Porto and her father passed away in 2019; her phone number is saved.",
     ),
-    ("does the user have a brother", "Has an older brother, Rui, a chef in London whose birthday is 2 June."),
+    (
+        "does the user have a brother",
+        "Has an older brother, Rui, a chef in London whose birthday is 2 June.",
+    ),
     # travel
     ("seat preference on planes", "Always books an aisle seat near the front."),
-    ("airline loyalty account", "The user's loyalty account with TAP Air Portugal is TP 4471 9902."),
+    (
+        "airline loyalty account",
+        "The user's loyalty account with TAP Air Portugal is TP 4471 9902.",
+    ),
     ("passport expiry", "Her travel document runs out in August 2027."),
     ("hotel preferences", "Likes small boutique places to stay, with a gym and a quiet room."),
     # finance
