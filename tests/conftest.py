@@ -14,6 +14,7 @@ from actrone_pg.stores import Store
 
 pytest_plugins = [
     "tests.backends.memory",
+    "tests.models",
 ]
 
 #: Backends the conformance and parity suites run against.

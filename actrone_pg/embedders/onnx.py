@@ -47,6 +47,7 @@ __all__ = [
     "OnnxEmbedder",
     "Preset",
     "from_config",
+    "hub_snapshot",
     "models_dir",
     "resolve_model_id",
 ]
@@ -370,54 +371,9 @@ class OnnxEmbedder:
         ``local_files_only`` (or ``HF_HUB_OFFLINE=1``) the network is never tried.
         """
         model_id = resolve_model_id(model_id)
-        try:
-            from huggingface_hub import hf_hub_download
-        except ImportError:
-            raise MissingDependencyError("onnx", "huggingface_hub") from None
-
-        def fetch(filename: str, offline: bool) -> Path:
-            return Path(
-                hf_hub_download(
-                    model_id,
-                    filename,
-                    revision=revision,
-                    cache_dir=cache_dir,
-                    local_files_only=offline,
-                )
-            )
-
-        def fetch_all(offline: bool) -> Path:
-            tokenizer = fetch("tokenizer.json", offline)
-            errors: list[str] = []
-            for name in _ONNX_FILES:
-                try:
-                    fetch(name, offline)
-                    break
-                except Exception as exc:  # the hub raises many types; any means "not this one"
-                    errors.append(f"{name}: {type(exc).__name__}")
-            else:
-                raise FileNotFoundError("no ONNX file (" + "; ".join(errors) + ")")
-            for name in _OPTIONAL_FILES:
-                try:
-                    fetch(name, offline)
-                except Exception:
-                    pass  # optional: pooling and length have preset defaults
-            return tokenizer.parent
-
-        try:
-            snapshot = fetch_all(offline=True)
-        except Exception as cached_exc:
-            if local_files_only:
-                raise ModelNotAvailableError(
-                    f"{model_id} is not in the hub cache ({cached_exc}); " + _HOW_TO
-                ) from None
-            try:
-                snapshot = fetch_all(offline=False)
-            except Exception as exc:
-                raise ModelNotAvailableError(
-                    f"cannot download {model_id} from the model hub ({type(exc).__name__}: "
-                    f"{exc}); " + _HOW_TO
-                ) from None
+        snapshot = hub_snapshot(
+            model_id, revision=revision, cache_dir=cache_dir, local_files_only=local_files_only
+        )
         return cls.from_directory(
             snapshot,
             pooling,
@@ -485,6 +441,69 @@ class OnnxEmbedder:
             f"OnnxEmbedder(name={self.name!r}, pooling={self.pooling!r}, "
             f"dimensions={self.dimensions}, max_length={self.max_length})"
         )
+
+
+def hub_snapshot(
+    model_id: str,
+    *,
+    revision: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    local_files_only: bool = False,
+) -> Path:
+    """The hub-cache directory holding ``model_id``'s ONNX file and ``tokenizer.json``.
+
+    The cache is tried first, with no network; only if the files are not there (and
+    ``local_files_only`` is false) are they downloaded, once, into the standard cache layout
+    (``models--org--name/snapshots/<revision>/``). ``HF_HUB_OFFLINE=1`` forbids the download.
+    """
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:
+        raise MissingDependencyError("onnx", "huggingface_hub") from None
+
+    def fetch(filename: str, offline: bool) -> Path:
+        return Path(
+            hf_hub_download(
+                model_id,
+                filename,
+                revision=revision,
+                cache_dir=cache_dir,
+                local_files_only=offline,
+            )
+        )
+
+    def fetch_all(offline: bool) -> Path:
+        tokenizer = fetch("tokenizer.json", offline)
+        errors: list[str] = []
+        for name in _ONNX_FILES:
+            try:
+                fetch(name, offline)
+                break
+            except Exception as exc:  # the hub raises many types; any means "not this one"
+                errors.append(f"{name}: {type(exc).__name__}")
+        else:
+            raise FileNotFoundError("no ONNX file (" + "; ".join(errors) + ")")
+        for name in _OPTIONAL_FILES:
+            try:
+                fetch(name, offline)
+            except Exception:
+                pass  # optional: pooling and length have preset defaults
+        return tokenizer.parent
+
+    try:
+        return fetch_all(offline=True)
+    except Exception as cached_exc:
+        if local_files_only:
+            raise ModelNotAvailableError(
+                f"{model_id} is not in the hub cache ({type(cached_exc).__name__}); " + _HOW_TO
+            ) from None
+    try:
+        return fetch_all(offline=False)
+    except Exception as exc:
+        raise ModelNotAvailableError(
+            f"cannot download {model_id} from the model hub ({type(exc).__name__}: {exc}); "
+            + _HOW_TO
+        ) from None
 
 
 _HOW_TO = (
