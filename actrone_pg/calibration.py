@@ -100,7 +100,7 @@ class CalibrationResult:
 
 
 def _floor(value: float, decimals: int) -> float:
-    factor = 10**decimals
+    factor = 10.0**decimals
     # The small epsilon keeps 0.3 (stored as 0.29999999999999999) from flooring to 0.299.
     return math.floor(value * factor + 1e-9) / factor
 

@@ -102,7 +102,10 @@ def load_embedder(spec: str, *, model_dir: Path | None = None, pooling: str | No
             obj = getattr(importlib.import_module(module_name), attr)
         except (ImportError, AttributeError) as exc:
             raise ConfigurationError("embedder", f"cannot import {spec!r}: {exc}") from None
-        return obj() if callable(obj) and not hasattr(obj, "embed_batch") else obj
+        # A class or a factory is called; an embedder instance is used as is.
+        if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "embed_batch")):
+            obj = obj()
+        return obj
     raise ConfigurationError("embedder", f"unknown embedder {spec!r}; {EMBEDDER_HELP}")
 
 

@@ -249,7 +249,9 @@ class OnnxEmbedder:
                 str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
             )
         except Exception as exc:
-            raise ModelNotAvailableError(f"cannot load the ONNX model {model_path}: {exc}") from None
+            raise ModelNotAvailableError(
+                f"cannot load the ONNX model {model_path}: {exc}"
+            ) from None
         self._inputs = [i.name for i in self._session.get_inputs()]
         for required in self._inputs:
             if required not in ("input_ids", "attention_mask", "token_type_ids"):
@@ -434,7 +436,8 @@ class OnnxEmbedder:
             weights = mask[:, :, None].astype(np.float32)
             pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        unit: np.ndarray = (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        return unit
 
     def __repr__(self) -> str:
         return (
@@ -467,7 +470,7 @@ def hub_snapshot(
                 model_id,
                 filename,
                 revision=revision,
-                cache_dir=cache_dir,
+                cache_dir=None if cache_dir is None else Path(cache_dir),
                 local_files_only=offline,
             )
         )

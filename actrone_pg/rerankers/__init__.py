@@ -1,4 +1,4 @@
-"""Rerankers: rescore the top of the fused ranking with a model that reads query and memory together.
+"""Rerankers: rescore the top of the fused ranking with a model reading query and memory together.
 
 ``create_reranker(config)`` builds the configured cross-encoder (``rerank_model``: a hub id such as
 the default ``Xenova/ms-marco-MiniLM-L-6-v2``, or a directory with ``model.onnx`` and

@@ -183,7 +183,10 @@ class CrossEncoderReranker:
 def from_config(config: MemoryConfig) -> CrossEncoderReranker:
     """The reranker ``rerank_model`` names: a directory, else a hub id (cache, then download)."""
     model = config.rerank_model.strip()
-    kwargs: dict[str, Any] = {"batch_size": config.rerank_top_k, "threads": config.embedding_threads}
+    kwargs: dict[str, Any] = {
+        "batch_size": config.rerank_top_k,
+        "threads": config.embedding_threads,
+    }
     if _looks_like_path(model):
         return CrossEncoderReranker.from_directory(model, **kwargs)
     return CrossEncoderReranker.from_pretrained(model, **kwargs)

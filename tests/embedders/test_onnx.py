@@ -154,7 +154,7 @@ def test_missing_onnxruntime_is_a_missing_dependency(
 ) -> None:
     # A None entry in sys.modules makes the import fail: the only way to lose a package here.
     monkeypatch.setitem(__import__("sys").modules, "onnxruntime", None)
-    with pytest.raises(MissingDependencyError, match=r'actrone-pg\[onnx\]'):
+    with pytest.raises(MissingDependencyError, match=r"actrone-pg\[onnx\]"):
         OnnxEmbedder.from_directory(tiny_encoder_dir)
     assert isinstance(create_embedder(MemoryConfig(embedding_provider="local")), HashingEmbedder)
 
@@ -223,9 +223,7 @@ async def test_minilm_batch_equals_single_calls_deterministic_and_unit_length(
 async def test_food_allergies_finds_the_peanut_allergy_through_the_manager(
     minilm_dir: Path,
 ) -> None:
-    cfg = MemoryConfig(
-        backend="memory", embedding_provider="onnx", embedding_model=str(minilm_dir)
-    )
+    cfg = MemoryConfig(backend="memory", embedding_provider="onnx", embedding_model=str(minilm_dir))
     async with await MemoryManager.create(cfg) as mm:
         assert mm.embedder.name == "onnx:sentence-transformers/all-MiniLM-L6-v2"
         assert mm.relevance_threshold == onnx_module.MINILM_THRESHOLD
