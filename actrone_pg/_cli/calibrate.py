@@ -158,7 +158,7 @@ def _print(data: dict[str, Any], result: CalibrationResult, bins: int) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(highlight=False, width=max(100, Console().width))
+    console = Console(highlight=False, width=max(100, Console().width), soft_wrap=True)
     rel, unr = data["relevant_scores"], data["unrelated_scores"]
     console.print(
         f"[bold]{data['embedder']}[/bold] on {data['pairs']}: "
