@@ -526,6 +526,8 @@ def _check_hub_reachable(model_id: str, timeout: float = 3.0) -> None:
     try:
         from huggingface_hub import constants
 
+        if constants.HF_HUB_OFFLINE:
+            return  # the hub client refuses at once by itself; no connection attempt at all
         endpoint = urlparse(constants.ENDPOINT)
     except (ImportError, AttributeError, ValueError):
         return
