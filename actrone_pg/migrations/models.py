@@ -108,6 +108,7 @@ def build_metadata(schema: str) -> sa.MetaData:
             "agent_id",
             "embedder",
             postgresql_include=["created_at", "id", "embedding"],
+            postgresql_where=sa.text("vector_dims(embedding) <= 600"),
         ),
     )
     sa.Table(

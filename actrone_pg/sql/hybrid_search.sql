@@ -45,10 +45,22 @@ WITH
 -- cosine first and filtering after the LIMIT gives the same set as filtering first (every row
 -- above the threshold sorts before every row below it) and computes each distance once.
 nearest AS (
-    SELECT m.id, m.created_at, -(m.embedding OPERATOR({vector_schema}.<#>) p_vector) AS cosine
-    FROM {schema}.memories AS m
-    WHERE m.agent_id = p_agent_id AND m.embedder = p_embedder
-    ORDER BY cosine DESC, m.created_at DESC, m.id
+    -- Vectors of up to 600 dimensions come from an index-only scan of ix_memories_candidates
+    -- (the agent's vectors stored together in the index); larger ones, which do not fit in a
+    -- btree entry, through the primary key. One branch is always empty for a given embedder.
+    SELECT u.id, u.created_at, u.cosine
+    FROM (
+        SELECT m.id, m.created_at, -(m.embedding OPERATOR({vector_schema}.<#>) p_vector) AS cosine
+        FROM {schema}.memories AS m
+        WHERE m.agent_id = p_agent_id AND m.embedder = p_embedder
+          AND {vector_schema}.vector_dims(m.embedding) <= 600
+        UNION ALL
+        SELECT m.id, m.created_at, -(m.embedding OPERATOR({vector_schema}.<#>) p_vector)
+        FROM {schema}.memories AS m
+        WHERE m.agent_id = p_agent_id AND m.embedder = p_embedder
+          AND {vector_schema}.vector_dims(m.embedding) > 600
+    ) AS u
+    ORDER BY u.cosine DESC, u.created_at DESC, u.id
     LIMIT p_limit
 ),
 candidates AS (
