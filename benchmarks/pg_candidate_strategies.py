@@ -37,7 +37,9 @@ EXACT = (
     " ORDER BY embedding <#> %(q)s, created_at DESC, id LIMIT 500"
 )
 STRATEGIES: dict[str, str] = {
-    "exact float, heap in arrival order, btree(agent_id, embedder)": EXACT.format(t="bench.scattered"),
+    "exact float, heap in arrival order, btree(agent_id, embedder)": EXACT.format(
+        t="bench.scattered"
+    ),
     "exact float, covering btree INCLUDE (vector), index-only": EXACT.format(t="bench.covered"),
     "exact float, heap clustered by agent (CLUSTER)": EXACT.format(t="bench.clustered"),
     "halfvec covering index top 700, exact float rescore": (
@@ -73,8 +75,8 @@ def build(conn: psycopg.Connection[Any], agents: int, per_agent: int, topics: np
     conn.execute("DROP SCHEMA IF EXISTS bench CASCADE")
     conn.execute("CREATE SCHEMA bench")
     cols = (
-        "agent_id text COLLATE \"C\" NOT NULL, embedder text COLLATE \"C\" NOT NULL,"
-        " id text COLLATE \"C\" NOT NULL, created_at timestamptz NOT NULL,"
+        'agent_id text COLLATE "C" NOT NULL, embedder text COLLATE "C" NOT NULL,'
+        ' id text COLLATE "C" NOT NULL, created_at timestamptz NOT NULL,'
         " embedding vector NOT NULL, half halfvec NOT NULL, PRIMARY KEY (agent_id, id)"
     )
     for t in ("scattered", "covered"):
@@ -102,12 +104,12 @@ def build(conn: psycopg.Connection[Any], agents: int, per_agent: int, topics: np
     conn.execute("INSERT INTO bench.covered SELECT * FROM bench.scattered")
     conn.execute("CREATE INDEX ON bench.scattered (agent_id, embedder)")
     conn.execute(
-        "CREATE INDEX ON bench.covered (agent_id, embedder)"
-        " INCLUDE (created_at, id, embedding)"
+        "CREATE INDEX ON bench.covered (agent_id, embedder) INCLUDE (created_at, id, embedding)"
     )
     conn.execute("CREATE INDEX ON bench.covered (agent_id, embedder) INCLUDE (id, half)")
-    conn.execute("CREATE TABLE bench.clustered AS SELECT * FROM bench.scattered"
-                 " ORDER BY agent_id, embedder")
+    conn.execute(
+        "CREATE TABLE bench.clustered AS SELECT * FROM bench.scattered ORDER BY agent_id, embedder"
+    )
     conn.execute("ALTER TABLE bench.clustered ADD PRIMARY KEY (agent_id, id)")
     conn.execute("CREATE INDEX ON bench.clustered (agent_id, embedder)")
     for t in ("scattered", "covered", "clustered"):
@@ -178,8 +180,10 @@ def main() -> None:
                 if rep:
                     times[name].append(ms)
                     recall[name].append(len(got & want) / len(want))
-    print(f"{args.agents} agents x {args.per_agent:,} memories, {DIM} dims, top {LIMIT},"
-          f" {args.queries} queries")
+    print(
+        f"{args.agents} agents x {args.per_agent:,} memories, {DIM} dims, top {LIMIT},"
+        f" {args.queries} queries"
+    )
     for name in strategies:
         ts = sorted(times[name])
         p99 = ts[min(len(ts) - 1, int(len(ts) * 0.99))]

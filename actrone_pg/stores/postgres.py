@@ -164,7 +164,9 @@ MEMORY_COLUMNS = (
     "m.id, m.session_id, m.content, m.content_type, m.importance, m.tags, m.source,"
     " m.sensitivity, m.created_at, m.metadata, m.embedder, m.token_count"
 )
-SELECT_MEMORY = "SELECT " + MEMORY_COLUMNS + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = %s"
+SELECT_MEMORY = (
+    "SELECT " + MEMORY_COLUMNS + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = %s"
+)
 COUNT_MEMORIES = "SELECT count(*) FROM {s}.memories WHERE agent_id = %s"
 SEARCH = (
     "SELECT h.cosine, h.bm25, h.dense_rank, h.lexical_rank, h.recency_rank, h.fused_score, "
@@ -320,7 +322,7 @@ class PostgresStore:
     def _q(self, text: str) -> sql.Composed:
         composed = self._sql.get(text)
         if composed is None:
-            composed = sql.SQL(text).format(s=sql.Identifier(self.schema))  # type: ignore[arg-type]
+            composed = sql.SQL(text).format(s=sql.Identifier(self.schema))
             self._sql[text] = composed
         return composed
 
@@ -467,9 +469,7 @@ class PostgresStore:
             by_agent[rec.memory.agent_id].append(rec)
         async with self._conn() as conn, conn.transaction():
             names = sorted(dims)
-            await conn.execute(
-                self._q(REGISTER_EMBEDDERS), (names, [dims[n] for n in names])
-            )
+            await conn.execute(self._q(REGISTER_EMBEDDERS), (names, [dims[n] for n in names]))
             cur = await conn.execute(self._q(SELECT_EMBEDDERS), (names,))
             stored = {str(r[0]): int(r[1]) for r in await cur.fetchall()}
             self._dimensions.update(stored)

@@ -48,7 +48,9 @@ def test_upgrade_of_a_seeded_database_keeps_the_data(
     migrations.migrate(postgres_dsn, scratch_schema, revision="0001")
     with psycopg.connect(postgres_dsn) as conn:
         s = sql.Identifier(scratch_schema)
-        conn.execute(sql.SQL("INSERT INTO {}.embedders (name, dimensions) VALUES ('e', 3)").format(s))
+        conn.execute(
+            sql.SQL("INSERT INTO {}.embedders (name, dimensions) VALUES ('e', 3)").format(s)
+        )
         conn.execute(
             sql.SQL(
                 "INSERT INTO {}.memories (agent_id, id, content, content_type, importance, tags,"
@@ -122,8 +124,19 @@ def test_runs_from_the_users_own_alembic_setup(
     )
     subprocess.run(
         [
-            sys.executable, "-m", "alembic", "-c", str(ini), "-n", "actrone",
-            "-x", f"schema={scratch_schema}", "-x", f"dsn={postgres_dsn}", "upgrade", "head",
+            sys.executable,
+            "-m",
+            "alembic",
+            "-c",
+            str(ini),
+            "-n",
+            "actrone",
+            "-x",
+            f"schema={scratch_schema}",
+            "-x",
+            f"dsn={postgres_dsn}",
+            "upgrade",
+            "head",
         ],
         check=True,
         capture_output=True,

@@ -177,8 +177,16 @@ async def test_hybrid_search_is_callable_from_plain_sql(
 ) -> None:
     await store_postgres.upsert_memories(
         [
-            record("a", "m1", "The user drinks coffee every morning", [1, 0, 0, 0], created_at=ago(days=2)),
-            record("a", "m2", "Coffee makes the user jittery", [0.9, 0.4, 0, 0], created_at=ago(days=1)),
+            record(
+                "a",
+                "m1",
+                "The user drinks coffee every morning",
+                [1, 0, 0, 0],
+                created_at=ago(days=2),
+            ),
+            record(
+                "a", "m2", "Coffee makes the user jittery", [0.9, 0.4, 0, 0], created_at=ago(days=1)
+            ),
             record("a", "m3", "The user has a cat", [0.8, 0, 0.6, 0]),
             record("b", "x1", "coffee coffee coffee", [1, 0, 0, 0]),
         ]

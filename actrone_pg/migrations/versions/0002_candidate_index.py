@@ -22,16 +22,13 @@ depends_on: str | None = None
 COLUMNS = " ix_memories_candidates ON {schema}.memories (agent_id, embedder)"
 # A btree entry holds at most 2704 bytes: vectors up to 600 dimensions (2408 bytes) are included;
 # larger ones (e.g. 1536-d) are scanned through the primary key instead (see hybrid_search.sql).
-INCLUDE = (
-    " INCLUDE (created_at, id, embedding)"
-    " WHERE {vector_schema}.vector_dims(embedding) <= 600"
-)
+INCLUDE = " INCLUDE (created_at, id, embedding) WHERE {vector_schema}.vector_dims(embedding) <= 600"
 CREATE = "CREATE INDEX" + COLUMNS + INCLUDE
 CREATE_CONCURRENTLY = "CREATE INDEX CONCURRENTLY" + COLUMNS + INCLUDE
 
 
 def upgrade() -> None:
-    """Create ix_memories_candidates: in the transaction if the table is empty, else concurrently."""
+    """Create the candidate index: in the transaction if the table is empty, else concurrently."""
     schema = schema_name()
     bind = op.get_bind()
     populated = bind.exec_driver_sql(
