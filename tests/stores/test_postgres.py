@@ -292,3 +292,9 @@ async def test_float_vectors_rank_like_numpy(store_postgres: PostgresStore) -> N
     assert [h.memory.id for h in sorted(hits, key=lambda h: h.explain.dense_rank or 0)] == order
     for h in hits:
         assert h.explain.cosine == pytest.approx(float(cos[int(h.memory.id[1:])]), abs=1e-6)
+
+
+def test_unsupported_text_search_config_fails_at_construction() -> None:
+    config = MemoryConfig(backend="postgres", postgres_text_search_config="english")
+    with pytest.raises(ConfigurationError, match="postgres_text_search_config"):
+        PostgresStore.from_config(config)
