@@ -27,21 +27,27 @@ import numpy as np
 import psycopg
 from pgvector import HalfVector
 from pgvector.psycopg import register_vector
+from psycopg import sql
 
 DIM = 384
 LIMIT = 500
 MARGIN = 200
 
 EXACT = (
-    "SELECT id FROM {t} WHERE agent_id = %(agent)s AND embedder = 'e'"
+    "SELECT id FROM bench.{t} WHERE agent_id = %(agent)s AND embedder = 'e'"
     " ORDER BY embedding <#> %(q)s, created_at DESC, id LIMIT 500"
 )
-STRATEGIES: dict[str, str] = {
-    "exact float, heap in arrival order, btree(agent_id, embedder)": EXACT.format(
-        t="bench.scattered"
-    ),
-    "exact float, covering btree INCLUDE (vector), index-only": EXACT.format(t="bench.covered"),
-    "exact float, heap clustered by agent (CLUSTER)": EXACT.format(t="bench.clustered"),
+
+
+def exact(table: str) -> sql.Composed:
+    """The exact top-500 query on ``bench.<table>``."""
+    return sql.SQL(EXACT).format(t=sql.Identifier(table))
+
+
+STRATEGIES: dict[str, str | sql.Composable] = {
+    "exact float, heap in arrival order, btree(agent_id, embedder)": exact("scattered"),
+    "exact float, covering btree INCLUDE (vector), index-only": exact("covered"),
+    "exact float, heap written agent by agent (as CLUSTER leaves it)": exact("clustered"),
     "halfvec covering index top 700, exact float rescore": (
         "WITH pre AS (SELECT id FROM bench.covered WHERE agent_id = %(agent)s AND embedder = 'e'"
         " ORDER BY half <#> %(h)s LIMIT 700)"
@@ -68,6 +74,13 @@ def unit(rng: np.random.Generator, n: int, topics: np.ndarray) -> np.ndarray:
     return v.astype(np.float32)
 
 
+def table_ddl(name: str, columns: str) -> sql.Composed:
+    """CREATE TABLE bench.<name> with rows kept inline (vectors must not be TOASTed)."""
+    return sql.SQL("CREATE TABLE {} (" + columns + ") WITH (toast_tuple_target = 8160)").format(
+        sql.Identifier("bench", name)
+    )
+
+
 def build(conn: psycopg.Connection[Any], agents: int, per_agent: int, topics: np.ndarray) -> None:
     rng = np.random.default_rng(7)
     n = agents * per_agent
@@ -80,7 +93,7 @@ def build(conn: psycopg.Connection[Any], agents: int, per_agent: int, topics: np
         " embedding vector NOT NULL, half halfvec NOT NULL, PRIMARY KEY (agent_id, id)"
     )
     for t in ("scattered", "covered"):
-        conn.execute(f"CREATE TABLE bench.{t} ({cols}) WITH (toast_tuple_target = 8160)")
+        conn.execute(table_ddl(t, cols))
     t0 = time.perf_counter()
     base = time.time() - n
     with conn.cursor().copy(
@@ -107,13 +120,13 @@ def build(conn: psycopg.Connection[Any], agents: int, per_agent: int, topics: np
         "CREATE INDEX ON bench.covered (agent_id, embedder) INCLUDE (created_at, id, embedding)"
     )
     conn.execute("CREATE INDEX ON bench.covered (agent_id, embedder) INCLUDE (id, half)")
-    conn.execute(f"CREATE TABLE bench.clustered ({cols}) WITH (toast_tuple_target = 8160)")
+    conn.execute(table_ddl("clustered", cols))
     conn.execute(
         "INSERT INTO bench.clustered SELECT * FROM bench.scattered ORDER BY agent_id, embedder"
     )
     conn.execute("CREATE INDEX ON bench.clustered (agent_id, embedder)")
     for t in ("scattered", "covered", "clustered"):
-        conn.execute(f"VACUUM ANALYZE bench.{t}")
+        conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier("bench", t)))
 
 
 def main() -> None:
@@ -143,7 +156,7 @@ def main() -> None:
     topics /= np.linalg.norm(topics, axis=1, keepdims=True)
     if not args.skip_build:
         build(conn, args.agents, args.per_agent, topics)
-    strategies = dict(STRATEGIES)
+    strategies: dict[str, str | sql.Composable] = dict(STRATEGIES)
     setups: dict[str, list[str]] = {name: [] for name in strategies}
     if args.hnsw:
         t0 = time.perf_counter()
@@ -161,7 +174,7 @@ def main() -> None:
     queries = [(f"agent-{i % args.agents}", qv[i]) for i in range(args.queries)]
     truth = []
     for agent, q in queries:
-        rows = conn.execute(EXACT.format(t="bench.scattered"), {"agent": agent, "q": q})
+        rows = conn.execute(exact("scattered"), {"agent": agent, "q": q})
         truth.append({r[0] for r in rows.fetchall()})
     times: dict[str, list[float]] = {name: [] for name in strategies}
     recall: dict[str, list[float]] = {name: [] for name in strategies}

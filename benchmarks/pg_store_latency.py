@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+from psycopg import sql
 
 from actrone_pg.models import Memory, Turn
 from actrone_pg.ranking import RankingParams, query_terms
@@ -117,7 +118,7 @@ async def main() -> None:
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"VACUUM ANALYZE {schema}.memories")  # noqa: S608 - benchmark-only name
+        conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(schema, "memories")))
     qv = topics[rng.integers(0, 50, args.queries)] + rng.normal(0, 0.08, (args.queries, DIM))
     qv = (qv / np.linalg.norm(qv, axis=1, keepdims=True)).astype(np.float32)
     agent_rows = {
