@@ -35,7 +35,18 @@ RETURNS TABLE (
     dense_rank integer,
     lexical_rank integer,
     recency_rank integer,
-    fused_score double precision
+    fused_score double precision,
+    session_id text,
+    content text,
+    content_type text,
+    importance double precision,
+    tags text[],
+    source text,
+    sensitivity text,
+    created_at timestamptz,
+    metadata jsonb,
+    embedder text,
+    token_count integer
 )
 LANGUAGE sql STABLE PARALLEL SAFE
 SET jit = off
@@ -84,7 +95,8 @@ terms AS (
     WHERE t.term IS NOT NULL AND t.term <> ''
     GROUP BY t.term
 ),
-term_idf AS (
+-- MATERIALIZED: computed once, not once per candidate inside the correlated BM25 sum.
+term_idf AS MATERIALIZED (
     SELECT
         terms.term,
         terms.ord,
@@ -95,24 +107,37 @@ term_idf AS (
     CROSS JOIN stats AS st
     LEFT JOIN {schema}.term_stats AS ts ON ts.agent_id = p_agent_id AND ts.term = terms.term
 ),
+-- Each candidate's row, fetched once by primary key. LATERAL ... LIMIT 1 keeps this a nested
+-- loop of index lookups whatever the row estimates say (a hash join would read all the agent's
+-- rows from the heap).
+docs AS (
+    SELECT c.id, d.*
+    FROM candidates AS c
+    CROSS JOIN LATERAL (
+        SELECT
+            m.session_id, m.content, m.content_type, m.importance, m.tags, m.source,
+            m.sensitivity, m.metadata, m.embedder, m.token_count, m.doc_len, m.term_freqs
+        FROM {schema}.memories AS m
+        WHERE m.agent_id = p_agent_id AND m.id = c.id
+        LIMIT 1
+    ) AS d
+),
 lexical AS (
-    -- One primary-key lookup per candidate (and none when the query has no terms); the BM25
-    -- terms are summed in query-term order, as ranking.bm25_score sums them.
+    -- The BM25 terms are summed in query-term order, as ranking.bm25_score sums them.
     SELECT
-        c.id,
+        d.id,
         (
             SELECT sum(
-                ti.idf * ((m.term_freqs ->> ti.term)::integer::float8 * (1.2::float8 + 1.0::float8))
-                / ((m.term_freqs ->> ti.term)::integer::float8
+                ti.idf * ((d.term_freqs ->> ti.term)::integer::float8 * (1.2::float8 + 1.0::float8))
+                / ((d.term_freqs ->> ti.term)::integer::float8
                    + 1.2::float8 * ((1.0::float8 - 0.75::float8)
-                                    + 0.75::float8 * m.doc_len::float8 / st.avgdl))
+                                    + 0.75::float8 * d.doc_len::float8 / st.avgdl))
                 ORDER BY ti.ord
             )
             FROM term_idf AS ti
-            WHERE m.term_freqs ? ti.term
+            WHERE d.term_freqs ? ti.term
         ) AS bm25
-    FROM candidates AS c
-    JOIN {schema}.memories AS m ON m.agent_id = p_agent_id AND m.id = c.id
+    FROM docs AS d
     CROSS JOIN stats AS st
     WHERE cardinality(p_terms) > 0
 ),
@@ -163,7 +188,19 @@ SELECT
     f.dense_rank::integer,
     CASE WHEN p_hybrid THEN f.lexical_rank::integer END,
     f.recency_rank::integer,
-    f.fused_score
+    f.fused_score,
+    d.session_id,
+    d.content,
+    d.content_type,
+    d.importance,
+    d.tags,
+    d.source,
+    d.sensitivity,
+    f.created_at,
+    d.metadata,
+    d.embedder,
+    d.token_count
 FROM fused AS f
+JOIN docs AS d ON d.id = f.id
 ORDER BY 2
 $$

@@ -178,12 +178,13 @@ SELECT_MEMORY = (
     "SELECT " + MEMORY_COLUMNS + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = %s"
 )
 COUNT_MEMORIES = "SELECT count(*) FROM {s}.memories WHERE agent_id = %s"
+# hybrid_search returns the ranked memories with their fields, best first.
 SEARCH = (
-    "SELECT h.cosine, h.bm25, h.dense_rank, h.lexical_rank, h.recency_rank, h.fused_score, "
-    + MEMORY_COLUMNS
-    + " FROM {s}.hybrid_search(%s, %s, %s::text[], %s, %s::float8, %s::int, %s::bool, %s::int,"
-    " %s::float8[], %s::float8, %s::float8, %s::timestamptz) AS h"
-    " JOIN {s}.memories AS m ON m.agent_id = %s AND m.id = h.id ORDER BY h.position"
+    "SELECT h.cosine, h.bm25, h.dense_rank, h.lexical_rank, h.recency_rank, h.fused_score,"
+    " h.id, h.session_id, h.content, h.content_type, h.importance, h.tags, h.source,"
+    " h.sensitivity, h.created_at, h.metadata, h.embedder, h.token_count"
+    " FROM {s}.hybrid_search(%s, %s, %s::text[], %s, %s::float8, %s::int, %s::bool, %s::int,"
+    " %s::float8[], %s::float8, %s::float8, %s::timestamptz) AS h ORDER BY h.position"
 )
 ERASE = [
     "DELETE FROM {s}.memories WHERE agent_id = %s",
@@ -619,7 +620,6 @@ class PostgresStore:
             float(p.relevance_weight),
             float(p.recency_weight),
             request.now,
-            request.agent_id,
         )
         async with self._conn() as conn:
             cur = await conn.execute(self._q(SEARCH), params)

@@ -15,8 +15,12 @@ import uuid
 import warnings
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from actrone_pg.stores.postgres import PostgresStore
 
 TEST_SCHEMA = "actrone_test"
 TABLES = "embedders, sessions, turns, memories, term_stats, agent_stats, locks"
@@ -71,18 +75,18 @@ def scratch_schema(postgres_dsn: str) -> Iterator[str]:
 
 
 @pytest.fixture
-async def store_postgres(postgres_dsn: str, postgres_schema: str) -> AsyncIterator[object]:
+async def store_postgres(postgres_dsn: str, postgres_schema: str) -> AsyncIterator[PostgresStore]:
     """A fresh, connected, empty PostgreSQL store."""
     import psycopg
     from psycopg import sql
-
-    from actrone_pg.stores.postgres import PostgresStore
 
     async with await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True) as conn:
         tables = sql.SQL(", ").join(
             sql.Identifier(postgres_schema, t.strip()) for t in TABLES.split(",")
         )
         await conn.execute(sql.SQL("TRUNCATE {} CASCADE").format(tables))
+    from actrone_pg.stores.postgres import PostgresStore
+
     store = PostgresStore(postgres_dsn, schema=postgres_schema, pool_max_size=4)
     await store.setup()
     yield store
