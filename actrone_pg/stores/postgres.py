@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import uuid
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -364,6 +363,11 @@ class PostgresStore:
                 f"the schema {self.schema!r} is missing a function ({exc}); "
                 "run `actrone-pg migrate`"
             ) from None
+        except psycopg.errors.QueryCanceled:
+            raise StoreUnavailableError(
+                f"a statement ran longer than {self._statement_timeout} s "
+                "(postgres_statement_timeout) and was cancelled"
+            ) from None
         except psycopg.OperationalError as exc:
             raise StoreUnavailableError(f"PostgreSQL connection failed: {exc}") from None
         except psycopg.Error as exc:
@@ -680,7 +684,3 @@ def from_config(config: MemoryConfig) -> PostgresStore:
     """Factory used by :func:`actrone_pg.stores.create_store`."""
     return PostgresStore.from_config(config)
 
-
-def new_schema_name(prefix: str = "actrone_t") -> str:
-    """A fresh, valid schema name (used by tests and benchmarks for isolated stores)."""
-    return f"{prefix}_{uuid.uuid4().hex[:12]}"

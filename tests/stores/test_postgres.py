@@ -298,3 +298,27 @@ def test_unsupported_text_search_config_fails_at_construction() -> None:
     config = MemoryConfig(backend="postgres", postgres_text_search_config="english")
     with pytest.raises(ConfigurationError, match="postgres_text_search_config"):
         PostgresStore.from_config(config)
+
+
+async def test_statement_timeout_is_a_typed_error_and_writes_nothing(
+    store_postgres: PostgresStore, postgres_dsn: str, postgres_schema: str
+) -> None:
+    store = PostgresStore(postgres_dsn, schema=postgres_schema, statement_timeout=0.5)
+    await store.setup()
+    blocker = await psycopg.AsyncConnection.connect(postgres_dsn)
+    try:
+        # Another session holds the agent's statistics row: writers of that agent must wait.
+        await blocker.execute(
+            sql.SQL("INSERT INTO {} VALUES ('a', 0, 0)").format(
+                sql.Identifier(postgres_schema, "agent_stats")
+            )
+        )
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailableError, match="postgres_statement_timeout"):
+            await store.upsert_memories([record("a", "m1", "waits", [1, 0, 0, 0])])
+        assert time.monotonic() - started < 3.0
+    finally:
+        await blocker.rollback()
+        await blocker.close()
+    assert await store.count_memories("a") == 0
+    await store.close()
