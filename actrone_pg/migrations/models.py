@@ -133,4 +133,11 @@ def build_metadata(schema: str) -> sa.MetaData:
         sa.Column("holder", sa.Text, nullable=False),
         sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
     )
+    sa.Table(
+        "settings",
+        md,
+        # e.g. text_search_config: the term statistics are only valid for the one they used.
+        sa.Column("name", _key(), primary_key=True),
+        sa.Column("value", sa.Text, nullable=False),
+    )
     return md

@@ -35,6 +35,7 @@ import asyncio
 import json
 import logging
 import math
+import re
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -51,7 +52,7 @@ from actrone_pg.errors import (
     StoreUnavailableError,
 )
 from actrone_pg.models import Explain, Memory, ScoredMemory, SessionInfo, Turn
-from actrone_pg.ranking import term_counts
+from actrone_pg.ranking import term_counts, tokenize
 from actrone_pg.stores.base import MemoryRecord, SearchRequest
 
 try:
@@ -186,6 +187,17 @@ SEARCH = (
     " FROM {s}.hybrid_search(%s, %s, %s::text[], %s, %s::float8, %s::int, %s::bool, %s::int,"
     " %s::float8[], %s::float8, %s::float8, %s::timestamptz) AS h ORDER BY h.position"
 )
+RECORD_TS_CONFIG = (
+    "INSERT INTO {s}.settings (name, value) VALUES ('text_search_config', %s)"
+    " ON CONFLICT (name) DO NOTHING"
+)
+SELECT_TS_CONFIG = "SELECT value FROM {s}.settings WHERE name = 'text_search_config'"
+# One lexeme per reference token (the smallest if a dictionary yields several; none for a stop
+# word). The configuration name is a bound value cast to regconfig, never spliced into the SQL.
+NORMALISE = (
+    "SELECT t.token, (SELECT min(u.lexeme) FROM unnest(to_tsvector(%s::regconfig, t.token)) AS u)"
+    " FROM unnest(%s::text[]) AS t(token)"
+)
 ERASE = [
     "DELETE FROM {s}.memories WHERE agent_id = %s",
     "DELETE FROM {s}.term_stats WHERE agent_id = %s",
@@ -221,12 +233,13 @@ class PostgresStore:
         from actrone_pg.migrations import validate_schema
 
         self.schema = validate_schema(schema)
-        if text_search_config != "simple":
+        if not re.match(r"^[a-z_][a-z0-9_]*$", text_search_config):
             raise ConfigurationError(
-                "postgres_text_search_config",
-                f"{text_search_config!r} is not supported yet: the PostgreSQL store tokenises "
-                "exactly as the reference ranking does, which is 'simple'; leave it unset",
+                "postgres_text_search_config", f"{text_search_config!r} is not a plain identifier"
             )
+        self._ts_config = text_search_config
+        # token -> its lexeme under a non-'simple' configuration (None for a stop word)
+        self._lexemes: dict[str, str | None] = {}
         self._dsn = dsn
         self._auto_migrate = auto_migrate
         self._data_dir = Path(data_dir) if data_dir is not None else None
@@ -303,6 +316,37 @@ class PostgresStore:
                 "(postgres_connect_timeout); is the server running and the DSN right?"
             ) from None
         self._pool = pool
+        try:
+            await self._check_text_search_config()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _check_text_search_config(self) -> None:
+        # The term statistics are only meaningful under the configuration that built them: the
+        # first store to write a schema records it, and a store configured otherwise refuses.
+        async with self._conn() as conn:
+            if self._ts_config != "simple":
+                cur = await conn.execute(
+                    "SELECT count(*) FROM pg_ts_config WHERE cfgname = %s", (self._ts_config,)
+                )
+                row = await cur.fetchone()
+                if not row or not row[0]:
+                    raise ConfigurationError(
+                        "postgres_text_search_config",
+                        f"the server has no text search configuration {self._ts_config!r} "
+                        "(see \\dF in psql)",
+                    )
+            await conn.execute(self._q(RECORD_TS_CONFIG), (self._ts_config,))
+            cur = await conn.execute(self._q(SELECT_TS_CONFIG))
+            row = await cur.fetchone()
+        recorded = str(row[0]) if row else self._ts_config
+        if recorded != self._ts_config:
+            raise ConfigurationError(
+                "postgres_text_search_config",
+                f"schema {self.schema!r} holds term statistics built with {recorded!r}, not "
+                f"{self._ts_config!r}; use {recorded!r}, or another postgres_schema",
+            )
 
     def _prepare_schema(self, dsn: str) -> None:
         from actrone_pg import migrations
@@ -525,7 +569,7 @@ class PostgresStore:
         rows = []
         for rec in recs:
             m = rec.memory
-            tf, length = term_counts(m.content)
+            tf, length = await self._term_counts(conn, m.content)
             n_delta += 1
             len_delta += length
             df.update(tf.keys())
@@ -563,6 +607,34 @@ class PostgresStore:
             if removed:
                 await conn.execute(self._q(PRUNE_TERM_STATS), (agent_id, removed))
         await conn.execute(self._q(UPDATE_AGENT_STATS), (n_delta, len_delta, agent_id))
+
+    async def _term_counts(self, conn: _Conn, text: str) -> tuple[Counter[str], int]:
+        if self._ts_config == "simple":
+            return term_counts(text)
+        lexemes = await self._normalise(conn, tokenize(text))
+        kept = [lx for lx in lexemes if lx is not None]
+        return Counter(kept), len(kept)
+
+    async def _normalise(self, conn: _Conn, tokens: Sequence[str]) -> list[str | None]:
+        """Each reference token's lexeme under the configured text search configuration."""
+        known = self._lexemes
+        missing = sorted({t for t in tokens if t not in known})
+        if not missing:
+            return [known[t] for t in tokens]
+        cur = await conn.execute(NORMALISE, (self._ts_config, missing))
+        found: dict[str, str | None] = {str(r[0]): r[1] for r in await cur.fetchall()}
+        out = [found[t] if t in found else known[t] for t in tokens]
+        if len(known) + len(found) > 200_000:  # bound the cache; it refills as needed
+            known.clear()
+        known.update(found)
+        return out
+
+    async def _query_terms(self, terms: Sequence[str]) -> list[str]:
+        if self._ts_config == "simple":
+            return list(terms)
+        async with self._conn() as conn:
+            lexemes = await self._normalise(conn, terms)
+        return list(dict.fromkeys(lx for lx in lexemes if lx is not None))
 
     async def get_memory(self, agent_id: str, memory_id: str) -> Memory | None:
         """One memory of the agent, or ``None``."""
@@ -616,7 +688,7 @@ class PostgresStore:
         params = (
             request.agent_id,
             request.embedder,
-            list(request.terms),
+            await self._query_terms(request.terms),
             request.vector,
             float(request.threshold),
             int(request.limit),

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from actrone_pg.stores.postgres import PostgresStore
 
 TEST_SCHEMA = "actrone_test"
-TABLES = "embedders, sessions, turns, memories, term_stats, agent_stats, locks"
+TABLES = "embedders, sessions, turns, memories, term_stats, agent_stats, locks, settings"
 
 
 def _embedded() -> Iterator[str]:

@@ -18,7 +18,16 @@ from actrone_pg.errors import SchemaError, ValidationError
 
 pytestmark = pytest.mark.postgres
 
-TABLES = {"agent_stats", "embedders", "locks", "memories", "sessions", "term_stats", "turns"}
+TABLES = {
+    "agent_stats",
+    "embedders",
+    "locks",
+    "memories",
+    "sessions",
+    "settings",
+    "term_stats",
+    "turns",
+}
 
 
 def _tables(dsn: str, schema: str) -> set[str]:

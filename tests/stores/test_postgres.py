@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from actrone_pg import MemoryConfig, MemoryManager
+from actrone_pg import MemoryConfig, MemoryManager, migrations
 from actrone_pg.errors import (
     ConfigurationError,
     DimensionMismatchError,
@@ -294,10 +294,45 @@ async def test_float_vectors_rank_like_numpy(store_postgres: PostgresStore) -> N
         assert h.explain.cosine == pytest.approx(float(cos[int(h.memory.id[1:])]), abs=1e-6)
 
 
-def test_unsupported_text_search_config_fails_at_construction() -> None:
-    config = MemoryConfig(backend="postgres", postgres_text_search_config="english")
+async def test_english_config_stems_terms_and_drops_stop_words(
+    postgres_dsn: str, scratch_schema: str
+) -> None:
+    migrations.migrate(postgres_dsn, scratch_schema)
+    store = PostgresStore(postgres_dsn, schema=scratch_schema, text_search_config="english")
+    await store.setup()
+    try:
+        await store.upsert_memories(
+            [
+                record("a", "m1", "The cats were running home", [1, 0, 0, 0]),
+                record("a", "m2", "A dog sleeps", [0.9, 0.1, 0, 0]),
+            ]
+        )
+        hits = {h.memory.id: h for h in await store.search(request("a", "cat RUNS", [1, 0, 0, 0]))}
+        assert hits["m1"].explain.lexical_rank == 1  # cats -> cat, running/runs -> run
+        assert hits["m2"].explain.lexical_rank is None
+        with psycopg.connect(postgres_dsn) as conn:
+            stats = conn.execute(
+                sql.SQL("SELECT n_docs, total_length FROM {}").format(
+                    sql.Identifier(scratch_schema, "agent_stats")
+                )
+            ).fetchone()
+        assert stats == (2, 5)  # "cat run home" + "dog sleep": stop words are not counted
+    finally:
+        await store.close()
+    # The statistics were built with 'english': a store configured otherwise must refuse.
+    other = PostgresStore(postgres_dsn, schema=scratch_schema)
+    with pytest.raises(ConfigurationError, match="built with 'english'"):
+        await other.setup()
+
+
+async def test_unknown_or_malformed_text_search_config_is_refused(
+    store_postgres: PostgresStore, postgres_dsn: str, postgres_schema: str
+) -> None:
     with pytest.raises(ConfigurationError, match="postgres_text_search_config"):
-        PostgresStore.from_config(config)
+        PostgresStore(postgres_dsn, schema=postgres_schema, text_search_config="english; --")
+    store = PostgresStore(postgres_dsn, schema=postgres_schema, text_search_config="klingon")
+    with pytest.raises(ConfigurationError, match="no text search configuration 'klingon'"):
+        await store.setup()
 
 
 async def test_statement_timeout_is_a_typed_error_and_writes_nothing(
