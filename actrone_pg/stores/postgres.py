@@ -13,13 +13,13 @@ order the heap rows arrived in. Measured with ``python benchmarks/pg_candidate_s
 (10 agents x 10,000 memories of 384 dimensions inserted interleaved, top 500 of 200 queries,
 embedded PostgreSQL 18.6 + pgvector 0.8.6, this 2-core machine):
 
-    strategy                                                    p50       p99     recall
-    exact, heap in arrival order, btree (agent_id, embedder)    16.44 ms  47.52 ms  1.000
-    exact, covering btree INCLUDE (embedding), index-only  <--   7.53 ms  21.51 ms  1.000
-    exact, heap written agent by agent (as CLUSTER leaves it)    7.73 ms  28.43 ms  1.000
-    halfvec covering index top 700, exact float rescore          9.16 ms  31.69 ms  1.000
-    HNSW (m 16, ef_search 40) + agent filter                     2.75 ms  11.96 ms  0.008
-    HNSW iterative_scan = relaxed_order, ef_search 200          98.37 ms 189.98 ms  0.789
+    strategy                                                    p50      p99      recall
+    exact, heap in arrival order, btree (agent_id, embedder)    15.08 ms 16.75 ms  1.000
+    exact, covering btree INCLUDE (embedding), index-only  <--   6.81 ms  7.84 ms  1.000
+    exact, heap written agent by agent (as CLUSTER leaves it)    7.09 ms  8.52 ms  1.000
+    halfvec covering index top 700, exact float rescore          8.31 ms  9.02 ms  1.000
+    HNSW (m 16, ef_search 40) + agent filter (busier run)        2.75 ms 11.96 ms  0.008
+    HNSW iterative_scan = relaxed_order, ef_search 200 (busier) 98.37 ms 190 ms    0.789
 
 The covering index matches physically clustered rows without CLUSTER, is exact, and keeps
 float32 precision (which parity with the reference ranking needs); see docs/postgres.md.
