@@ -670,6 +670,10 @@ class PostgresStore:
     async def erase_agent(self, agent_id: str) -> None:
         """Delete every row of the agent in every table, in one transaction."""
         async with self._conn() as conn, conn.transaction():
+            # Take the agent's statistics lock first, as writers do: a batch being written now
+            # commits before the deletes start, and each delete (a new snapshot under READ
+            # COMMITTED) then sees its rows, so no memory outlives its statistics.
+            await conn.execute(self._q(LOCK_AGENT_STATS), (agent_id,))
             for statement in ERASE:
                 await conn.execute(self._q(statement), (agent_id,))
 

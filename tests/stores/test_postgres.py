@@ -357,3 +357,44 @@ async def test_statement_timeout_is_a_typed_error_and_writes_nothing(
         await blocker.close()
     assert await store.count_memories("a") == 0
     await store.close()
+
+
+async def test_erase_waits_for_a_write_in_progress_and_leaves_no_orphans(
+    store_postgres: PostgresStore, postgres_dsn: str, postgres_schema: str
+) -> None:
+    import asyncio
+
+    await store_postgres.upsert_memories([record("other", "x", "registers the embedder", [1, 0])])
+    writer = await psycopg.AsyncConnection.connect(postgres_dsn)
+    s = sql.Identifier(postgres_schema)
+    try:
+        # A writer mid-transaction, exactly as upsert_memories does it: statistics row locked,
+        # memory row inserted, not yet committed.
+        await writer.execute(
+            sql.SQL(
+                "INSERT INTO {}.agent_stats VALUES ('a', 1, 2) ON CONFLICT (agent_id) DO UPDATE"
+                " SET n_docs = {}.agent_stats.n_docs + 1"
+            ).format(s, s)
+        )
+        await writer.execute(
+            sql.SQL(
+                "INSERT INTO {}.memories (agent_id, id, content, content_type, importance, tags,"
+                " source, sensitivity, created_at, metadata, embedder, token_count, doc_len,"
+                " term_freqs, embedding) VALUES ('a', 'm1', 'in flight', 'fact', 0.5, '{{}}',"
+                " 'test', 'none', now(), '{{}}', 'test-embedder', 3, 2,"
+                " '{{\"in\": 1, \"flight\": 1}}', '[1,0]')"
+            ).format(s)
+        )
+        erase = asyncio.create_task(store_postgres.erase_agent("a"))
+        await asyncio.sleep(0.3)
+        assert not erase.done()  # it waits for the writer
+        await writer.commit()
+        await erase
+    finally:
+        await writer.close()
+    assert await store_postgres.count_memories("a") == 0
+    with psycopg.connect(postgres_dsn) as conn:
+        row = conn.execute(
+            sql.SQL("SELECT count(*) FROM {}.agent_stats WHERE agent_id = 'a'").format(s)
+        ).fetchone()
+    assert row == (0,)
