@@ -398,3 +398,22 @@ async def test_erase_waits_for_a_write_in_progress_and_leaves_no_orphans(
             sql.SQL("SELECT count(*) FROM {}.agent_stats WHERE agent_id = 'a'").format(s)
         ).fetchone()
     assert row == (0,)
+
+
+async def test_vectors_too_large_for_the_candidate_index_are_searched_too(
+    store_postgres: PostgresStore,
+) -> None:
+    # 1536 dimensions (6 kB) do not fit in a btree entry: the primary-key branch serves them.
+    rng = np.random.default_rng(2)
+    vecs = rng.normal(size=(30, 1536))
+    await store_postgres.upsert_memories(
+        [record("a", f"m{i:02d}", f"note {i}", vecs[i], embedder="wide") for i in range(30)]
+    )
+    q = vecs[7] + 0.01 * rng.normal(size=1536)
+    hits = await store_postgres.search(request("a", "note", q, embedder="wide", limit=5))
+    assert len(hits) == 5
+    nearest = next(h for h in hits if h.explain.dense_rank == 1)
+    assert nearest.memory.id == "m07"
+    assert nearest.explain.cosine == pytest.approx(
+        float(np.dot(vecs[7], q) / np.linalg.norm(vecs[7]) / np.linalg.norm(q)), abs=1e-5
+    )
