@@ -265,6 +265,10 @@ def _fmt(value: float, digits: int = 2) -> str:
     return f"{value:,.{digits}f}"
 
 
+def _runs(values: list[float]) -> str:
+    return " / ".join(f"{v:.1f}" for v in values) if values else "—"
+
+
 def _result_table(results: list[BenchResult], title: str) -> Any:
     """One column per run, one row per figure (fits an 80-column terminal)."""
     from rich.table import Table
@@ -282,6 +286,8 @@ def _result_table(results: list[BenchResult], title: str) -> Any:
         ("retrieve_context mean (ms)", [_fmt(r.retrieve.mean) for r in results]),
         ("search_memories p50 (ms)", [_fmt(r.search.p50) for r in results]),
         ("search_memories p99 (ms)", [_fmt(r.search.p99) for r in results]),
+        ("retrieve p50 per pass (ms)", [_runs(r.retrieve.p50_runs) for r in results]),
+        ("search p50 per pass (ms)", [_runs(r.search.p50_runs) for r in results]),
         (
             "timed calls (each), passes",
             [f"{r.retrieve.n:,}, {max(1, len(r.retrieve.p50_runs))}" for r in results],
