@@ -334,10 +334,10 @@ def _comparison_rows(ours: BenchResult, ref: BenchResult) -> list[dict[str, Any]
     return rows
 
 
-def _comparison_table(rows: list[dict[str, Any]], ref_name: str) -> Any:
+def _comparison_table(rows: list[dict[str, Any]], ref_name: str, where: str) -> Any:
     from rich.table import Table
 
-    table = Table(title=f"actrone_pg vs {ref_name} (same data, same server)")
+    table = Table(title=f"actrone_pg vs {ref_name} ({where})")
     table.add_column("metric")
     table.add_column("actrone_pg", justify="right")
     table.add_column(ref_name, justify="right")
@@ -500,8 +500,13 @@ async def _main(args: argparse.Namespace, dsn: str | None, console: Any) -> dict
         rows = _comparison_rows(ours, ref)
         report["comparison"] = rows
         if not args.json:
-            console.print(_result_table([ours, ref], "same data, same server"))
-            console.print(_comparison_table(rows, ref.backend))
+            where = (
+                "same data, same server"
+                if ours.backend == "postgres"
+                else f"same data; actrone_pg on {ours.backend}, the reference on PostgreSQL"
+            )
+            console.print(_result_table([ours, ref], where))
+            console.print(_comparison_table(rows, ref.backend, where))
     return report
 
 
