@@ -158,3 +158,26 @@ def test_reference_result_uses_the_same_exact_scan(tmp_path: Path) -> None:
     assert result.backend == "actrone-memory 0.3.0"
     assert (result.recall_mean, result.recall_min) == (0.5, 0.0)
     assert (result.retrieve.p50, result.search.p99) == (1.0, 4.0)
+
+
+def test_comparison_ratios_by_hand() -> None:
+    from actrone_pg._bench import BenchResult
+    from actrone_pg._cli.bench import _comparison_rows
+
+    def result(rate: float, p50: float, p99: float) -> BenchResult:
+        stats = LatencyStats(n=10, p50=p50, p99=p99, mean=p50, min=p50, max=p99)
+        return BenchResult(
+            backend="x", agents=1, per_agent=10, dimensions=8, threshold=0.5, seed=1,
+            memories=10, ingest_seconds=1.0, ingest_rate=rate, retrieve=stats, search=stats,
+            recall_mean=1.0, recall_min=1.0, recall_queries=10, admitted_median=5,
+            admitted_min=5, admitted_max=5, returned_median=5, context_memories_median=5,
+            warmup=0,
+        )  # fmt: skip
+
+    rows = _comparison_rows(result(5000.0, 4.0, 10.0), result(250.0, 48.0, 60.0))
+    ratios = {r["metric"]: r["ratio"] for r in rows}
+    # ingest: ours / reference; latencies: reference / ours (how many times better ours is)
+    assert ratios["ingest (memories/s)"] == 20.0
+    assert ratios["retrieve_context p50 (ms)"] == 12.0
+    assert ratios["search_memories p99 (ms)"] == 6.0
+    assert ratios["candidate recall (mean)"] is None
