@@ -483,7 +483,8 @@ async def _main(args: argparse.Namespace, dsn: str | None, console: Any) -> dict
         console.print(
             _result_table(
                 [ours],
-                f"{args.backend}: {base.agents} agents × {base.per_agent:,} memories, "
+                f"{args.backend}: {base.agents} agent{'s' if base.agents != 1 else ''} × "
+                f"{base.per_agent:,} memories, "
                 f"{base.dimensions} dims, threshold {dataset.threshold}",
             )
         )
