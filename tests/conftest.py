@@ -16,10 +16,11 @@ from actrone_pg.stores import Store
 
 pytest_plugins = [
     "tests.backends.memory",
+    "tests.backends.redis_qdrant",
 ]
 
 #: Backends the conformance and parity suites run against.
-BACKENDS = ["memory"]
+BACKENDS = ["memory", "redis_qdrant"]
 
 
 @pytest.fixture(params=BACKENDS)
