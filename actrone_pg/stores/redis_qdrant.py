@@ -972,6 +972,44 @@ class RedisQdrantStore:
         ak = _AgentKeys.of(self._prefix, agent_id)
         await self._script("erase", [ak.keyset, ak.mem, ak.doc, ak.df, ak.stats], [ak.base])
 
+    async def rebuild_index(self, agent_id: str) -> int:
+        """Recompute the agent's Redis memory index and BM25 statistics from its Qdrant points.
+
+        Needed only if Redis lost data that Qdrant kept (a Redis without persistence restarted,
+        or restored from an older snapshot); :meth:`search` calls it by itself when it finds
+        points for an agent whose index is empty. Returns the number of memories indexed.
+        """
+        dims = cast(dict[str, str], await self._r(self._client_r().hgetall(self._dims_key)))
+        entries: list[tuple[str, str, str, str]] = []
+        for embedder, dim in sorted(dims.items()):
+            coll = await self._existing_collection(embedder, int(dim))
+            if coll is None:
+                continue
+            offset: qm.ExtendedPointId | None = None
+            while True:
+                points, offset = await self._q(
+                    self._client_q().scroll(
+                        coll,
+                        scroll_filter=_agent_filter(agent_id),
+                        limit=1000,
+                        offset=offset,
+                        with_payload=["memory_id", "content"],
+                        with_vectors=False,
+                    )
+                )
+                for p in points:
+                    payload = p.payload or {}
+                    entries.append(
+                        (agent_id, payload["memory_id"], embedder, _doc_entry(payload["content"]))
+                    )
+                if offset is None:
+                    break
+        ak = _AgentKeys.of(self._prefix, agent_id)
+        await self._r(self._client_r().delete(ak.mem, ak.doc, ak.df, ak.stats))
+        await self._apply_entries(entries)
+        logger.warning("rebuilt the Redis index of agent %r: %d memories", agent_id, len(entries))
+        return len(entries)
+
     # -- L2 search --
     async def search(self, request: SearchRequest) -> list[ScoredMemory]:
         """Exact admission and the reference ranking over the agent's Qdrant candidates."""
@@ -991,6 +1029,7 @@ class RedisQdrantStore:
         ak = _AgentKeys.of(self._prefix, request.agent_id)
         terms = list(request.terms)
         fetch = request.limit + max(16, request.limit // 8)
+        rebuilt = False
         while True:
             response = await self._q(
                 self._client_q().query_points(
@@ -1007,6 +1046,11 @@ class RedisQdrantStore:
             points = response.points
             ids = [str((p.payload or {}).get("memory_id", "")) for p in points]
             n_docs, total_length, embedders, dfs = await self._search_stats(ak, ids, terms)
+            if n_docs == 0 and points and not rebuilt:
+                # Points without any index entry: Redis lost the index (see rebuild_index).
+                await self.rebuild_index(request.agent_id)
+                rebuilt = True
+                continue
             kept = [
                 p
                 for p, e in zip(points, embedders, strict=True)

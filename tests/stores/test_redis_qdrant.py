@@ -658,3 +658,23 @@ def test_point_ids_are_deterministic_and_tenant_scoped() -> None:
     assert rq._point_id("A", "m1") == str(
         uuid.uuid5(uuid.UUID("3b0f7a52-9e64-4c1d-8a7e-5d2c9f4b1e36"), "A\x00m1")
     )
+
+
+async def test_lost_redis_index_is_rebuilt_from_qdrant(
+    store_redis_qdrant: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    s = store_redis_qdrant
+    await s.upsert_memories(
+        [record("a", "m1", "apple pie", [1, 0, 0]), record("a", "m2", "pear pie", [1, 0.2, 0])]
+    )
+    await s.upsert_memories([record("b", "m1", "apple", [1, 0, 0])])
+    before_state = await redis_state(s, "a")
+    before = await s.search(request("a", "apple", [1, 0, 0]))
+    ak = rq._AgentKeys.of(s._prefix, "a")
+    await s._redis.delete(ak.mem, ak.doc, ak.df, ak.stats)  # what a restart without AOF does
+    assert await s.count_memories("a") == 0
+    with caplog.at_level("WARNING", logger="actrone_pg.stores.redis_qdrant"):
+        assert await s.search(request("a", "apple", [1, 0, 0])) == before
+    assert "rebuilt the Redis index of agent 'a': 2 memories" in caplog.text
+    assert await redis_state(s, "a") == before_state
+    assert await s.count_memories("b") == 1
