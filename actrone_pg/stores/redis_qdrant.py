@@ -501,8 +501,13 @@ class RedisQdrantStore:
                     timeout=max(1, math.ceil(self._qdrant_timeout)),
                     check_compatibility=False,
                 )
-        await self._r(self._redis.ping())
-        await self._q(self._qdrant.get_collections())
+        try:
+            await self._r(self._redis.ping())
+            await self._q(self._qdrant.get_collections())
+        except BaseException:
+            # Do not keep a half-built store: a local-mode Qdrant on a path holds a file lock.
+            await self.close()
+            raise
 
     async def close(self) -> None:
         """Close both clients. Calling it twice is harmless."""
