@@ -457,8 +457,9 @@ class MemoryManager:
         turns = l1.result()
         hits = l2.result()
         recent, session_used = pack_turns(list(reversed(turns)), self._turn_tokens, shares.session)
-        memories = [self._present(h, explain) for h in hits]
-        chosen, episodic_used = pack_memories(memories, lambda m: m.token_count, shares.episodic)
+        # Pack first, then build the returned memories: only the chosen few pay for the copy.
+        taken, episodic_used = pack_memories(hits, self._memory_tokens, shares.episodic)
+        chosen = [self._present(h, explain) for h in taken]
         return RetrievedContext(
             agent_id=agent_id,
             session_id=session_id,
@@ -483,10 +484,16 @@ class MemoryManager:
             tokens += self.count_tokens(json.dumps(turn.tool_results))
         return tokens
 
-    def _present(self, hit: ScoredMemory, explain: bool) -> Memory:
+    def _memory_tokens(self, hit: ScoredMemory) -> int:
         m = hit.memory
-        tokens = self.count_tokens(m.content) if self._custom_counter else m.token_count
-        return replace(m, explain=hit.explain if explain else None, token_count=tokens)
+        return self.count_tokens(m.content) if self._custom_counter else m.token_count
+
+    def _present(self, hit: ScoredMemory, explain: bool) -> Memory:
+        return replace(
+            hit.memory,
+            explain=hit.explain if explain else None,
+            token_count=self._memory_tokens(hit),
+        )
 
     async def _search(self, agent_id: str, query: str) -> list[ScoredMemory]:
         vector = await self._embed_query(query)
@@ -523,11 +530,12 @@ class MemoryManager:
             )
         # Stable sort: equal rerank scores keep their fused order.
         order = sorted(range(len(top)), key=lambda i: -scores[i])
-        out = []
-        for i in order:
-            e = replace(top[i].explain, rerank_score=scores[i])
-            out.append(ScoredMemory(memory=replace(top[i].memory, explain=e), explain=e))
-        return out
+        return [
+            ScoredMemory(
+                memory=top[i].memory, explain=replace(top[i].explain, rerank_score=scores[i])
+            )
+            for i in order
+        ]
 
     async def _embed(self, texts: list[str]) -> list[Vector]:
         size = self.config.embedding_batch_size

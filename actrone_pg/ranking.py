@@ -33,9 +33,12 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import ROUND_FLOOR, Decimal
 from typing import Generic, TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 from actrone_pg.models import Explain
 
@@ -50,8 +53,10 @@ __all__ = [
     "admit",
     "bm25_score",
     "idf",
+    "micros",
     "query_terms",
     "rank",
+    "rank_arrays",
     "recency",
     "share",
     "tokenize",
@@ -150,20 +155,19 @@ class RankingParams:
     recency_weight: float = 0.3
 
 
-def _tiebreak(c: Candidate[T]) -> tuple[float, str]:
-    # Newer first, then id ascending. Timestamps are compared in microseconds so that every
-    # backend (PostgreSQL keeps microseconds) orders identical values identically.
-    return (-_micros(c.created_at), c.id)
+def micros(dt: datetime) -> int:
+    """Whole microseconds since the Unix epoch (exact, the resolution PostgreSQL keeps)."""
+    delta = dt - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def _micros(dt: datetime) -> float:
-    return dt.timestamp() * 1_000_000.0
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def admit(candidates: Iterable[Candidate[T]], threshold: float, limit: int) -> list[Candidate[T]]:
     """Candidates with ``cosine >= threshold``, nearest first, at most ``limit`` of them."""
     kept = [c for c in candidates if c.cosine >= threshold]
-    kept.sort(key=lambda c: (-c.cosine, *_tiebreak(c)))
+    kept.sort(key=lambda c: (-c.cosine, -micros(c.created_at), c.id))
     return kept[:limit]
 
 
@@ -171,13 +175,13 @@ def rank(
     candidates: Sequence[Candidate[T]], params: RankingParams, now: datetime
 ) -> list[tuple[Candidate[T], Explain]]:
     """Rank admitted candidates; returns them best first, each with its explanation."""
-    dense = sorted(candidates, key=lambda c: (-c.cosine, *_tiebreak(c)))
+    # Tie-break key (newer first, then id ascending), computed once per candidate.
+    tie = {c.id: (-micros(c.created_at), c.id) for c in candidates}
+    dense = sorted(candidates, key=lambda c: (-c.cosine, *tie[c.id]))
     dense_rank = {c.id: i for i, c in enumerate(dense, 1)}
-    recent = sorted(candidates, key=_tiebreak)
+    recent = sorted(candidates, key=lambda c: tie[c.id])
     recency_rank = {c.id: i for i, c in enumerate(recent, 1)}
-    lexical = sorted(
-        (c for c in candidates if c.bm25 > 0.0), key=lambda c: (-c.bm25, *_tiebreak(c))
-    )
+    lexical = sorted((c for c in candidates if c.bm25 > 0.0), key=lambda c: (-c.bm25, *tie[c.id]))
     lexical_rank = {c.id: i for i, c in enumerate(lexical, 1)}
 
     scored: list[tuple[float, Candidate[T], Explain]] = []
@@ -206,8 +210,65 @@ def rank(
             bm25=c.bm25 if c.bm25 > 0.0 else None,
         )
         scored.append((score, c, explain))
-    scored.sort(key=lambda t: (-t[0], *_tiebreak(t[1])))
+    scored.sort(key=lambda t: (-t[0], *tie[t[1].id]))
     return [(c, e) for _, c, e in scored]
+
+
+@dataclass(frozen=True, slots=True)
+class RankedArrays:
+    """The result of :func:`rank_arrays`: positions into the input, best first, and channel ranks.
+
+    ``lexical_rank`` is 0 where a candidate is absent from the lexical ranking.
+    """
+
+    order: npt.NDArray[np.intp]
+    dense_rank: npt.NDArray[np.int64]
+    lexical_rank: npt.NDArray[np.int64]
+    recency_rank: npt.NDArray[np.int64]
+    score: npt.NDArray[np.float64]
+
+
+def rank_arrays(
+    id_order: npt.NDArray[np.int64],
+    created_us: npt.NDArray[np.int64],
+    cosine: npt.NDArray[np.float64],
+    bm25: npt.NDArray[np.float64],
+    params: RankingParams,
+    now: datetime,
+) -> RankedArrays:
+    """:func:`rank` over numpy arrays, for stores that keep their candidates in arrays.
+
+    ``id_order`` must order the candidates as their ids compare (any integers that sort the same
+    way). The arithmetic is the same, term for term and in the same order, as :func:`rank`, so the
+    scores are bit-identical; a test checks both on random inputs full of ties.
+    """
+    n = cosine.shape[0]
+    positions = np.arange(1, n + 1, dtype=np.int64)
+    # np.lexsort sorts by the last key first.
+    dense = np.lexsort((id_order, -created_us, -cosine))
+    dense_rank = np.empty(n, dtype=np.int64)
+    dense_rank[dense] = positions
+    recent = np.lexsort((id_order, -created_us))
+    recency_rank = np.empty(n, dtype=np.int64)
+    recency_rank[recent] = positions
+    lexical_rank = np.zeros(n, dtype=np.int64)
+    has_term = np.flatnonzero(bm25 > 0.0)
+    if has_term.size:
+        lex = has_term[np.lexsort((id_order[has_term], -created_us[has_term], -bm25[has_term]))]
+        lexical_rank[lex] = np.arange(1, lex.size + 1, dtype=np.int64)
+    if params.hybrid:
+        k = float(params.rrf_k)
+        w_dense, w_lex, w_rec = params.rrf_weights
+        score = w_dense / (k + dense_rank)
+        score = score + np.where(lexical_rank > 0, w_lex / (k + np.maximum(lexical_rank, 1)), 0.0)
+        score = score + w_rec / (k + recency_rank)
+    else:
+        age = (micros(now) - created_us) / 1_000_000.0
+        rec = np.where(age <= 0, 1.0, np.maximum(0.0, 1.0 - age / RECENCY_HORIZON_SECONDS))
+        score = params.relevance_weight * cosine + params.recency_weight * rec
+        lexical_rank = np.zeros(n, dtype=np.int64)
+    order = np.lexsort((id_order, -created_us, -score))
+    return RankedArrays(order, dense_rank, lexical_rank, recency_rank, score)
 
 
 def share(budget: int, fraction: float) -> int:

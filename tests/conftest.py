@@ -8,8 +8,6 @@ connections: an environment DSN/URL if given, else an embedded or local server.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from actrone_pg.stores import Store
@@ -24,7 +22,10 @@ BACKENDS = ["memory", "redis_qdrant"]
 
 
 @pytest.fixture(params=BACKENDS)
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    """A fresh, empty store of each backend in turn."""
+def store(request: pytest.FixtureRequest) -> Store:
+    """A fresh, empty store of each backend in turn.
+
+    Deliberately synchronous: it only picks the backend's own (async) fixture by name.
+    """
     s: Store = request.getfixturevalue(f"store_{request.param}")
-    yield s
+    return s

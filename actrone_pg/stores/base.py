@@ -118,4 +118,8 @@ class Store(Protocol):
         """Remove every turn, session, memory, statistic and lock of the agent."""
 
     async def search(self, request: SearchRequest) -> list[ScoredMemory]:
-        """Admitted memories ranked as :func:`actrone_pg.ranking.rank` ranks them, best first."""
+        """Admitted memories ranked as :func:`actrone_pg.ranking.rank` ranks them, best first.
+
+        The explanation travels in ``ScoredMemory.explain``; ``ScoredMemory.memory.explain`` may
+        be left ``None`` (the manager attaches the explanation to the memories it returns).
+        """

@@ -10,15 +10,24 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from actrone_pg.errors import DimensionMismatchError
-from actrone_pg.models import Memory, ScoredMemory, SessionInfo, Turn
-from actrone_pg.ranking import Candidate, CorpusStats, admit, bm25_score, rank, term_counts
+from actrone_pg.models import Explain, Memory, ScoredMemory, SessionInfo, Turn
+from actrone_pg.ranking import (
+    BM25_B,
+    BM25_K1,
+    CorpusStats,
+    idf,
+    micros,
+    rank_arrays,
+    term_counts,
+)
 from actrone_pg.stores.base import MemoryRecord, SearchRequest, Vector
 
 if TYPE_CHECKING:
@@ -45,19 +54,34 @@ class _Entry:
 
 
 @dataclass
+class _Space:
+    """One agent's memories of one embedder, as arrays aligned by column."""
+
+    ids: list[str]
+    matrix: Vector  # dimensions × n, float32
+    created_us: npt.NDArray[np.int64]
+    id_order: npt.NDArray[np.int64]  # rank of each id in code-point order
+    lengths: npt.NDArray[np.float64]
+
+
+@dataclass
 class _Agent:
     entries: dict[str, _Entry] = field(default_factory=dict)
     doc_freq: Counter[str] = field(default_factory=Counter)
+    postings: dict[str, dict[str, int]] = field(default_factory=dict)
     total_length: int = 0
-    # embedder name -> (ids, matrix); dropped on every write that touches the agent
-    matrices: dict[str, tuple[list[str], Vector]] = field(default_factory=dict)
+    # embedder name -> arrays; dropped on every write that touches the agent
+    spaces: dict[str, _Space] = field(default_factory=dict)
 
     def add(self, entry: _Entry) -> None:
         self.remove(entry.memory.id)
-        self.entries[entry.memory.id] = entry
+        mid = entry.memory.id
+        self.entries[mid] = entry
         self.doc_freq.update(entry.tf.keys())
+        for term, count in entry.tf.items():
+            self.postings.setdefault(term, {})[mid] = count
         self.total_length += entry.length
-        self.matrices.clear()
+        self.spaces.clear()
 
     def remove(self, memory_id: str) -> bool:
         old = self.entries.pop(memory_id, None)
@@ -67,20 +91,34 @@ class _Agent:
         for term in old.tf:
             if self.doc_freq[term] <= 0:
                 del self.doc_freq[term]
+            posting = self.postings.get(term)
+            if posting is not None:
+                posting.pop(memory_id, None)
+                if not posting:
+                    del self.postings[term]
         self.total_length -= old.length
-        self.matrices.clear()
+        self.spaces.clear()
         return True
 
-    def matrix(self, embedder: str) -> tuple[list[str], Vector]:
-        cached = self.matrices.get(embedder)
+    def space(self, embedder: str) -> _Space | None:
+        cached = self.spaces.get(embedder)
         if cached is None:
             ids = [i for i, e in self.entries.items() if e.memory.embedder == embedder]
-            if ids:
-                mat = np.stack([self.entries[i].vector for i in ids]).astype(np.float32)
-            else:
-                mat = np.zeros((0, 0), dtype=np.float32)
-            cached = (ids, mat)
-            self.matrices[embedder] = cached
+            if not ids:
+                return None
+            entries = [self.entries[i] for i in ids]
+            rows = np.stack([e.vector for e in entries]).astype(np.float32)
+            order = sorted(range(len(ids)), key=ids.__getitem__)
+            id_order = np.empty(len(ids), dtype=np.int64)
+            id_order[order] = np.arange(len(ids), dtype=np.int64)
+            cached = _Space(
+                ids=ids,
+                matrix=np.ascontiguousarray(rows.T),
+                created_us=np.array([micros(e.memory.created_at) for e in entries], dtype=np.int64),
+                id_order=id_order,
+                lengths=np.array([e.length for e in entries], dtype=np.float64),
+            )
+            self.spaces[embedder] = cached
         return cached
 
 
@@ -245,37 +283,83 @@ class InMemoryStore:
                 f"the query vector has {size}"
             )
         agent = self._agents.get(request.agent_id)
-        if agent is None:
+        space = agent.space(request.embedder) if agent is not None else None
+        if agent is None or space is None:
             return []
-        ids, mat = agent.matrix(request.embedder)
-        if not ids:
-            return []
-        cos = (mat @ request.vector.astype(np.float32)).astype(np.float64)
+        cos = _cosines(request.vector.astype(np.float32), space.matrix)
         idx = np.flatnonzero(cos >= request.threshold)
         if idx.size > request.limit:
-            # Keep everything tied with the limit-th cosine; admit() then breaks ties exactly.
+            # Admission: the nearest ``limit``, ties broken newer first then by id.
             kth = np.partition(cos[idx], idx.size - request.limit)[idx.size - request.limit]
             idx = idx[cos[idx] >= kth]
-        stats = CorpusStats(
-            n_docs=len(agent.entries), total_length=agent.total_length, doc_freq=agent.doc_freq
+            best = np.lexsort((space.id_order[idx], -space.created_us[idx], -cos[idx]))
+            idx = idx[best[: request.limit]]
+        if idx.size == 0:
+            return []
+        c_cos = cos[idx]
+        c_bm25 = self._bm25(agent, space, idx, request.terms)
+        ranked = rank_arrays(
+            space.id_order[idx], space.created_us[idx], c_cos, c_bm25, request.params, request.now
         )
-        candidates = []
-        for i in idx.tolist():
-            entry = agent.entries[ids[i]]
-            candidates.append(
-                Candidate(
-                    id=entry.memory.id,
-                    created_at=entry.memory.created_at,
-                    cosine=float(cos[i]),
-                    bm25=bm25_score(request.terms, entry.tf, entry.length, stats),
-                    item=entry.memory,
-                )
-            )
-        admitted = admit(candidates, request.threshold, request.limit)
+        # Plain lists: indexing numpy arrays element by element costs ~10× more per value.
+        cos_l, bm_l = c_cos.tolist(), c_bm25.tolist()
+        dense_l, lex_l = ranked.dense_rank.tolist(), ranked.lexical_rank.tolist()
+        rec_l, score_l, idx_l = ranked.recency_rank.tolist(), ranked.score.tolist(), idx.tolist()
+        entries, ids = agent.entries, space.ids
         return [
-            ScoredMemory(memory=replace(c.item, explain=e), explain=e)
-            for c, e in rank(admitted, request.params, request.now)
+            ScoredMemory(
+                entries[ids[idx_l[p]]].memory,
+                Explain(
+                    cos_l[p],
+                    dense_l[p],
+                    lex_l[p] or None,
+                    rec_l[p],
+                    score_l[p],
+                    None,
+                    bm_l[p] if bm_l[p] > 0.0 else None,
+                ),
+            )
+            for p in ranked.order.tolist()
         ]
+
+    @staticmethod
+    def _bm25(
+        agent: _Agent, space: _Space, idx: npt.NDArray[np.intp], terms: Sequence[str]
+    ) -> npt.NDArray[np.float64]:
+        """BM25 of the candidates at ``idx``, term by term as :func:`ranking.bm25_score` sums."""
+        score = np.zeros(idx.size, dtype=np.float64)
+        n_docs = len(agent.entries)
+        avgdl = CorpusStats(n_docs, agent.total_length, {}).avgdl
+        lengths = space.lengths[idx]
+        ids = [space.ids[i] for i in idx.tolist()]
+        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths / avgdl)
+        for term in terms:
+            posting = agent.postings.get(term)
+            if not posting:
+                continue
+            f = np.fromiter((posting.get(i, 0) for i in ids), dtype=np.float64, count=len(ids))
+            if not f.any():
+                continue
+            weight = idf(n_docs, agent.doc_freq[term])
+            score = score + np.where(f > 0, weight * (f * (BM25_K1 + 1.0)) / (f + norm), 0.0)
+        return score
+
+
+# Columns per matrix-vector product. OpenBLAS splits one large product across threads, and woken
+# between queries those threads cost more than they save on 2 cores. Measured at 10,000 × 384
+# float32, 2,000 calls interleaved at random with 0.5 ms pauses, median / p99 in ms:
+#   whole product, (dims × n) layout  14.6 / 32.0     whole product, (n × dims)  13.7 / 32.6
+#   1,024-column chunks, (dims × n)    0.72 / 6.2     1,024-row chunks, (n × dims) 1.06 / 5.2
+#   np.einsum (no BLAS)                1.02 / 4.8
+_CHUNK = 1024
+
+
+def _cosines(query: Vector, matrix: Vector) -> npt.NDArray[np.float64]:
+    n = matrix.shape[1]
+    out = np.empty(n, dtype=np.float32)
+    for start in range(0, n, _CHUNK):
+        np.matmul(query, matrix[:, start : start + _CHUNK], out=out[start : start + _CHUNK])
+    return out.astype(np.float64)
 
 
 def from_config(config: MemoryConfig) -> InMemoryStore:

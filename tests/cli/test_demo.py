@@ -1,0 +1,42 @@
+"""``actrone-pg demo`` on the in-memory backend."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from actrone_pg.cli import main
+
+
+def test_demo_json_reports_shares_and_explain(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["demo", "--backend", "memory", "--embedder", "hashing", "--json", "--budget", "320"]
+    code = main(args)
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    ctx = out["context"]
+    assert out["backend"] == "memory"
+    assert (ctx["token_budget"], ctx["session_budget"], ctx["episodic_budget"]) == (320, 112, 80)
+    assert ctx["reserved_budget"] == 128
+    assert 0 < ctx["session_tokens"] <= 112
+    assert ctx["episodic_tokens"] <= 80
+    # only today's session is read, oldest first, and the newest turn is always last
+    assert [t["session_id"] for t in ctx["recent_turns"]] == ["today"] * len(ctx["recent_turns"])
+    assert ctx["recent_turns"][-1]["user_message"].startswith("And my sister Ana")
+    # the allergy memory shares "allergies"/"food" with the query and must be admitted and chosen
+    chosen = [m["content"] for m in ctx["episodic_memories"]]
+    assert any("peanuts" in c for c in chosen)
+    for row in out["ranked_candidates"]:
+        assert row["cosine"] >= out["relevance_threshold"]
+        assert row["dense_rank"] >= 1 and row["recency_rank"] >= 1
+
+
+def test_demo_renders_tables(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--backend", "memory", "--embedder", "hashing"]) == 0
+    out = capsys.readouterr().out
+    assert "L1 · recent turns" in out and "L2 · memories" in out and "budget 320 tokens" in out
+
+
+def test_bad_budget_is_a_clean_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--backend", "memory", "--embedder", "hashing", "--budget", "0"]) == 2
+    assert "token_budget" in capsys.readouterr().err

@@ -1,0 +1,188 @@
+"""Cross-backend parity: same data, same vectors, same request -> the reference's ranking.
+
+The in-memory store is the reference (it ranks with ``actrone_pg.ranking`` directly). Two
+families of data:
+
+* **exact**: vectors whose components are 0 or ±0.5 (four non-zero in 16 dimensions), so every
+  norm is exactly 1 and every cosine is a multiple of 0.25 in any float arithmetic. Ties are
+  everywhere, so tie-breaking is exercised hard; rankings must match exactly.
+* **float**: random unit vectors; rankings must match wherever two cosines are not within 1e-5
+  of each other (float32 vs float64 summation may order nearer pairs either way).
+
+Ids mix case and punctuation (``"B-2"`` vs ``"a_1"``) so a backend that compares ids with a
+locale collation instead of code points fails here.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+from actrone_pg.models import ScoredMemory
+from actrone_pg.ranking import RankingParams
+from actrone_pg.stores.base import MemoryRecord, Store
+from actrone_pg.stores.memory import InMemoryStore
+from tests.conftest import BACKENDS
+from tests.factories import NOW, memory, request
+
+# "memory" against a second reference instance checks that the reference is deterministic.
+OTHERS = list(BACKENDS)
+
+VOCAB = (
+    "coffee tea morning evening meeting project deadline python postgres travel paris london "
+    "allergy peanut doctor running garden music piano budget invoice family birthday cat dog"
+).split()
+
+
+def _id(rng: random.Random) -> str:
+    alphabet = string.ascii_letters + string.digits + "-_"
+    return "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6)))
+
+
+def _exact_vector(rng: random.Random, dims: int = 16) -> np.ndarray:
+    v = np.zeros(dims, dtype=np.float32)
+    for i in rng.sample(range(dims), 4):
+        v[i] = rng.choice((-0.5, 0.5))
+    return v
+
+
+def _float_vector(rng: random.Random, dims: int = 16) -> np.ndarray:
+    v = np.array([rng.gauss(0, 1) for _ in range(dims)])
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+def _text(rng: random.Random) -> str:
+    words = [rng.choice(VOCAB) for _ in range(rng.randint(1, 9))]
+    return " ".join(words).capitalize() + rng.choice([".", "!", "?", ""])
+
+
+def _dataset(
+    rng: random.Random, make_vector: object, agents: list[str], n: int
+) -> list[MemoryRecord]:
+    records: list[MemoryRecord] = []
+    seen: set[tuple[str, str]] = set()
+    base_times = [NOW - timedelta(days=rng.uniform(0, 40)) for _ in range(n // 4 + 1)]
+    while len(records) < n:
+        agent = rng.choice(agents)
+        mid = _id(rng)
+        if (agent, mid) in seen:
+            continue
+        seen.add((agent, mid))
+        # a quarter of the memories share a timestamp with another, forcing the id tie-break
+        created = (
+            rng.choice(base_times)
+            if rng.random() < 0.25
+            else NOW - timedelta(seconds=rng.uniform(0, 40 * 86400))
+        )
+        created = created.replace(microsecond=created.microsecond)  # keep microseconds
+        vec = make_vector(rng)  # type: ignore[operator]
+        records.append(
+            MemoryRecord(memory=memory(agent, mid, _text(rng), created_at=created), vector=vec)
+        )
+    return records
+
+
+def _ranked(hits: list[ScoredMemory]) -> list[tuple[str, int | None, int | None, int | None]]:
+    return [
+        (h.memory.id, h.explain.dense_rank, h.explain.lexical_rank, h.explain.recency_rank)
+        for h in hits
+    ]
+
+
+def _near_ties(hits: list[ScoredMemory], threshold: float) -> bool:
+    cos = sorted(h.explain.cosine for h in hits)
+    if any(abs(c - threshold) < 1e-5 for c in cos):
+        return True
+    return any(b - a < 1e-5 for a, b in zip(cos, cos[1:], strict=False))
+
+
+async def _load(store: Store, records: list[MemoryRecord]) -> None:
+    for start in range(0, len(records), 50):
+        await store.upsert_memories(records[start : start + 50])
+
+
+@pytest.fixture(params=OTHERS)
+def other(request: pytest.FixtureRequest) -> Store:
+    """A fresh store of each backend compared with the reference."""
+    s: Store = request.getfixturevalue(f"store_{request.param}")
+    return s
+
+
+@pytest.mark.parametrize("family", ["exact", "float"])
+async def test_parity_with_the_reference(other: Store, family: str) -> None:
+    reference = InMemoryStore()
+    rng = random.Random(f"parity-{family}")
+    make = _exact_vector if family == "exact" else _float_vector
+    agents = ["A", "b", "C:1"]
+    records = _dataset(rng, make, agents, 240)
+    # a second embedder in the same agents: never compared, but part of each agent's BM25 corpus
+    for rec in _dataset(rng, lambda r: _exact_vector(r, 8), agents, 30):
+        m = rec.memory
+        records.append(
+            MemoryRecord(
+                memory=type(m)(
+                    **{
+                        **{f: getattr(m, f) for f in m.__slots__},
+                        "embedder": "other",
+                        "id": "o" + m.id,
+                    }
+                ),
+                vector=rec.vector,
+            )
+        )
+    for store in (reference, other):
+        await _load(store, records)
+    # a few deletions and replacements, so statistics must follow writes
+    for rec in records[:10]:
+        for store in (reference, other):
+            await store.delete_memory(rec.memory.agent_id, rec.memory.id)
+
+    compared = 0
+    total_hits = 0
+    for q in range(150):
+        agent = rng.choice(agents)
+        hybrid = rng.random() < 0.75
+        params = RankingParams(
+            hybrid=hybrid,
+            rrf_k=rng.choice([1, 10, 60]),
+            rrf_weights=rng.choice([(1.0, 1.0, 1.0), (1.0, 1.0, 0.3), (0.5, 2.0, 0.0)]),
+            relevance_weight=0.7,
+            recency_weight=0.3,
+        )
+        threshold = (
+            rng.choice([-0.5, 0.0, 0.25, 0.5]) if family == "exact" else rng.uniform(-0.2, 0.4)
+        )
+        req = request(
+            agent,
+            _text(rng) + rng.choice(["", " & !", " 'quoted' (x)", " OR -not"]),
+            make(rng).tolist(),
+            threshold=threshold,
+            limit=rng.choice([5, 20, 500]),
+            params=params,
+        )
+        want = await reference.search(req)
+        got = await other.search(req)
+        if family == "float" and _near_ties(want, threshold):
+            continue
+        compared += 1
+        total_hits += len(want)
+        assert _ranked(got) == _ranked(want), f"query {q}: {req.query!r} agent={agent}"
+        for g, w in zip(got, want, strict=True):
+            assert g.explain.cosine == pytest.approx(w.explain.cosine, abs=1e-5)
+            assert g.explain.fused_score == pytest.approx(w.explain.fused_score, rel=1e-9, abs=1e-6)
+            if w.explain.bm25 is None:
+                assert g.explain.bm25 is None
+            else:
+                assert g.explain.bm25 == pytest.approx(w.explain.bm25, rel=1e-6)
+            assert g.memory == w.memory.__class__(
+                **{
+                    **{f: getattr(w.memory, f) for f in w.memory.__slots__},
+                    "explain": g.memory.explain,
+                }
+            )
+    assert compared >= 100
+    assert total_hits >= 10 * compared  # the queries really rank something

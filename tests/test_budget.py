@@ -1,0 +1,37 @@
+"""Budget packing (spec §3.3)."""
+
+from __future__ import annotations
+
+from actrone_pg.budget import pack_memories, pack_turns, split_budget
+
+
+def test_split_leaves_forty_percent_to_the_caller() -> None:
+    s = split_budget(1000, 0.35, 0.25)
+    assert (s.session, s.episodic) == (350, 250)
+
+
+def test_first_turn_that_does_not_fit_ends_l1() -> None:
+    newest_first = [("t5", 10), ("t4", 10), ("t3", 50), ("t2", 1), ("t1", 1)]
+    taken, used = pack_turns(newest_first, lambda t: t[1], 30)
+    # t3 does not fit; t2 and t1 would, but a conversation has no holes
+    assert [t[0] for t in taken] == ["t4", "t5"]  # oldest first
+    assert used == 20
+
+
+def test_memory_too_large_is_skipped_and_the_next_taken() -> None:
+    ranked = [("m1", 20), ("m2", 100), ("m3", 30), ("m4", 1)]
+    taken, used = pack_memories(ranked, lambda m: m[1], 51)
+    assert [m[0] for m in taken] == ["m1", "m3", "m4"]
+    assert used == 51
+
+
+def test_budget_of_one_token() -> None:
+    s = split_budget(1, 0.35, 0.25)
+    assert (s.session, s.episodic) == (0, 0)
+    assert pack_turns([("t", 1)], lambda t: t[1], s.session) == ([], 0)
+    assert pack_memories([("m", 1)], lambda m: m[1], s.episodic) == ([], 0)
+
+
+def test_zero_cost_items_fit_in_an_empty_share() -> None:
+    taken, used = pack_memories([("m", 0)], lambda m: m[1], 0)
+    assert taken == [("m", 0)] and used == 0
