@@ -69,9 +69,6 @@ class MemoryConfig:
     qdrant_url: str = "http://localhost:6333"
     qdrant_api_key: str | None = None
     qdrant_collection_prefix: str = "actrone"
-    #: First component of every Redis key this library writes, so that several applications (or
-    #: test runs) can share one Redis database without seeing each other's keys.
-    redis_key_prefix: str = "actrone"
     #: Seconds before a Redis or Qdrant call gives up with StoreUnavailableError.
     redis_timeout: float = 5.0
     qdrant_timeout: float = 10.0
@@ -293,8 +290,6 @@ def _validate(cfg: MemoryConfig) -> None:
         )
     if not re.match(r"^[A-Za-z0-9_-]{1,64}$", cfg.qdrant_collection_prefix):
         fail("qdrant_collection_prefix", "use letters, digits, '_' or '-' (at most 64)")
-    if not re.match(r"^[A-Za-z0-9_-]{1,64}$", cfg.redis_key_prefix):
-        fail("redis_key_prefix", "use letters, digits, '_' or '-' (at most 64)")
     for name in (
         "max_session_turns",
         "max_episodic_memories",

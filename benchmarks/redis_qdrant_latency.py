@@ -81,7 +81,6 @@ async def run_size(n: int, n_queries: int, threshold: float) -> list[str]:
         backend="redis_qdrant",
         redis_url=os.environ.get("ACTRONE_REDIS_URL", "redis://127.0.0.1:6379"),
         qdrant_url=os.environ.get("ACTRONE_QDRANT_URL", ":memory:"),
-        redis_key_prefix=prefix,
         qdrant_collection_prefix=prefix,
         **common,
     )

@@ -49,6 +49,7 @@ from actrone_pg.errors import (
 from actrone_pg.models import Memory, ScoredMemory, SessionInfo, Turn
 from actrone_pg.ranking import Candidate, CorpusStats, admit, bm25_score, rank, term_counts
 from actrone_pg.stores.base import MemoryRecord, SearchRequest
+from actrone_pg.stores.memory import _cosines as _reference_cosines
 
 try:
     import redis.asyncio as aioredis
@@ -417,7 +418,8 @@ class RedisQdrantStore:
 
     Build it with :func:`from_config` (or ``MemoryConfig(backend="redis_qdrant")``); call
     :meth:`setup` before use. ``qdrant_url`` may be an ``http(s)://`` URL, ``":memory:"`` or a
-    directory path (the last two use qdrant-client's embedded local mode).
+    directory path (the last two use qdrant-client's embedded local mode). ``prefix`` (from
+    ``MemoryConfig.qdrant_collection_prefix``) starts every Redis key and every collection name.
     """
 
     backend = "redis_qdrant"
@@ -428,8 +430,7 @@ class RedisQdrantStore:
         redis_url: str = "redis://localhost:6379",
         qdrant_url: str = "http://localhost:6333",
         qdrant_api_key: str | None = None,
-        key_prefix: str = "actrone",
-        collection_prefix: str = "actrone",
+        prefix: str = "actrone",
         redis_timeout: float = 5.0,
         qdrant_timeout: float = 10.0,
         redis_pool_size: int = 20,
@@ -437,8 +438,7 @@ class RedisQdrantStore:
         self._redis_url = redis_url
         self._qdrant_url = qdrant_url
         self._qdrant_api_key = qdrant_api_key
-        self._prefix = key_prefix
-        self._collection_prefix = collection_prefix
+        self._prefix = prefix
         self._redis_timeout = redis_timeout
         self._qdrant_timeout = qdrant_timeout
         self._pool_size = redis_pool_size
@@ -642,7 +642,7 @@ class RedisQdrantStore:
     def _collection(self, embedder: str, dim: int) -> str:
         slug = _SLUG.sub("-", embedder)[:48]
         digest = hashlib.blake2b(embedder.encode("utf-8"), digest_size=4).hexdigest()
-        return f"{self._collection_prefix}_{slug}_{digest}_{dim}"
+        return f"{self._prefix}_{slug}_{digest}_{dim}"
 
     async def _registered_dim(self, embedder: str) -> int | None:
         dim = self._dims.get(embedder)
@@ -1062,9 +1062,10 @@ class RedisQdrantStore:
                 if e == request.embedder and (p.payload or {}).get("agent_id") == request.agent_id
             ]
             if kept:
-                mat = np.asarray([p.vector for p in kept], dtype=np.float32)
-                # The same float32 product as the in-memory reference, widened afterwards.
-                cos = (mat @ query).astype(np.float64)
+                # The reference's own float32 product (same layout, same chunking), widened
+                # afterwards, so that cosines agree with it to the last bit in nearly every case.
+                mat = np.ascontiguousarray(np.asarray([p.vector for p in kept], np.float32).T)
+                cos = _reference_cosines(query, mat)
             else:
                 cos = np.zeros(0, dtype=np.float64)
             admitted = np.flatnonzero(cos >= request.threshold)
@@ -1146,8 +1147,9 @@ def from_config(config: MemoryConfig) -> RedisQdrantStore:
         redis_url=config.redis_url,
         qdrant_url=config.qdrant_url,
         qdrant_api_key=config.qdrant_api_key,
-        key_prefix=config.redis_key_prefix,
-        collection_prefix=config.qdrant_collection_prefix,
+        # One namespace for both servers: the Redis index and statistics describe exactly the
+        # points of the collections with the same prefix, so the two must never be paired apart.
+        prefix=config.qdrant_collection_prefix,
         redis_timeout=config.redis_timeout,
         qdrant_timeout=config.qdrant_timeout,
         redis_pool_size=config.redis_pool_size,

@@ -43,7 +43,6 @@ def redis_qdrant_settings(prefix: str, **overrides: Any) -> dict[str, Any]:
         "backend": "redis_qdrant",
         "redis_url": redis_url(),
         "qdrant_url": qdrant_url(),
-        "redis_key_prefix": prefix,
         "qdrant_collection_prefix": prefix,
         "redis_timeout": 5.0,
         "qdrant_timeout": 10.0,

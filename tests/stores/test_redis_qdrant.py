@@ -106,6 +106,19 @@ async def redis_state(store: Any, agent: str) -> dict[str, Any]:
     }
 
 
+def assert_same_explanations(got: list[Any], want: list[Any]) -> None:
+    """Ranks and fused scores identical; cosines equal up to float32 summation order.
+
+    A float32 product's last bit depends on the matrix a row is part of (OpenBLAS kernels sum in
+    different orders), and the reference multiplies the agent's whole matrix while this store
+    multiplies the candidates' matrix: cosines may differ by an ulp (~6e-8).
+    """
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert replace(g.explain, cosine=0.0) == replace(w.explain, cosine=0.0)
+        assert g.explain.cosine == pytest.approx(w.explain.cosine, abs=1e-6)
+
+
 # -- keys --
 
 
@@ -449,7 +462,7 @@ async def test_limit_keeps_the_nearest_and_matches_reference(store_redis_qdrant:
         got = await s.search(req)
         want = await ref.search(req)
         assert [h.memory.id for h in got] == [h.memory.id for h in want], k
-        assert [h.explain for h in got] == [h.explain for h in want]
+        assert_same_explanations(got, want)
         assert len(got) == 40
 
 
@@ -473,8 +486,8 @@ async def test_parity_with_reference_through_the_manager(store_redis_qdrant: Any
         got = await mm.search_memories("agent", query, limit=500, explain=True)
         want = await ref.search_memories("agent", query, limit=500, explain=True)
         assert [m.id for m in got] == [m.id for m in want]
-        assert [m.explain for m in got] == [m.explain for m in want]
-        assert got == want
+        assert_same_explanations(got, want)
+        assert [replace(m, explain=None) for m in got] == [replace(m, explain=None) for m in want]
 
 
 # -- configuration, failures --
@@ -590,7 +603,7 @@ async def outage_store(private_redis: _RedisServer) -> AsyncIterator[Any]:
     store = RedisQdrantStore(
         redis_url=f"redis://127.0.0.1:{private_redis.port}",
         qdrant_url=":memory:",
-        key_prefix="outage",
+        prefix="outage",
         redis_timeout=1.0,
     )
     await store.setup()
