@@ -525,6 +525,19 @@ async def test_unreachable_redis_fails_fast_with_a_typed_error() -> None:
     await store.close()
 
 
+async def test_unreachable_qdrant_server_fails_fast_with_a_typed_error() -> None:
+    store = RedisQdrantStore(
+        redis_url=redis_qdrant_settings("x")["redis_url"],
+        qdrant_url=f"http://127.0.0.1:{_free_port()}",
+        qdrant_timeout=2.0,
+    )
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailableError, match="Qdrant at http://127.0.0.1"):
+        await store.setup()
+    assert time.monotonic() - started < 2.5
+    await store.close()
+
+
 def test_missing_extra_names_the_pip_line() -> None:
     code = (
         "import sys; sys.modules['redis'] = None\n"
