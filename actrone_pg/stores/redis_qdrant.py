@@ -33,12 +33,13 @@ import math
 import re
 import uuid
 from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import numpy as np
+import numpy.typing as npt
 
 from actrone_pg.errors import (
     DimensionMismatchError,
@@ -46,8 +47,8 @@ from actrone_pg.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from actrone_pg.models import Memory, ScoredMemory, SessionInfo, Turn
-from actrone_pg.ranking import Candidate, CorpusStats, admit, bm25_score, rank, term_counts
+from actrone_pg.models import Explain, Memory, ScoredMemory, SessionInfo, Turn
+from actrone_pg.ranking import CorpusStats, bm25_score, micros, rank_arrays, term_counts, tokenize
 from actrone_pg.stores.base import MemoryRecord, SearchRequest
 from actrone_pg.stores.memory import _cosines as _reference_cosines
 
@@ -85,6 +86,11 @@ _POINT_NAMESPACE = uuid.UUID("3b0f7a52-9e64-4c1d-8a7e-5d2c9f4b1e36")
 # bits (different summation order; measured differences are ≤ 2e-7 for 384-dim unit vectors).
 # Candidates are fetched with this much slack below the threshold and then admitted exactly.
 _SCORE_SLACK = 1e-4
+# Two cosines closer than this may be ordered differently by Qdrant's score and by the reference's
+# float32 product; such candidates get their cosine recomputed (see _exact_cosines). Measured:
+# local-mode scores vs the reference differ by at most 1.2e-7 (16 dims), 6e-8 (384), 5e-8 (1536)
+# over 20 queries x 10,000 unit vectors (python benchmarks/qdrant_score_precision.py).
+_TIE_SLACK = 1e-5
 
 # Records per Lua call and per Qdrant upsert: keeps each Redis script well under a millisecond
 # per 100 records and each HTTP body small; a larger batch is still all-or-nothing (see upsert).
@@ -1044,7 +1050,7 @@ class RedisQdrantStore:
                     limit=fetch,
                     score_threshold=request.threshold - _SCORE_SLACK,
                     with_payload=True,
-                    with_vectors=True,
+                    with_vectors=False,
                     **self._exact(),
                 )
             )
@@ -1061,13 +1067,7 @@ class RedisQdrantStore:
                 for p, e in zip(points, embedders, strict=True)
                 if e == request.embedder and (p.payload or {}).get("agent_id") == request.agent_id
             ]
-            if kept:
-                # The reference's own float32 product (same layout, same chunking), widened
-                # afterwards, so that cosines agree with it to the last bit in nearly every case.
-                mat = np.ascontiguousarray(np.asarray([p.vector for p in kept], np.float32).T)
-                cos = _reference_cosines(query, mat)
-            else:
-                cos = np.zeros(0, dtype=np.float64)
+            cos = await self._exact_cosines(coll, query, kept, request.threshold)
             admitted = np.flatnonzero(cos >= request.threshold)
             if len(points) < fetch:
                 break  # Qdrant returned every point above threshold - slack
@@ -1077,25 +1077,79 @@ class RedisQdrantStore:
                 if kth > floor + _SCORE_SLACK:
                     break  # nothing unfetched can reach the limit-th admitted cosine
             fetch *= 2
+        if admitted.size == 0:
+            return []
+        memories = [_memory_from_payload(kept[i].payload or {}) for i in admitted.tolist()]
+        c_cos = cos[admitted]
+        created = np.array([micros(m.created_at) for m in memories], dtype=np.int64)
+        id_order = _code_point_ranks([m.id for m in memories])
+        if len(memories) > request.limit:
+            # Admission: the nearest ``limit``, ties broken newer first then by id (as admit()).
+            best = np.lexsort((id_order, -created, -c_cos))[: request.limit]
+            memories = [memories[i] for i in best.tolist()]
+            c_cos, created, id_order = c_cos[best], created[best], id_order[best]
         stats = CorpusStats(n_docs=n_docs, total_length=total_length, doc_freq=dfs)
-        candidates = []
-        for i in admitted.tolist():
-            memory = _memory_from_payload(kept[i].payload or {})
-            tf, length = term_counts(memory.content)
-            candidates.append(
-                Candidate(
-                    id=memory.id,
-                    created_at=memory.created_at,
-                    cosine=float(cos[i]),
-                    bm25=bm25_score(request.terms, tf, length, stats),
-                    item=memory,
-                )
-            )
-        chosen = admit(candidates, request.threshold, request.limit)
+        bm25 = np.array([_bm25(request.terms, m.content, stats) for m in memories], np.float64)
+        ranked = rank_arrays(id_order, created, c_cos, bm25, request.params, request.now)
+        cos_l, bm_l = c_cos.tolist(), bm25.tolist()
+        dense_l, lex_l = ranked.dense_rank.tolist(), ranked.lexical_rank.tolist()
+        rec_l, score_l = ranked.recency_rank.tolist(), ranked.score.tolist()
         return [
-            ScoredMemory(memory=replace(c.item, explain=e), explain=e)
-            for c, e in rank(chosen, request.params, request.now)
+            ScoredMemory(
+                memories[p],
+                Explain(
+                    cosine=cos_l[p],
+                    dense_rank=dense_l[p],
+                    lexical_rank=lex_l[p] or None,
+                    recency_rank=rec_l[p],
+                    fused_score=score_l[p],
+                    rerank_score=None,
+                    bm25=bm_l[p] if bm_l[p] > 0.0 else None,
+                ),
+            )
+            for p in ranked.order.tolist()
         ]
+
+    async def _exact_cosines(
+        self,
+        coll: str,
+        query: npt.NDArray[np.float32],
+        points: list[qm.ScoredPoint],
+        threshold: float,
+    ) -> npt.NDArray[np.float64]:
+        """The candidates' cosines as the reference computes them, where it can matter.
+
+        Qdrant's score is the float32 dot product summed in its own order, so it may differ from
+        the reference's float32 product in the last bits (typically ~1e-7). That only matters
+        where two candidates, or a candidate and the threshold, are closer than ``_TIE_SLACK``:
+        for exactly those the vectors are fetched and the cosine recomputed with the reference's
+        routine. Everywhere else the score is used as is (rounded to the float32 it was), which
+        orders and admits identically. Fetching every candidate's vector instead would move
+        500 × dims floats per search (about 2 MB of JSON at 384 dimensions).
+        """
+        if not points:
+            return np.zeros(0, dtype=np.float64)
+        # float32 first: a server's JSON carries the shortest decimal of its float32 score.
+        cos = np.array([p.score for p in points], dtype=np.float32).astype(np.float64)
+        order = np.argsort(cos, kind="stable")
+        close = np.diff(cos[order]) < _TIE_SLACK
+        risky = np.zeros(cos.size, dtype=bool)
+        risky[order[:-1][close]] = True
+        risky[order[1:][close]] = True
+        risky |= np.abs(cos - threshold) < _TIE_SLACK
+        idx = np.flatnonzero(risky)
+        if idx.size == 0:
+            return cos
+        wanted = [points[i].id for i in idx.tolist()]
+        records = await self._q(
+            self._client_q().retrieve(coll, ids=wanted, with_payload=False, with_vectors=True)
+        )
+        vectors = {str(r.id): r.vector for r in records}
+        have = [i for i in idx.tolist() if str(points[i].id) in vectors]
+        if have:
+            rows = np.asarray([vectors[str(points[i].id)] for i in have], dtype=np.float32)
+            cos[have] = _reference_cosines(query, np.ascontiguousarray(rows.T))
+        return cos
 
     def _exact(self) -> dict[str, Any]:
         # Exact search on a server: admission must not miss a memory above the threshold (HNSW is
@@ -1128,6 +1182,22 @@ class RedisQdrantStore:
         df_raw: list[str | None] = list(res[-1]) if terms else []
         dfs = {t: int(v) for t, v in zip(terms, df_raw, strict=True) if v is not None}
         return n_docs, total, embedders, dfs
+
+
+def _bm25(terms: Sequence[str], content: str, stats: CorpusStats) -> float:
+    """:func:`actrone_pg.ranking.bm25_score` of one text; counts only the query's terms (the
+    only ones the score reads), which is several times cheaper than a full Counter."""
+    tokens = tokenize(content)
+    tf = {t: tokens.count(t) for t in terms}
+    return bm25_score(terms, tf, len(tokens), stats)
+
+
+def _code_point_ranks(ids: list[str]) -> npt.NDArray[np.int64]:
+    """Integers that sort like ``ids`` (Python compares strings by code point, as the spec)."""
+    order = sorted(range(len(ids)), key=ids.__getitem__)
+    ranks = np.empty(len(ids), dtype=np.int64)
+    ranks[order] = np.arange(len(ids), dtype=np.int64)
+    return ranks
 
 
 def _ttl_ms(ttl_seconds: float) -> int:

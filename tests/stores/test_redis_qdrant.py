@@ -704,3 +704,38 @@ async def test_lost_redis_index_is_rebuilt_from_qdrant(
     assert "rebuilt the Redis index of agent 'a': 2 memories" in caplog.text
     assert await redis_state(s, "a") == before_state
     assert await s.count_memories("b") == 1
+
+
+async def test_cosines_are_recomputed_only_for_near_ties(
+    store_redis_qdrant: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = store_redis_qdrant
+    await s.upsert_memories(
+        [
+            record("a", "far", "one", [1, 0, 0]),
+            record("a", "mid", "two", [1, 1, 0]),
+            record("a", "twin1", "three", [1, 0.5, 0.2]),
+            record("a", "twin2", "four", [1, 0.5, 0.2]),
+        ]
+    )
+    asked: list[list[str]] = []
+    real = s._qdrant.retrieve
+
+    async def spy(*args: Any, **kwargs: Any) -> Any:
+        asked.append(sorted(str(i) for i in kwargs["ids"]))
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(s._qdrant, "retrieve", spy)
+    hits = await s.search(request("a", "x", [1, 0, 0], threshold=0.01))
+    # dense ranks far 1, twin1 2, twin2 3, mid 4; recency (all equal times) by id: far, mid,
+    # twin1, twin2. RRF: far 2/61, twin1 1/62+1/63, mid 1/64+1/62, twin2 1/63+1/64.
+    assert [h.memory.id for h in hits] == ["far", "twin1", "mid", "twin2"]
+    assert asked == [sorted([rq._point_id("a", "twin1"), rq._point_id("a", "twin2")])]
+    # A threshold right at a candidate's cosine puts that candidate under recomputation too,
+    # and it is admitted (cosine >= threshold, with the same float32 arithmetic).
+    asked.clear()
+    cos_mid = float(unit([1, 1, 0]) @ unit([1, 0, 0]))
+    hits = await s.search(request("a", "x", [1, 0, 0], threshold=cos_mid))
+    # The same four candidates in the same order; mid is recomputed as well as the twins.
+    assert [h.memory.id for h in hits] == ["far", "twin1", "mid", "twin2"]
+    assert sorted(asked[0]) == sorted([rq._point_id("a", i) for i in ("mid", "twin1", "twin2")])
