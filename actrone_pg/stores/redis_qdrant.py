@@ -778,27 +778,31 @@ class RedisQdrantStore:
         return out
 
     async def _apply_entries(self, entries: list[tuple[str, str, str, str]]) -> list[_Prior]:
-        """Set (agent, id) -> (embedder, doc) in Redis; '' embedder deletes. Returns priors.
+        """Set (agent, id) -> (embedder, doc) in Redis; '' embedder deletes.
 
-        On failure part-way, the chunks already applied are undone before the error is raised.
+        Returns each entry's prior state, in the order of ``entries``. On failure part-way, the
+        chunks already applied are undone before the error is raised.
         """
-        priors: list[_Prior] = []
-        by_agent: dict[str, list[tuple[str, str, str]]] = {}
-        for agent_id, memory_id, embedder, doc in entries:
-            by_agent.setdefault(agent_id, []).append((memory_id, embedder, doc))
+        by_agent: dict[str, list[int]] = {}
+        for pos, entry in enumerate(entries):
+            by_agent.setdefault(entry[0], []).append(pos)
+        result: list[_Prior | None] = [None] * len(entries)
+        applied: list[_Prior] = []  # in the order the scripts ran, for an exact undo
         try:
-            for agent_id, items in by_agent.items():
+            for agent_id, positions in by_agent.items():
                 ak = _AgentKeys.of(self._prefix, agent_id)
-                for start in range(0, len(items), _REDIS_CHUNK):
-                    chunk = items[start : start + _REDIS_CHUNK]
-                    args = [x for item in chunk for x in item]
+                for start in range(0, len(positions), _REDIS_CHUNK):
+                    chunk = positions[start : start + _REDIS_CHUNK]
+                    args = [x for pos in chunk for x in entries[pos][1:]]
                     old = await self._script("set_entries", [ak.mem, ak.doc, ak.df, ak.stats], args)
-                    for (memory_id, _, _), i in zip(chunk, range(0, len(old), 2), strict=True):
-                        priors.append(_Prior(agent_id, memory_id, old[i], old[i + 1]))
+                    for j, pos in enumerate(chunk):
+                        prior = _Prior(agent_id, entries[pos][1], old[2 * j], old[2 * j + 1])
+                        result[pos] = prior
+                        applied.append(prior)
         except BaseException:
-            await self._restore_entries(priors)
+            await self._restore_entries(applied)
             raise
-        return priors
+        return [p for p in result if p is not None]
 
     async def _restore_entries(self, priors: list[_Prior]) -> None:
         """Replay priors in reverse order: undoes :meth:`_apply_entries` exactly.

@@ -739,3 +739,22 @@ async def test_cosines_are_recomputed_only_for_near_ties(
     # The same four candidates in the same order; mid is recomputed as well as the twins.
     assert [h.memory.id for h in hits] == ["far", "twin1", "mid", "twin2"]
     assert sorted(asked[0]) == sorted([rq._point_id("a", i) for i in ("mid", "twin1", "twin2")])
+
+
+async def test_a_batch_interleaving_agents_keeps_each_record_with_its_agent(
+    store_redis_qdrant: Any,
+) -> None:
+    s = store_redis_qdrant
+    await s.upsert_memories([record("b", "m1", "b old", [0, 1, 0])])
+    await s.upsert_memories(
+        [
+            record("a", "m1", "a new", [1, 0, 0]),
+            record("b", "m1", "b new", [1, 0], embedder="e2"),  # moves b's m1 to another space
+            record("a", "m2", "a second", [1, 0, 0]),
+        ]
+    )
+    b = await s.get_memory("b", "m1")
+    assert b is not None and (b.content, b.embedder) == ("b new", "e2")
+    assert await s._qdrant.count(s._collection("e", 3), exact=True) == rq.qm.CountResult(count=2)
+    assert [h.memory.id for h in await s.search(request("a", "a", [1, 0, 0]))] == ["m1", "m2"]
+    assert await s.search(request("b", "b", [0, 1, 0])) == []
