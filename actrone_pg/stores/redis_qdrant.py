@@ -13,11 +13,13 @@ Layout and reasoning are written up for users in ``docs/redis_qdrant.md``; in sh
   is ``uuid5(agent_id, memory_id)``, the payload the memory itself), with a tenant index on
   ``agent_id`` that every query filters on.
 * **Ranking** follows :mod:`actrone_pg.ranking` exactly: Qdrant returns the agent's nearest points
-  above (slightly below) the threshold, with their vectors; the store recomputes each cosine with
-  the same float32 arithmetic as the in-memory reference, admits exactly, scores BM25 with the
-  agent's statistics from Redis and fuses with :func:`actrone_pg.ranking.rank`. Qdrant's own
-  fusion cannot be used: its RRF has no weights and no tie rule, and its BM25 IDF would count the
-  whole collection (every agent), not the agent's corpus that spec §3 asks for.
+  above (slightly below) the threshold; the store takes Qdrant's score as the cosine except where
+  two candidates, or a candidate and the threshold, are within 1e-5 — for those it fetches the
+  vectors and recomputes the cosine with the reference's own float32 routine — then admits
+  exactly, scores BM25 with the agent's statistics from Redis and fuses with
+  :func:`actrone_pg.ranking.rank_arrays`. Qdrant's own fusion cannot be used: its RRF has no
+  weights and no tie rule, and its BM25 IDF would count the whole collection (every agent), not
+  the agent's corpus that spec §3 asks for.
 
 Keys never collide: the agent and session ids are percent-encoded (``:``, ``%``, ``{``, ``*`` ...
 all become ``%XX``), and erasure walks a per-agent set of key names instead of ``SCAN`` patterns.
