@@ -521,7 +521,7 @@ async def test_unreachable_redis_fails_fast_with_a_typed_error() -> None:
     started = time.monotonic()
     with pytest.raises(StoreUnavailableError, match="Redis at redis://127.0.0.1"):
         await store.setup()
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 2.0
     await store.close()
 
 
@@ -638,7 +638,7 @@ async def test_redis_outage_typed_error_in_time_then_recovery_without_duplicates
     with pytest.raises(StoreUnavailableError):
         await s.append_turn(turn("a", "s", 2), max_turns=10, ttl_seconds=TTL)
     elapsed = time.monotonic() - started
-    assert 0.9 <= elapsed < 1.6, elapsed
+    assert 0.9 <= elapsed < 2.0, elapsed  # 1 s timeout + scheduling slack on a busy CI box
     # The command was already in the server's socket buffer: it may run when the server wakes.
     private_redis.proc.send_signal(signal.SIGCONT)
 
@@ -647,7 +647,7 @@ async def test_redis_outage_typed_error_in_time_then_recovery_without_duplicates
     started = time.monotonic()
     with pytest.raises(StoreUnavailableError):
         await s.append_turn(turn("a", "s", 3), max_turns=10, ttl_seconds=TTL)
-    assert time.monotonic() - started < 1.6
+    assert time.monotonic() - started < 2.0
 
     # 3. The same port again (the AOF keeps the data): the same store object works, and the
     # client's retries of turns 2 and 3 (same ids) store each exactly once.
