@@ -19,6 +19,10 @@ __all__ = ["main"]
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "calibrate": (
+        "actrone_pg._cli.calibrate",
+        "measure an embedder's relevance threshold on labelled query-memory pairs",
+    ),
     "demo": ("actrone_pg._cli.demo", "store a short conversation and show what retrieval picks"),
 }
 

@@ -256,16 +256,16 @@ def rank_arrays(
     if has_term.size:
         lex = has_term[np.lexsort((id_order[has_term], -created_us[has_term], -bm25[has_term]))]
         lexical_rank[lex] = np.arange(1, lex.size + 1, dtype=np.int64)
+    score: npt.NDArray[np.float64]
     if params.hybrid:
         k = float(params.rrf_k)
         w_dense, w_lex, w_rec = params.rrf_weights
-        score = w_dense / (k + dense_rank)
-        score = score + np.where(lexical_rank > 0, w_lex / (k + np.maximum(lexical_rank, 1)), 0.0)
-        score = score + w_rec / (k + recency_rank)
+        lex_part = np.where(lexical_rank > 0, w_lex / (k + np.maximum(lexical_rank, 1)), 0.0)
+        score = np.asarray(w_dense / (k + dense_rank) + lex_part + w_rec / (k + recency_rank))
     else:
         age = (micros(now) - created_us) / 1_000_000.0
         rec = np.where(age <= 0, 1.0, np.maximum(0.0, 1.0 - age / RECENCY_HORIZON_SECONDS))
-        score = params.relevance_weight * cosine + params.recency_weight * rec
+        score = np.asarray(params.relevance_weight * cosine + params.recency_weight * rec)
         lexical_rank = np.zeros(n, dtype=np.int64)
     order = np.lexsort((id_order, -created_us, -score))
     return RankedArrays(order, dense_rank, lexical_rank, recency_rank, score)

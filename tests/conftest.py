@@ -15,6 +15,7 @@ from actrone_pg.stores import Store
 pytest_plugins = [
     "tests.backends.memory",
     "tests.backends.redis_qdrant",
+    "tests.models",
 ]
 
 #: Backends the conformance and parity suites run against.

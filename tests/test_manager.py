@@ -28,7 +28,7 @@ def test_public_names_are_sorted_and_importable() -> None:
     assert actrone_pg.__all__ == sorted(actrone_pg.__all__)
     for name in actrone_pg.__all__:
         assert getattr(actrone_pg, name) is not None
-    from actrone_pg.embedders import HashingEmbedder  # noqa: F401
+    from actrone_pg.embedders import HashingEmbedder, OnnxEmbedder  # noqa: F401
 
     assert issubclass(actrone_pg.ValidationError, actrone_pg.ActroneError)
     assert issubclass(actrone_pg.ConfigurationError, ValueError)

@@ -24,8 +24,14 @@ _STOP_WORDS = frozenset(
     they this to was we were what when where which who will with would you your""".split()
 )
 
-#: Calibrated on the shipped labelled set (see ``actrone-pg calibrate --embedder hashing``).
-HASHING_THRESHOLD = 0.2
+#: Measured with ``actrone-pg calibrate --embedder hashing`` on the shipped set (48 relevant, 528
+#: unrelated pairs; best-F1 rule): precision 0.212, recall 0.438, F1 0.286 (TP 21, FP 78). Low by
+#: design of the set: 28 of its 48 relevant pairs share no word, which no keyword method can
+#: find; relevant pairs that do share a word score 0.15-0.58 (median 0.26), unrelated pairs that
+#: share one 0.13-0.44 (median 0.25). Tried and not adopted, as it would change the vector space
+#: (and ``name``) other code relies on: dropping "user" as a stop word lifts F1 to 0.396, adding
+#: 5-letter prefixes as well to 0.419.
+HASHING_THRESHOLD = 0.218
 
 
 def _features(text: str) -> list[str]:
