@@ -50,7 +50,16 @@ from actrone_pg.errors import (
     StoreUnavailableError,
 )
 from actrone_pg.models import Explain, Memory, ScoredMemory, SessionInfo, Turn
-from actrone_pg.ranking import CorpusStats, bm25_score, micros, rank_arrays, term_counts, tokenize
+from actrone_pg.ranking import (
+    BM25_B,
+    BM25_K1,
+    CorpusStats,
+    idf,
+    micros,
+    rank_arrays,
+    term_counts,
+    tokenize,
+)
 from actrone_pg.stores.base import MemoryRecord, SearchRequest
 from actrone_pg.stores.memory import _cosines as _reference_cosines
 
@@ -242,6 +251,23 @@ for i = 1, #ARGV, 3 do
   end
 end
 if total ~= 0 then redis.call('HINCRBY', KEYS[4], 'len', total) end
+return out
+"""
+
+# KEYS: mem, df, stats. ARGV: embedder, number of ids, the ids, then the query terms. Returns
+# {memory count, total length, "1"/"0" per id (indexed under this embedder?), df per term}. One
+# string for the whole mask: parsing ~500 separate replies cost more than the rest of the call.
+_SEARCH_STATS = """
+local n = tonumber(ARGV[2])
+local mask = {}
+for i = 1, n do
+  mask[i] = (redis.call('HGET', KEYS[1], ARGV[2 + i]) == ARGV[1]) and '1' or '0'
+end
+local out = {redis.call('HLEN', KEYS[1]), redis.call('HGET', KEYS[3], 'len') or '0',
+             table.concat(mask)}
+for i = 3 + n, #ARGV do
+  out[#out + 1] = redis.call('HGET', KEYS[2], ARGV[i]) or '0'
+end
 return out
 """
 
@@ -494,6 +520,7 @@ class RedisQdrantStore:
                 ("release", _RELEASE_LOCK),
                 ("set_entries", _SET_ENTRIES),
                 ("erase", _ERASE_AGENT),
+                ("search_stats", _SEARCH_STATS),
             ):
                 # register_script runs EVALSHA and reloads the script after a server restart.
                 self._scripts[name] = self._redis.register_script(src)
@@ -1062,7 +1089,9 @@ class RedisQdrantStore:
             )
             points = response.points
             ids = [str((p.payload or {}).get("memory_id", "")) for p in points]
-            n_docs, total_length, embedders, dfs = await self._search_stats(ak, ids, terms)
+            n_docs, total_length, indexed, dfs = await self._search_stats(
+                ak, request.embedder, ids, terms
+            )
             if n_docs == 0 and points and not rebuilt:
                 # Points without any index entry: Redis lost the index (see rebuild_index).
                 await self.rebuild_index(request.agent_id)
@@ -1070,8 +1099,8 @@ class RedisQdrantStore:
                 continue
             kept = [
                 p
-                for p, e in zip(points, embedders, strict=True)
-                if e == request.embedder and (p.payload or {}).get("agent_id") == request.agent_id
+                for p, ok in zip(points, indexed, strict=True)
+                if ok and (p.payload or {}).get("agent_id") == request.agent_id
             ]
             cos = await self._exact_cosines(coll, query, kept, request.threshold)
             admitted = np.flatnonzero(cos >= request.threshold)
@@ -1095,7 +1124,7 @@ class RedisQdrantStore:
             memories = [memories[i] for i in best.tolist()]
             c_cos, created, id_order = c_cos[best], created[best], id_order[best]
         stats = CorpusStats(n_docs=n_docs, total_length=total_length, doc_freq=dfs)
-        bm25 = np.array([_bm25(request.terms, m.content, stats) for m in memories], np.float64)
+        bm25 = _bm25(request.terms, [m.content for m in memories], stats)
         ranked = rank_arrays(id_order, created, c_cos, bm25, request.params, request.now)
         cos_l, bm_l = c_cos.tolist(), bm25.tolist()
         dense_l, lex_l = ranked.dense_rank.tolist(), ranked.lexical_rank.tolist()
@@ -1165,37 +1194,41 @@ class RedisQdrantStore:
         return {"search_params": qm.SearchParams(exact=True)}
 
     async def _search_stats(
-        self, ak: _AgentKeys, ids: list[str], terms: list[str]
-    ) -> tuple[int, int, list[str | None], dict[str, int]]:
-        """One MULTI: corpus size, total length, candidates' index entries, query terms' df."""
-        r = self._client_r()
-
-        async def run() -> list[Any]:
-            async with r.pipeline(transaction=True) as pipe:
-                pipe.hlen(ak.mem)
-                pipe.hget(ak.stats, "len")
-                if ids:
-                    pipe.hmget(ak.mem, ids)
-                if terms:
-                    pipe.hmget(ak.df, terms)
-                result: list[Any] = await pipe.execute()
-                return result
-
-        res = await self._r(run())
-        n_docs = int(res[0])
-        total = int(res[1] or 0)
-        embedders: list[str | None] = list(res[2]) if ids else []
-        df_raw: list[str | None] = list(res[-1]) if terms else []
-        dfs = {t: int(v) for t, v in zip(terms, df_raw, strict=True) if v is not None}
-        return n_docs, total, embedders, dfs
+        self, ak: _AgentKeys, embedder: str, ids: list[str], terms: list[str]
+    ) -> tuple[int, int, list[bool], dict[str, int]]:
+        """One script: corpus size, total length, which candidates the index names under
+        ``embedder``, and the query terms' document frequencies (a consistent snapshot)."""
+        res = await self._script(
+            "search_stats",
+            [ak.mem, ak.df, ak.stats],
+            [embedder, len(ids), *ids, *terms],
+        )
+        mask = str(res[2])
+        return (
+            int(res[0]),
+            int(res[1]),
+            [c == "1" for c in mask],
+            {t: int(v) for t, v in zip(terms, res[3:], strict=True) if int(v) > 0},
+        )
 
 
-def _bm25(terms: Sequence[str], content: str, stats: CorpusStats) -> float:
-    """:func:`actrone_pg.ranking.bm25_score` of one text; counts only the query's terms (the
-    only ones the score reads), which is several times cheaper than a full Counter."""
-    tokens = tokenize(content)
-    tf = {t: tokens.count(t) for t in terms}
-    return bm25_score(terms, tf, len(tokens), stats)
+def _bm25(terms: Sequence[str], contents: list[str], stats: CorpusStats) -> npt.NDArray[np.float64]:
+    """BM25 of each text, operation for operation as :func:`actrone_pg.ranking.bm25_score`
+    computes it (so bit-identical), vectorised over the texts; only the query's terms are counted.
+    """
+    score = np.zeros(len(contents), dtype=np.float64)
+    if not terms or not contents:
+        return score
+    tokens = [tokenize(c) for c in contents]
+    lengths = np.array([len(t) for t in tokens], dtype=np.float64)
+    norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths / stats.avgdl)
+    for term in terms:
+        f = np.array([t.count(term) for t in tokens], dtype=np.float64)
+        if not f.any():
+            continue
+        weight = idf(stats.n_docs, stats.doc_freq.get(term, 0))
+        score = score + np.where(f > 0, weight * (f * (BM25_K1 + 1.0)) / (f + norm), 0.0)
+    return score
 
 
 def _code_point_ranks(ids: list[str]) -> npt.NDArray[np.int64]:
