@@ -481,7 +481,8 @@ class RedisQdrantStore:
         self._scripts: dict[str, Any] = {}
         # embedder -> dimension, as registered in Redis (never changes once set)
         self._dims: dict[str, int] = {}
-        self._collections: set[str] = set()
+        self._collections: set[str] = set()  # created or checked by _ensure_collection
+        self._known: set[str] = set()  # seen to exist (reads)
 
     @property
     def is_local_qdrant(self) -> bool:
@@ -719,27 +720,29 @@ class RedisQdrantStore:
                 # Lost a creation race with another writer: fine if it exists now.
                 if not await self._q(q.collection_exists(name)):
                     raise
-            if not self.is_local_qdrant:
-                # Local mode has no payload indexes (and warns if asked for one).
-                await self._q(
-                    q.create_payload_index(
-                        name,
-                        field_name="agent_id",
-                        field_schema=qm.KeywordIndexParams(
-                            type=qm.KeywordIndexType.KEYWORD, is_tenant=True
-                        ),
-                        wait=True,
-                    )
+        if not self.is_local_qdrant:
+            # Idempotent on the server; asked once per process and collection so that a
+            # collection whose creator died before this step still gets its tenant index.
+            # Local mode has no payload indexes (and warns if asked for one).
+            await self._q(
+                q.create_payload_index(
+                    name,
+                    field_name="agent_id",
+                    field_schema=qm.KeywordIndexParams(
+                        type=qm.KeywordIndexType.KEYWORD, is_tenant=True
+                    ),
+                    wait=True,
                 )
+            )
         self._collections.add(name)
         return name
 
     async def _existing_collection(self, embedder: str, dim: int) -> str | None:
         name = self._collection(embedder, dim)
-        if name in self._collections:
+        if name in self._collections or name in self._known:
             return name
         if await self._q(self._client_q().collection_exists(name)):
-            self._collections.add(name)
+            self._known.add(name)  # exists; _ensure_collection still checks its tenant index
             return name
         return None
 
