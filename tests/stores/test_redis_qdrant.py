@@ -538,9 +538,10 @@ async def test_unreachable_qdrant_server_fails_fast_with_a_typed_error() -> None
     await store.close()
 
 
-def test_missing_extra_names_the_pip_line() -> None:
+@pytest.mark.parametrize(("module", "extra"), [("redis", "redis"), ("qdrant_client", "qdrant")])
+def test_missing_extra_names_the_pip_line(module: str, extra: str) -> None:
     code = (
-        "import sys; sys.modules['redis'] = None\n"
+        f"import sys; sys.modules[{module!r}] = None\n"
         "try:\n"
         "    import actrone_pg.stores.redis_qdrant\n"
         "except Exception as exc:\n"
@@ -550,7 +551,7 @@ def test_missing_extra_names_the_pip_line() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     ).stdout
     assert out.startswith("MissingDependencyError")
-    assert 'pip install "actrone-pg[redis]"' in out
+    assert f'pip install "actrone-pg[{extra}]"' in out
 
 
 class _RedisServer:
