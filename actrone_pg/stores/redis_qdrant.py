@@ -108,12 +108,23 @@ _TIE_SLACK = 1e-5
 _REDIS_CHUNK = 500
 _QDRANT_CHUNK = 256
 
+# Turn ids remembered per session for idempotent retries (at least 4 × max_turns): a retry
+# arrives seconds after the original, thousands of turns is far beyond any retry window, and the
+# bound keeps a session that is written to for months from growing without limit.
+_TURN_IDS_KEPT = 1000
+
 _SLUG = re.compile(r"[^A-Za-z0-9_-]+")
 
 # -- Lua scripts. Each runs atomically inside Redis. Times are Redis's own clock (TIME), in
 # microseconds since the epoch (doubles hold them exactly: < 2^53).
 
-# KEYS: turns, tids, sess, keyset. ARGV: turn_id, turn_json, max_turns, ttl_ms, keyset member.
+# The per-agent keyset is a sorted set: member "s:<session>" or "l:<lock>", score the time (ms)
+# at which that key expires. Every write that extends a key updates its score and drops members
+# whose keys have expired, so the set holds only live keys and erasure finds them all.
+
+# KEYS: turns, tids, sess, keyset. ARGV: turn_id, turn_json, max_turns, ttl_ms, keyset member,
+# ids_kept. tids is a sorted set of turn ids scored by arrival order; the newest `ids_kept` are
+# remembered (far more than any client retries across), so it cannot grow without bound.
 _APPEND_TURN = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -129,7 +140,10 @@ if not last then
 end
 redis.call('HSET', KEYS[3], 'a', stamp)
 local added = 0
-if redis.call('SADD', KEYS[2], ARGV[1]) == 1 then
+if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
+  local seq = redis.call('HINCRBY', KEYS[3], 'n', 1)
+  redis.call('ZADD', KEYS[2], seq, ARGV[1])
+  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -tonumber(ARGV[6]) - 1)
   redis.call('RPUSH', KEYS[1], ARGV[2])
   redis.call('LTRIM', KEYS[1], -tonumber(ARGV[3]), -1)
   added = 1
@@ -137,7 +151,9 @@ end
 redis.call('PEXPIRE', KEYS[1], ttl_ms)
 redis.call('PEXPIRE', KEYS[2], ttl_ms)
 redis.call('PEXPIRE', KEYS[3], ttl_ms)
-redis.call('SADD', KEYS[4], ARGV[5])
+local now_ms = math.floor(now / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now_ms)
+redis.call('ZADD', KEYS[4], now_ms + ttl_ms, ARGV[5])
 return added
 """
 
@@ -185,21 +201,26 @@ end
 redis.call('PEXPIRE', KEYS[1], ttl_ms)
 redis.call('PEXPIRE', KEYS[2], ttl_ms)
 redis.call('PEXPIRE', KEYS[3], ttl_ms)
-redis.call('SADD', KEYS[4], ARGV[2])
+local now_ms = math.floor(now / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now_ms)
+redis.call('ZADD', KEYS[4], now_ms + ttl_ms, ARGV[2])
 return 1
 """
 
 # KEYS: turns, tids, sess, keyset. ARGV: keyset member.
 _CLEAR_SESSION = """
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-redis.call('SREM', KEYS[4], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
 return 1
 """
 
 # KEYS: lock, keyset. ARGV: token, ttl_ms, keyset member. SET NX PX: Redis's clock expires it.
 _ACQUIRE_LOCK = """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  redis.call('SADD', KEYS[2], ARGV[3])
+  local t = redis.call('TIME')
+  local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now_ms)
+  redis.call('ZADD', KEYS[2], now_ms + tonumber(ARGV[2]), ARGV[3])
   return 1
 end
 return 0
@@ -209,7 +230,7 @@ return 0
 _RELEASE_LOCK = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  redis.call('SREM', KEYS[2], ARGV[2])
+  redis.call('ZREM', KEYS[2], ARGV[2])
   return 1
 end
 return 0
@@ -275,7 +296,7 @@ return out
 # names (sessions and locks) and the agent's memory index and statistics.
 _ERASE_AGENT = """
 local base = ARGV[1]
-for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   local kind, name = string.sub(m, 1, 2), string.sub(m, 3)
   if kind == 's:' then
     redis.call('DEL', base .. 'turns:' .. name, base .. 'tids:' .. name, base .. 'sess:' .. name)
@@ -613,7 +634,14 @@ class RedisQdrantStore:
         await self._script(
             "append",
             keys,
-            [turn.id, _turn_to_json(turn), max_turns, _ttl_ms(ttl_seconds), member],
+            [
+                turn.id,
+                _turn_to_json(turn),
+                max_turns,
+                _ttl_ms(ttl_seconds),
+                member,
+                max(_TURN_IDS_KEPT, 4 * max_turns),
+            ],
         )
 
     async def recent_turns(

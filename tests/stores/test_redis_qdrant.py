@@ -185,7 +185,7 @@ async def test_concurrent_appends_never_exceed_max_turns(store_redis_qdrant: Any
     )
     keys, _ = rq._AgentKeys.of(s._prefix, "a").session_keys("s")
     assert await s._redis.llen(keys[0]) == 3
-    assert await s._redis.scard(keys[1]) == 30  # every id is remembered for retries
+    assert await s._redis.zcard(keys[1]) == 30  # every id is remembered for retries
     info = await s.get_session("a", "s", ttl_seconds=TTL)
     assert info is not None and info.turn_count == 3
 
@@ -197,6 +197,33 @@ async def test_retried_append_is_stored_once_even_after_trimming(store_redis_qdr
     await s.append_turn(turn("a", "s", 4), max_turns=2, ttl_seconds=TTL)  # retry of the newest
     await s.append_turn(turn("a", "s", 1), max_turns=2, ttl_seconds=TTL)  # late retry, trimmed
     assert [t.id for t in await s.recent_turns("a", "s", limit=10, ttl_seconds=TTL)] == ["t3", "t4"]
+
+
+async def test_remembered_turn_ids_are_bounded(store_redis_qdrant: Any) -> None:
+    s = store_redis_qdrant
+    keys, _ = rq._AgentKeys.of(s._prefix, "a").session_keys("s")
+    for n in range(1, rq._TURN_IDS_KEPT + 6):
+        await s.append_turn(turn("a", "s", n), max_turns=2, ttl_seconds=TTL)
+    assert await s._redis.zcard(keys[1]) == rq._TURN_IDS_KEPT
+    # the oldest remembered id is the 6th; retries of anything newer are still no-ops
+    assert await s._redis.zrange(keys[1], 0, 0) == ["t6"]
+    await s.append_turn(turn("a", "s", 6), max_turns=2, ttl_seconds=TTL)
+    got = await s.recent_turns("a", "s", limit=5, ttl_seconds=TTL)
+    assert [t.id for t in got] == [f"t{rq._TURN_IDS_KEPT + 4}", f"t{rq._TURN_IDS_KEPT + 5}"]
+
+
+async def test_the_erasure_keyset_holds_only_live_keys(store_redis_qdrant: Any) -> None:
+    s = store_redis_qdrant
+    ak = rq._AgentKeys.of(s._prefix, "a")
+    await s.append_turn(turn("a", "old", 1), max_turns=5, ttl_seconds=0.2)
+    assert await s.acquire_lock("a", "brief", "h", 0.2)
+    await s.append_turn(turn("a", "live", 1), max_turns=5, ttl_seconds=TTL)
+    assert set(await s._redis.zrange(ak.keyset, 0, -1)) == {"s:old", "l:brief", "s:live"}
+    await asyncio.sleep(0.3)
+    await s.append_turn(turn("a", "live", 2), max_turns=5, ttl_seconds=TTL)
+    assert await s._redis.zrange(ak.keyset, 0, -1) == ["s:live"]
+    await s.clear_session("a", "live")
+    assert await s._redis.exists(ak.keyset) == 0
 
 
 async def test_turn_round_trips_every_field(store_redis_qdrant: Any) -> None:
