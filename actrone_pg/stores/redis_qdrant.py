@@ -2,8 +2,8 @@
 
 Layout and reasoning are written up for users in ``docs/redis_qdrant.md``; in short:
 
-* **Redis** holds every session as a list of JSON turns plus a set of the turn ids ever appended
-  (so a retried append is a no-op) and a small hash (created / last active, by Redis's clock, and
+* **Redis** holds every session as a list of JSON turns plus the ids of its recent turns (so a
+  retried append is a no-op) and a small hash (created / last active, by Redis's clock, and
   the session metadata). Each change is one Lua script, so append + trim + expiry refresh happen
   atomically. Locks are ``SET NX PX`` with a random token, released by a compare-and-delete
   script. Per agent, Redis also keeps the memory index (memory id -> embedder), each memory's
@@ -22,7 +22,7 @@ Layout and reasoning are written up for users in ``docs/redis_qdrant.md``; in sh
   the agent's corpus that spec §3 asks for.
 
 Keys never collide: the agent and session ids are percent-encoded (``:``, ``%``, ``{``, ``*`` ...
-all become ``%XX``), and erasure walks a per-agent set of key names instead of ``SCAN`` patterns.
+all become ``%XX``), and erasure walks a per-agent index of live keys, never ``SCAN`` patterns.
 """
 
 from __future__ import annotations
