@@ -215,11 +215,11 @@ async def test_remembered_turn_ids_are_bounded(store_redis_qdrant: Any) -> None:
 async def test_the_erasure_keyset_holds_only_live_keys(store_redis_qdrant: Any) -> None:
     s = store_redis_qdrant
     ak = rq._AgentKeys.of(s._prefix, "a")
-    await s.append_turn(turn("a", "old", 1), max_turns=5, ttl_seconds=0.2)
-    assert await s.acquire_lock("a", "brief", "h", 0.2)
+    await s.append_turn(turn("a", "old", 1), max_turns=5, ttl_seconds=0.6)
+    assert await s.acquire_lock("a", "brief", "h", 0.6)
     await s.append_turn(turn("a", "live", 1), max_turns=5, ttl_seconds=TTL)
     assert set(await s._redis.zrange(ak.keyset, 0, -1)) == {"s:old", "l:brief", "s:live"}
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.8)
     await s.append_turn(turn("a", "live", 2), max_turns=5, ttl_seconds=TTL)
     assert await s._redis.zrange(ak.keyset, 0, -1) == ["s:live"]
     await s.clear_session("a", "live")
