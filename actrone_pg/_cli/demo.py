@@ -15,7 +15,7 @@ from actrone_pg.manager import MemoryManager
 from actrone_pg.models import Memory, RetrievedContext
 
 AGENT = "actrone-demo"
-DEFAULT_QUERY = "I'm cooking dinner tonight: any food allergies or diet preferences to remember?"
+DEFAULT_QUERY = "Any food allergies or diet preferences for dinner tonight?"
 
 # Two earlier sessions and today's; the demo erases its own agent first so reruns start clean.
 CONVERSATION: list[tuple[str, str, str]] = [
@@ -28,8 +28,8 @@ CONVERSATION: list[tuple[str, str, str]] = [
 
 # (content, days ago, content type, importance)
 MEMORIES: list[tuple[str, float, str, float]] = [
-    ("The user is allergic to peanuts; keep any food with peanuts away.", 40, "fact", 0.95),
-    ("The user follows a mostly vegetarian diet but eats fish on weekends.", 12, "preference", 0.8),
+    ("Food allergies: the user is allergic to peanuts.", 40, "fact", 0.95),
+    ("Diet preferences: mostly vegetarian, eats fish on weekends.", 12, "preference", 0.8),
     ("The user's sister Ana is lactose intolerant, so meals with her avoid dairy.", 3, "fact", 0.7),
     ("The user prefers window seats on flights.", 9, "preference", 0.5),
     ("The user works as a nurse and often does night shifts.", 60, "fact", 0.6),

@@ -398,8 +398,9 @@ class OnnxEmbedder:
         return await asyncio.to_thread(self._embed_sync, items)
 
     def _embed_sync(self, texts: list[str]) -> np.ndarray:
-        # Sorting by length keeps the padding of each batch small (mixed-length ingest ran about
-        # twice as fast sorted in a quick check here); results go back to the caller's order.
+        # Sorting by length keeps the padding of each batch small: 256 texts of 4-120 words in
+        # batches of 32 took 7.4 s sorted vs 18.4-19.7 s unsorted with MiniLM on this 2-CPU
+        # machine. Results go back to the caller's order.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out: np.ndarray | None = None
         for start in range(0, len(order), self.batch_size):
@@ -500,11 +501,45 @@ def hub_snapshot(
             raise ModelNotAvailableError(
                 f"{model_id} is not in the hub cache ({type(cached_exc).__name__}); " + _HOW_TO
             ) from None
+    _check_hub_reachable(model_id)
     try:
         return fetch_all(offline=False)
     except Exception as exc:
         raise ModelNotAvailableError(
             f"cannot download {model_id} from the model hub ({type(exc).__name__}: {exc}); "
+            + _HOW_TO
+        ) from None
+
+
+def _check_hub_reachable(model_id: str, timeout: float = 3.0) -> None:
+    """Fail at once when the hub cannot be reached, instead of after the hub client's retries.
+
+    Without a network, huggingface_hub retries each request with backoff: a failing download
+    took 24 s here (5 retries of the first file). One TCP connection attempt answers the same
+    question in milliseconds. Skipped behind a proxy, where a direct connection proves nothing.
+    """
+    import socket
+    from urllib.parse import urlparse
+
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return
+    try:
+        from huggingface_hub import constants
+
+        if constants.HF_HUB_OFFLINE:
+            return  # the hub client refuses at once by itself; no connection attempt at all
+        endpoint = urlparse(constants.ENDPOINT)
+    except (ImportError, AttributeError, ValueError):
+        return
+    host = endpoint.hostname
+    if not host:
+        return
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        raise ModelNotAvailableError(
+            f"cannot download {model_id}: the model hub ({host}) is not reachable ({exc}); "
             + _HOW_TO
         ) from None
 

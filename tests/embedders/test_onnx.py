@@ -272,3 +272,24 @@ def test_hub_layout_helper_copies_nothing(tmp_path: Path) -> None:
     assert (snap / "f.txt").is_symlink()
     assert (tmp_path / "cache" / "models--a--b" / "refs" / "main").read_text() == "r1"
     shutil.rmtree(tmp_path / "cache")
+
+
+def test_unreachable_hub_fails_fast(
+    isolated_model_caches: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+    import time
+
+    import huggingface_hub.constants as hf_constants
+
+    with socket.socket() as s:  # a port nobody listens on stands in for an unreachable hub
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(hf_constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+    for var in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    started = time.perf_counter()
+    with pytest.raises(ModelNotAvailableError, match="not reachable"):
+        OnnxEmbedder.from_pretrained("acme/absent")
+    assert time.perf_counter() - started < 5.0
