@@ -113,6 +113,11 @@ _QDRANT_CHUNK = 256
 # bound keeps a session that is written to for months from growing without limit.
 _TURN_IDS_KEPT = 1000
 
+# Version of the Redis key layout, part of every key. A release that changes key types or meanings
+# bumps it: its keys then never meet the old ones (no WRONGTYPE errors), the memory index is
+# rebuilt from Qdrant on first search (see rebuild_index), and old keys can be deleted by prefix.
+_LAYOUT = "v1"
+
 _SLUG = re.compile(r"[^A-Za-z0-9_-]+")
 
 # -- Lua scripts. Each runs atomically inside Redis. Times are Redis's own clock (TIME), in
@@ -326,7 +331,7 @@ class _AgentKeys:
 
     @classmethod
     def of(cls, prefix: str, agent_id: str) -> _AgentKeys:
-        return cls(f"{prefix}:{{{_enc(agent_id)}}}:")
+        return cls(f"{prefix}:{_LAYOUT}:{{{_enc(agent_id)}}}:")
 
     def turns(self, s: str) -> str:
         return f"{self.base}turns:{s}"
@@ -512,7 +517,7 @@ class RedisQdrantStore:
 
     @property
     def _dims_key(self) -> str:
-        return f"{self._prefix}:dims"
+        return f"{self._prefix}:{_LAYOUT}:dims"
 
     # -- lifecycle --
     async def setup(self) -> None:

@@ -128,7 +128,7 @@ async def test_keys_of_colliding_looking_ids_are_distinct() -> None:
     assert set(a).isdisjoint(b[:3])
     # Glob and hash-tag characters never reach a key.
     key = rq._AgentKeys.of("p", "user_%*?{x}").turns(rq._enc("[s] *"))
-    assert key == "p:{user_%25%2A%3F%7Bx%7D}:turns:%5Bs%5D%20%2A"
+    assert key == "p:v1:{user_%25%2A%3F%7Bx%7D}:turns:%5Bs%5D%20%2A"
 
 
 async def test_agent_a_colon_b_session_c_is_not_agent_a_session_b_colon_c(
@@ -417,9 +417,9 @@ async def test_erase_agent_removes_everything_of_that_agent_only(store_redis_qdr
         await s.upsert_memories([record(agent, "m2", "other space", [1, 0], embedder="e2")])
     await s.erase_agent("x")
     keys = [k async for k in s._redis.scan_iter(match=f"{s._prefix}:*")]
-    assert not [k for k in keys if k.startswith(f"{s._prefix}:{{x}}:")]
-    assert {k for k in keys if k.startswith(f"{s._prefix}:{{y}}:")} == {
-        f"{s._prefix}:{{y}}:{name}"
+    assert not [k for k in keys if k.startswith(f"{s._prefix}:v1:{{x}}:")]
+    assert {k for k in keys if k.startswith(f"{s._prefix}:v1:{{y}}:")} == {
+        f"{s._prefix}:v1:{{y}}:{name}"
         for name in (
             "turns:s", "tids:s", "sess:s", "sess:s2", "lock:maint", "keys", "mem", "doc", "df",
             "stats",
