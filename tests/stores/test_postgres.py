@@ -417,3 +417,18 @@ async def test_vectors_too_large_for_the_candidate_index_are_searched_too(
     assert nearest.explain.cosine == pytest.approx(
         float(np.dot(vecs[7], q) / np.linalg.norm(vecs[7]) / np.linalg.norm(q)), abs=1e-5
     )
+
+
+async def test_a_schema_from_a_newer_release_is_refused(
+    postgres_dsn: str, scratch_schema: str
+) -> None:
+    migrations.migrate(postgres_dsn, scratch_schema)
+    with psycopg.connect(postgres_dsn) as conn:
+        conn.execute(
+            sql.SQL("UPDATE {} SET version_num = '9999'").format(
+                sql.Identifier(scratch_schema, migrations.VERSION_TABLE)
+            )
+        )
+    store = PostgresStore(postgres_dsn, schema=scratch_schema)
+    with pytest.raises(SchemaError, match="newer release"):
+        await store.setup()
