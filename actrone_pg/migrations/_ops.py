@@ -1,0 +1,41 @@
+"""Helpers for the migration scripts: the schema in force and SQL composed with psycopg.sql."""
+
+from __future__ import annotations
+
+from alembic import op
+from psycopg import sql
+
+from actrone_pg.migrations import validate_schema
+
+__all__ = ["execute", "schema_name", "vector_schema"]
+
+
+def schema_name() -> str:
+    """The actrone schema being migrated (the version table lives in it)."""
+    schema = op.get_context().opts.get("version_table_schema")
+    return validate_schema(schema)
+
+
+def vector_schema() -> str:
+    """The schema pgvector is installed in (its types and operators are qualified with it)."""
+    name = (
+        op.get_bind()
+        .exec_driver_sql(
+            "SELECT n.nspname FROM pg_extension AS e"
+            " JOIN pg_namespace AS n ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
+        )
+        .scalar()
+    )
+    if not isinstance(name, str):
+        raise RuntimeError("pgvector is not installed in this database")
+    return name
+
+
+def execute(statement: sql.Composable) -> None:
+    """Run a composed statement (identifiers quoted by psycopg.sql; no values)."""
+    op.get_bind().exec_driver_sql(statement.as_string())
+
+
+def template(text: str, **identifiers: str) -> sql.Composed:
+    """``text`` with each ``{name}`` replaced by the quoted identifier ``identifiers[name]``."""
+    return sql.SQL(text).format(**{k: sql.Identifier(v) for k, v in identifiers.items()})

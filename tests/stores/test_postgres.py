@@ -1,0 +1,434 @@
+"""PostgreSQL specifics beyond the shared conformance suite: bad input, SQL access, statistics."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+
+import numpy as np
+import psycopg
+import pytest
+from psycopg import sql
+
+from actrone_pg import MemoryConfig, MemoryManager, migrations
+from actrone_pg.errors import (
+    ConfigurationError,
+    DimensionMismatchError,
+    SchemaError,
+    StoreUnavailableError,
+    ValidationError,
+)
+from actrone_pg.ranking import tokenize
+from actrone_pg.stores.postgres import PostgresStore
+from tests.factories import NOW, ago, record, request
+from tests.helpers import FixedEmbedder
+
+pytestmark = pytest.mark.postgres
+
+
+async def test_dimension_mismatch_on_write_and_search_and_nothing_written(
+    store_postgres: PostgresStore,
+) -> None:
+    await store_postgres.upsert_memories([record("a", "m1", "coffee", [1, 0, 0, 0])])
+    bad = record("a", "m2", "tea", [1, 0, 0, 0, 0, 0, 0, 1])
+    with pytest.raises(DimensionMismatchError, match="4-dimensional"):
+        await store_postgres.upsert_memories([bad])
+    assert await store_postgres.count_memories("a") == 1
+    with pytest.raises(DimensionMismatchError, match="query vector has 8"):
+        await store_postgres.search(request("a", "tea", [1, 0, 0, 0, 0, 0, 0, 1]))
+
+
+async def test_dimension_mismatch_is_seen_by_a_second_store_process(
+    store_postgres: PostgresStore, postgres_dsn: str, postgres_schema: str
+) -> None:
+    # The registry lives in the database: a store with an empty cache still refuses.
+    await store_postgres.upsert_memories([record("a", "m1", "coffee", [1, 0, 0, 0])])
+    other = PostgresStore(postgres_dsn, schema=postgres_schema)
+    await other.setup()
+    try:
+        with pytest.raises(DimensionMismatchError):
+            await other.upsert_memories([record("b", "x", "tea", [1, 0, 0, 0, 0, 1])])
+        assert await other.count_memories("b") == 0
+    finally:
+        await other.close()
+
+
+async def test_new_embedder_of_another_dimension_needs_no_rebuild(
+    store_postgres: PostgresStore,
+) -> None:
+    await store_postgres.upsert_memories([record("a", "m1", "coffee", [1, 0, 0, 0])])
+    await store_postgres.upsert_memories(
+        [record("a", "m2", "coffee", [1, 0, 0, 0, 0, 0, 0, 0], embedder="big")]
+    )
+    small = await store_postgres.search(request("a", "coffee", [1, 0, 0, 0]))
+    big = await store_postgres.search(
+        request("a", "coffee", [1, 0, 0, 0, 0, 0, 0, 0], embedder="big")
+    )
+    assert [h.memory.id for h in small] == ["m1"]
+    assert [h.memory.id for h in big] == ["m2"]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "coffee & !tea | (milk <-> sugar):* 'quoted'",
+        "((((",
+        "'\\\\' \" ; -- DROP TABLE memories; /* */",
+        "%_% \\x00 ::vector",
+        "café crème brûlée",
+    ],
+)
+async def test_tsquery_syntax_and_punctuation_are_plain_text(
+    store_postgres: PostgresStore, query: str
+) -> None:
+    await store_postgres.upsert_memories(
+        [
+            record("a", "m1", "coffee with milk and sugar", [1, 0, 0, 0], created_at=ago(days=1)),
+            record("a", "m2", "café crème", [1, 0.1, 0, 0]),
+        ]
+    )
+    hits = await store_postgres.search(request("a", query, [1, 0, 0, 0]))
+    assert sorted(h.memory.id for h in hits) == ["m1", "m2"]
+    terms = set(tokenize(query))
+    for h in hits:
+        shares = bool(terms & set(tokenize(h.memory.content)))
+        assert (h.explain.lexical_rank is not None) == shares
+
+
+async def test_nul_bytes_are_refused_before_anything_is_written(
+    postgres_dsn: str, postgres_schema: str, store_postgres: PostgresStore
+) -> None:
+    mm = await MemoryManager.create(
+        MemoryConfig(backend="postgres"), store=store_postgres, embedder=FixedEmbedder()
+    )
+    with pytest.raises(ValidationError, match="NUL"):
+        await mm.inject_memories("a", ["fine", "bad\x00text"])
+    with pytest.raises(ValidationError, match="NUL"):
+        await mm.store_turn("a", "s", "hi\x00", "there")
+    assert await store_postgres.count_memories("a") == 0
+    assert await store_postgres.recent_turns("a", "s", limit=5, ttl_seconds=60) == []
+
+
+async def test_megabyte_texts_round_trip(store_postgres: PostgresStore) -> None:
+    rng = random.Random(3)
+    words = [f"w{rng.randrange(200_000)}" for _ in range(200_000)]
+    big = " ".join(words)  # about 1.5 MB with ~150,000 distinct terms
+    assert len(big) > 1_000_000
+    same = [1.0, 0, 0, 0]
+    mm = await MemoryManager.create(
+        MemoryConfig(backend="postgres", max_text_chars=3_000_000),
+        store=store_postgres,
+        embedder=FixedEmbedder({big: same, words[7]: same}, dimensions=4),
+    )
+    mid = await mm.inject_memory("a", big)
+    await mm.store_turn("a", "s", big, "ok")
+    got = await mm.get_memory("a", mid)
+    assert got is not None and got.content == big
+    turns = await mm.get_recent_turns("a", "s")
+    assert turns[0].user_message == big
+    hits = await mm.search_memories("a", words[7], explain=True)
+    assert hits and hits[0].id == mid and hits[0].explain is not None
+    assert hits[0].explain.lexical_rank == 1
+
+
+async def test_bm25_statistics_match_a_recount_after_random_writes(
+    store_postgres: PostgresStore, postgres_dsn: str, postgres_schema: str
+) -> None:
+    rng = random.Random(5)
+    vocab = "alpha beta gamma delta epsilon zeta eta theta".split()
+    live: dict[str, str] = {}
+    for step in range(40):
+        if live and rng.random() < 0.3:
+            victim = rng.choice(sorted(live))
+            assert await store_postgres.delete_memory("a", victim)
+            del live[victim]
+            continue
+        batch = []
+        for _ in range(rng.randint(1, 4)):
+            mid = f"m{rng.randrange(30)}"
+            if any(r.memory.id == mid for r in batch):
+                continue
+            text = " ".join(rng.choice(vocab) for _ in range(rng.randint(0, 6))) or "."
+            batch.append(record("a", mid, text, [1, step, 0, 1]))
+            live[mid] = text
+        await store_postgres.upsert_memories(batch)
+    df: Counter[str] = Counter()
+    for text in live.values():
+        df.update(set(tokenize(text)))
+    total = sum(len(tokenize(t)) for t in live.values())
+    with psycopg.connect(postgres_dsn) as conn:
+        stats = conn.execute(
+            sql.SQL("SELECT n_docs, total_length FROM {} WHERE agent_id = 'a'").format(
+                sql.Identifier(postgres_schema, "agent_stats")
+            )
+        ).fetchone()
+        rows = conn.execute(
+            sql.SQL("SELECT term, df FROM {} WHERE agent_id = 'a'").format(
+                sql.Identifier(postgres_schema, "term_stats")
+            )
+        ).fetchall()
+    assert stats == (len(live), total)
+    assert dict(rows) == dict(df)
+
+
+async def test_hybrid_search_is_callable_from_plain_sql(
+    store_postgres: PostgresStore, postgres_dsn: str, postgres_schema: str
+) -> None:
+    await store_postgres.upsert_memories(
+        [
+            record(
+                "a",
+                "m1",
+                "The user drinks coffee every morning",
+                [1, 0, 0, 0],
+                created_at=ago(days=2),
+            ),
+            record(
+                "a", "m2", "Coffee makes the user jittery", [0.9, 0.4, 0, 0], created_at=ago(days=1)
+            ),
+            record("a", "m3", "The user has a cat", [0.8, 0, 0.6, 0]),
+            record("b", "x1", "coffee coffee coffee", [1, 0, 0, 0]),
+        ]
+    )
+    expected = await store_postgres.search(request("a", "coffee?", [1, 0, 0, 0], now=NOW))
+    schema = sql.Identifier(postgres_schema)
+    query = sql.SQL(
+        "SELECT id, dense_rank, lexical_rank, recency_rank, fused_score FROM {}.hybrid_search("
+        "'a', 'test-embedder', {}.query_terms('coffee?'), '[1,0,0,0]', p_threshold => 0.0,"
+        " p_now => '2026-11-01 12:00:00+00')"
+    ).format(schema, schema)
+    with psycopg.connect(postgres_dsn) as conn:
+        rows = conn.execute(query).fetchall()
+    # By hand: dense m1 > m2 > m3; BM25 favours the shorter m2; m3 is the newest.
+    assert [r[0] for r in rows] == [h.memory.id for h in expected] == ["m2", "m1", "m3"]
+    assert [(r[1], r[2], r[3]) for r in rows] == [(2, 1, 2), (1, 2, 3), (3, None, 1)]
+    assert rows[0][4] == 1 / 62 + 1 / 61 + 1 / 62
+    assert rows[1][4] == 1 / 61 + 1 / 62 + 1 / 63
+
+
+async def test_query_terms_in_sql_match_the_python_tokenizer(
+    store_postgres: PostgresStore, postgres_dsn: str, postgres_schema: str
+) -> None:
+    text = "Don't e-mail me! x_y 42nd  DROP; 'a' & b:*"
+    with psycopg.connect(postgres_dsn) as conn:
+        row = conn.execute(
+            sql.SQL("SELECT {}.query_terms(%s)").format(sql.Identifier(postgres_schema)), (text,)
+        ).fetchone()
+    assert row is not None
+    assert row[0] == list(dict.fromkeys(tokenize(text)))
+    assert row[0] == ["don", "t", "e", "mail", "me", "x", "y", "42nd", "drop", "a", "b"]
+
+
+async def test_views_are_readable(
+    store_postgres: PostgresStore, postgres_dsn: str, postgres_schema: str
+) -> None:
+    mm = await MemoryManager.create(
+        MemoryConfig(backend="postgres"), store=store_postgres, embedder=FixedEmbedder(dimensions=6)
+    )
+    await mm.store_turn("a", "s", "hello there", "hi")
+    await mm.store_turn("a", "s", "second", "turn")
+    await mm.inject_memory("a", "The user likes tea", source="chat")
+    with psycopg.connect(postgres_dsn) as conn:
+
+        def q(view: str, cols: str) -> list[tuple[object, ...]]:
+            return conn.execute(
+                sql.SQL("SELECT " + cols + " FROM {} WHERE agent_id = 'a' ORDER BY 1").format(
+                    sql.Identifier(postgres_schema, view)
+                )
+            ).fetchall()
+
+        assert q("session_overview", "session_id, turn_count, tokens") == [("s", 2, 7)]
+        assert q("recent_turns", "turns_ago, user_message") == [
+            (1, "second"),
+            (2, "hello there"),
+        ]
+        assert q("memory_overview", "embedder, dimensions, source, tokens, content") == [
+            ("fixed", 6, "chat", 5, "The user likes tea")
+        ]
+
+
+async def test_schema_names_are_validated_before_any_sql() -> None:
+    for bad in ('x"; DROP SCHEMA public CASCADE; --', "Upper", "a-b", "", "1abc", "a" * 64):
+        with pytest.raises(ValidationError, match="plain identifier"):
+            PostgresStore("postgresql://nowhere.invalid/db", schema=bad)
+        with pytest.raises(ConfigurationError, match="postgres_schema"):
+            MemoryConfig(backend="postgres", postgres_schema=bad)
+
+
+async def test_unreachable_server_fails_fast_with_a_typed_error() -> None:
+    store = PostgresStore("postgresql://postgres@127.0.0.1:1/none", connect_timeout=1.0)
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailableError):
+        await store.setup()
+    assert time.monotonic() - started < 5.0
+    await store.close()
+
+
+async def test_schema_behind_without_auto_migrate_says_run_migrate(postgres_dsn: str) -> None:
+    store = PostgresStore(postgres_dsn, schema="actrone_never_migrated", auto_migrate=False)
+    with pytest.raises(SchemaError, match="actrone-pg migrate"):
+        await store.setup()
+    with psycopg.connect(postgres_dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = 'actrone_never_migrated'"
+        ).fetchone()
+    assert row == (0,)
+
+
+async def test_float_vectors_rank_like_numpy(store_postgres: PostgresStore) -> None:
+    # 300 random 32-d unit vectors: the dense order matches numpy's wherever cosines differ.
+    rng = np.random.default_rng(1)
+    vecs = rng.normal(size=(300, 32)).astype(np.float32)
+    recs = [record("a", f"m{i:03d}", "x", vecs[i]) for i in range(300)]
+    await store_postgres.upsert_memories(recs)
+    q = rng.normal(size=32)
+    hits = await store_postgres.search(request("a", "x", q, limit=50))
+    qn = (q / np.linalg.norm(q)).astype(np.float32)
+    mat = np.stack([r.vector for r in recs])
+    cos = mat @ qn
+    order = [f"m{i:03d}" for i in np.argsort(-cos, kind="stable")[:50]]
+    assert [h.memory.id for h in hits] == [h.memory.id for h in hits]
+    assert [h.memory.id for h in sorted(hits, key=lambda h: h.explain.dense_rank or 0)] == order
+    for h in hits:
+        assert h.explain.cosine == pytest.approx(float(cos[int(h.memory.id[1:])]), abs=1e-6)
+
+
+async def test_english_config_stems_terms_and_drops_stop_words(
+    postgres_dsn: str, scratch_schema: str
+) -> None:
+    migrations.migrate(postgres_dsn, scratch_schema)
+    store = PostgresStore(postgres_dsn, schema=scratch_schema, text_search_config="english")
+    await store.setup()
+    try:
+        await store.upsert_memories(
+            [
+                record("a", "m1", "The cats were running home", [1, 0, 0, 0]),
+                record("a", "m2", "A dog sleeps", [0.9, 0.1, 0, 0]),
+            ]
+        )
+        hits = {h.memory.id: h for h in await store.search(request("a", "cat RUNS", [1, 0, 0, 0]))}
+        assert hits["m1"].explain.lexical_rank == 1  # cats -> cat, running/runs -> run
+        assert hits["m2"].explain.lexical_rank is None
+        with psycopg.connect(postgres_dsn) as conn:
+            stats = conn.execute(
+                sql.SQL("SELECT n_docs, total_length FROM {}").format(
+                    sql.Identifier(scratch_schema, "agent_stats")
+                )
+            ).fetchone()
+        assert stats == (2, 5)  # "cat run home" + "dog sleep": stop words are not counted
+    finally:
+        await store.close()
+    # The statistics were built with 'english': a store configured otherwise must refuse.
+    other = PostgresStore(postgres_dsn, schema=scratch_schema)
+    with pytest.raises(ConfigurationError, match="built with 'english'"):
+        await other.setup()
+
+
+async def test_unknown_or_malformed_text_search_config_is_refused(
+    store_postgres: PostgresStore, postgres_dsn: str, postgres_schema: str
+) -> None:
+    with pytest.raises(ConfigurationError, match="postgres_text_search_config"):
+        PostgresStore(postgres_dsn, schema=postgres_schema, text_search_config="english; --")
+    store = PostgresStore(postgres_dsn, schema=postgres_schema, text_search_config="klingon")
+    with pytest.raises(ConfigurationError, match="no text search configuration 'klingon'"):
+        await store.setup()
+
+
+async def test_statement_timeout_is_a_typed_error_and_writes_nothing(
+    store_postgres: PostgresStore, postgres_dsn: str, postgres_schema: str
+) -> None:
+    store = PostgresStore(postgres_dsn, schema=postgres_schema, statement_timeout=0.5)
+    await store.setup()
+    blocker = await psycopg.AsyncConnection.connect(postgres_dsn)
+    try:
+        # Another session holds the agent's statistics row: writers of that agent must wait.
+        await blocker.execute(
+            sql.SQL("INSERT INTO {} VALUES ('a', 0, 0)").format(
+                sql.Identifier(postgres_schema, "agent_stats")
+            )
+        )
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailableError, match="postgres_statement_timeout"):
+            await store.upsert_memories([record("a", "m1", "waits", [1, 0, 0, 0])])
+        assert time.monotonic() - started < 3.0
+    finally:
+        await blocker.rollback()
+        await blocker.close()
+    assert await store.count_memories("a") == 0
+    await store.close()
+
+
+async def test_erase_waits_for_a_write_in_progress_and_leaves_no_orphans(
+    store_postgres: PostgresStore, postgres_dsn: str, postgres_schema: str
+) -> None:
+    import asyncio
+
+    await store_postgres.upsert_memories([record("other", "x", "registers the embedder", [1, 0])])
+    writer = await psycopg.AsyncConnection.connect(postgres_dsn)
+    s = sql.Identifier(postgres_schema)
+    try:
+        # A writer mid-transaction, exactly as upsert_memories does it: statistics row locked,
+        # memory row inserted, not yet committed.
+        await writer.execute(
+            sql.SQL(
+                "INSERT INTO {}.agent_stats VALUES ('a', 1, 2) ON CONFLICT (agent_id) DO UPDATE"
+                " SET n_docs = {}.agent_stats.n_docs + 1"
+            ).format(s, s)
+        )
+        await writer.execute(
+            sql.SQL(
+                "INSERT INTO {}.memories (agent_id, id, content, content_type, importance, tags,"
+                " source, sensitivity, created_at, metadata, embedder, token_count, doc_len,"
+                " term_freqs, embedding) VALUES ('a', 'm1', 'in flight', 'fact', 0.5, '{{}}',"
+                " 'test', 'none', now(), '{{}}', 'test-embedder', 3, 2,"
+                " '{{\"in\": 1, \"flight\": 1}}', '[1,0]')"
+            ).format(s)
+        )
+        erase = asyncio.create_task(store_postgres.erase_agent("a"))
+        await asyncio.sleep(0.3)
+        assert not erase.done()  # it waits for the writer
+        await writer.commit()
+        await erase
+    finally:
+        await writer.close()
+    assert await store_postgres.count_memories("a") == 0
+    with psycopg.connect(postgres_dsn) as conn:
+        row = conn.execute(
+            sql.SQL("SELECT count(*) FROM {}.agent_stats WHERE agent_id = 'a'").format(s)
+        ).fetchone()
+    assert row == (0,)
+
+
+async def test_vectors_too_large_for_the_candidate_index_are_searched_too(
+    store_postgres: PostgresStore,
+) -> None:
+    # 1536 dimensions (6 kB) do not fit in a btree entry: the primary-key branch serves them.
+    rng = np.random.default_rng(2)
+    vecs = rng.normal(size=(30, 1536))
+    await store_postgres.upsert_memories(
+        [record("a", f"m{i:02d}", f"note {i}", vecs[i], embedder="wide") for i in range(30)]
+    )
+    q = vecs[7] + 0.01 * rng.normal(size=1536)
+    hits = await store_postgres.search(request("a", "note", q, embedder="wide", limit=5))
+    assert len(hits) == 5
+    nearest = next(h for h in hits if h.explain.dense_rank == 1)
+    assert nearest.memory.id == "m07"
+    assert nearest.explain.cosine == pytest.approx(
+        float(np.dot(vecs[7], q) / np.linalg.norm(vecs[7]) / np.linalg.norm(q)), abs=1e-5
+    )
+
+
+async def test_a_schema_from_a_newer_release_is_refused(
+    postgres_dsn: str, scratch_schema: str
+) -> None:
+    migrations.migrate(postgres_dsn, scratch_schema)
+    with psycopg.connect(postgres_dsn) as conn:
+        conn.execute(
+            sql.SQL("UPDATE {} SET version_num = '9999'").format(
+                sql.Identifier(scratch_schema, migrations.VERSION_TABLE)
+            )
+        )
+    store = PostgresStore(postgres_dsn, schema=scratch_schema)
+    with pytest.raises(SchemaError, match="newer release"):
+        await store.setup()

