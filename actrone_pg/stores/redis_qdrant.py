@@ -788,7 +788,7 @@ class RedisQdrantStore:
         points are written to Qdrant with ``wait=True``. If Qdrant fails, the points this call
         wrote are removed or restored from copies read beforehand and the Redis changes are
         undone, and the error is raised. If that compensation itself fails (both servers down at
-        once) the error says so and the log names the affected ids.
+        once) the original error is still raised and the log names the affected agents and ids.
         """
         if not records:
             return
@@ -876,14 +876,21 @@ class RedisQdrantStore:
         """
         if not priors:
             return
+        # Agents are independent; within one agent the script applies triples in order, so
+        # chunks of the reversed sequence keep the exact reverse order.
+        by_agent: dict[str, list[_Prior]] = {}
+        for p in reversed(priors):
+            by_agent.setdefault(p.agent_id, []).append(p)
         try:
-            for p in reversed(priors):
-                ak = _AgentKeys.of(self._prefix, p.agent_id)
-                await self._script(
-                    "set_entries",
-                    [ak.mem, ak.doc, ak.df, ak.stats],
-                    [p.memory_id, p.embedder, p.doc],
-                )
+            for agent_id, items in by_agent.items():
+                ak = _AgentKeys.of(self._prefix, agent_id)
+                for start in range(0, len(items), _REDIS_CHUNK):
+                    args = [
+                        x
+                        for p in items[start : start + _REDIS_CHUNK]
+                        for x in (p.memory_id, p.embedder, p.doc)
+                    ]
+                    await self._script("set_entries", [ak.mem, ak.doc, ak.df, ak.stats], args)
         except StoreError:
             logger.error(
                 "could not undo the Redis index of %d memories after a failed write "

@@ -791,3 +791,37 @@ async def test_a_batch_interleaving_agents_keeps_each_record_with_its_agent(
     assert await s._qdrant.count(s._collection("e", 3), exact=True) == rq.qm.CountResult(count=2)
     assert [h.memory.id for h in await s.search(request("a", "a", [1, 0, 0]))] == ["m1", "m2"]
     assert await s.search(request("b", "b", [0, 1, 0])) == []
+
+
+async def test_redis_failure_mid_batch_undoes_the_chunks_already_applied(
+    store_redis_qdrant: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = store_redis_qdrant
+    await s.upsert_memories([record("a", "m0", "already here", [1, 0, 0])])
+    before = await redis_state(s, "a")
+    real_script = s._script
+    calls = 0
+
+    # A fault this test cannot produce on demand with a real server: the second chunk's script
+    # fails (as if the connection dropped), after the first chunk was applied.
+    async def flaky_script(name: str, keys: Any, args: Any) -> Any:
+        nonlocal calls
+        if name == "set_entries":
+            calls += 1
+            if calls == 2:
+                raise StoreUnavailableError("connection lost")
+        return await real_script(name, keys, args)
+
+    monkeypatch.setattr(s, "_script", flaky_script)
+    batch = [record("a", "m0", "replacement", [1, 0, 0])] + [
+        record("a", f"m{i}", f"word{i} common", [1, 0.001 * i, 0])
+        for i in range(1, rq._REDIS_CHUNK + 20)
+    ]
+    with pytest.raises(StoreUnavailableError):
+        await s.upsert_memories(batch)
+    monkeypatch.setattr(s, "_script", real_script)
+    assert calls == 3  # chunk 1, chunk 2 (failed), the undo of chunk 1
+    assert await redis_state(s, "a") == before
+    assert await s._qdrant.count(s._collection("e", 3), exact=True) == rq.qm.CountResult(count=1)
+    got = await s.get_memory("a", "m0")
+    assert got is not None and got.content == "already here"
