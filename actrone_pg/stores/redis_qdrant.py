@@ -118,7 +118,10 @@ _TURN_IDS_KEPT = 1000
 # rebuilt from Qdrant on first search (see rebuild_index), and old keys can be deleted by prefix.
 _LAYOUT = "v1"
 
-_SLUG = re.compile(r"[^A-Za-z0-9_-]+")
+# Collection names are "<prefix>_<slug>_<8 hex>_<dimension>" with a slug free of underscores, so
+# the store can recognise exactly its own collections in a shared Qdrant (another prefix that
+# merely starts with ours, such as "<prefix>_x", never matches _OwnCollections).
+_SLUG = re.compile(r"[^A-Za-z0-9-]+")
 
 # -- Lua scripts. Each runs atomically inside Redis. Times are Redis's own clock (TIME), in
 # microseconds since the epoch (doubles hold them exactly: < 2^53).
@@ -714,13 +717,39 @@ class RedisQdrantStore:
         return f"{self._prefix}_{slug}_{digest}_{dim}"
 
     async def _registered_dim(self, embedder: str) -> int | None:
+        """The embedder's dimension: in-process cache, else Redis, else Qdrant's collections.
+
+        The last step re-registers a dimension Redis has lost, so that neither a search nor a
+        write with another dimension can miss the vectors Qdrant still holds.
+        """
         dim = self._dims.get(embedder)
-        if dim is None:
-            raw = await self._hget(self._dims_key, embedder)
-            if raw is not None:
-                dim = int(raw)
-                self._dims[embedder] = dim
+        if dim is not None:
+            return dim
+        raw = await self._hget(self._dims_key, embedder)
+        if raw is not None:
+            dim = int(raw)
+        else:
+            stem = self._collection(embedder, 0)[:-1]  # "<prefix>_<slug>_<hash>_"
+            found = [d for name, d in await self._own_collections() if name.startswith(stem)]
+            if not found:
+                return None
+            dim = found[0]
+            await self._r(self._client_r().hsetnx(self._dims_key, embedder, dim))
+        self._dims[embedder] = dim
         return dim
+
+    async def _own_collections(self) -> list[tuple[str, int]]:
+        """(name, dimension) of every collection of this store's prefix in Qdrant."""
+        own = re.compile(
+            rf"^{re.escape(self._prefix)}_[A-Za-z0-9-]{{0,48}}_[0-9a-f]{{8}}_([0-9]+)$"
+        )
+        response = await self._q(self._client_q().get_collections())
+        out = []
+        for c in response.collections:
+            m = own.match(c.name)
+            if m:
+                out.append((c.name, int(m.group(1))))
+        return sorted(out)
 
     async def _register_dim(self, embedder: str, dim: int) -> None:
         r = self._client_r()
@@ -1044,11 +1073,9 @@ class RedisQdrantStore:
         finishes the job; no other agent's key or point is touched (the filter and the keys
         carry the agent id).
         """
-        dims = cast(dict[str, str], await self._r(self._client_r().hgetall(self._dims_key)))
-        for embedder, dim in dims.items():
-            coll = await self._existing_collection(embedder, int(dim))
-            if coll is None:
-                continue
+        # Every collection of this prefix that exists, not only those the Redis registry names:
+        # after a Redis loss the registry may be empty while Qdrant still holds the points.
+        for coll, _ in await self._own_collections():
             await self._q(
                 self._client_q().delete(
                     coll,
@@ -1066,12 +1093,8 @@ class RedisQdrantStore:
         or restored from an older snapshot); :meth:`search` calls it by itself when it finds
         points for an agent whose index is empty. Returns the number of memories indexed.
         """
-        dims = cast(dict[str, str], await self._r(self._client_r().hgetall(self._dims_key)))
         entries: list[tuple[str, str, str, str]] = []
-        for embedder, dim in sorted(dims.items()):
-            coll = await self._existing_collection(embedder, int(dim))
-            if coll is None:
-                continue
+        for coll, dim in await self._own_collections():
             offset: qm.ExtendedPointId | None = None
             while True:
                 points, offset = await self._q(
@@ -1080,12 +1103,17 @@ class RedisQdrantStore:
                         scroll_filter=_agent_filter(agent_id),
                         limit=1000,
                         offset=offset,
-                        with_payload=["memory_id", "content"],
+                        with_payload=["memory_id", "content", "embedder"],
                         with_vectors=False,
                     )
                 )
                 for p in points:
                     payload = p.payload or {}
+                    embedder = str(payload["embedder"])
+                    if self._collection(embedder, dim) != coll:
+                        continue  # not a point this store wrote
+                    if await self._registered_dim(embedder) is None:
+                        await self._register_dim(embedder, dim)
                     entries.append(
                         (agent_id, payload["memory_id"], embedder, _doc_entry(payload["content"]))
                     )

@@ -825,3 +825,51 @@ async def test_redis_failure_mid_batch_undoes_the_chunks_already_applied(
     assert await s._qdrant.count(s._collection("e", 3), exact=True) == rq.qm.CountResult(count=1)
     got = await s.get_memory("a", "m0")
     assert got is not None and got.content == "already here"
+
+
+async def _lose_redis(s: Any) -> None:
+    """What a Redis restart without persistence, seen by a fresh process, looks like."""
+    keys = [k async for k in s._redis.scan_iter(match=f"{s._prefix}:*")]
+    await s._redis.delete(*keys)
+    s._dims.clear()
+    s._collections.clear()
+    s._known.clear()
+
+
+async def test_after_losing_all_of_redis_qdrant_data_is_found_again(
+    store_redis_qdrant: Any,
+) -> None:
+    s = store_redis_qdrant
+    await s.upsert_memories(
+        [record("a", "m1", "apple pie", [1, 0, 0]), record("b", "m1", "secret", [1, 0, 0])]
+    )
+    before = await s.search(request("a", "apple", [1, 0, 0]))
+    await _lose_redis(s)
+    # A write with another dimension is still refused: Qdrant's collections remember it.
+    with pytest.raises(DimensionMismatchError):
+        await s.upsert_memories([record("c", "m", "x", [1, 0])])
+    assert await s.search(request("a", "apple", [1, 0, 0])) == before
+    assert await s.count_memories("a") == 1
+    # Erasure reaches the points even though Redis no longer lists b's memories.
+    await s.erase_agent("b")
+    n = await s._qdrant.count(s._collection("e", 3), count_filter=rq._agent_filter("b"), exact=True)
+    assert n.count == 0
+    assert await s.search(request("b", "secret", [1, 0, 0])) == []
+
+
+async def test_collections_of_a_longer_prefix_are_not_ours(store_redis_qdrant: Any) -> None:
+    s = store_redis_qdrant
+    await s.upsert_memories([record("a", "m1", "mine", [1, 0, 0])])
+    other = f"{s._prefix}_x_e-9f2a_{'0' * 8}_3"  # what prefix "<ours>_x" could create
+    await s._qdrant.create_collection(
+        other, vectors_config=rq.qm.VectorParams(size=3, distance=rq.qm.Distance.DOT)
+    )
+    await s._qdrant.upsert(
+        other,
+        points=[rq.qm.PointStruct(id=rq._point_id("a", "z"), vector=[1.0, 0.0, 0.0],
+                                  payload={"agent_id": "a"})],
+        wait=True,
+    )  # fmt: skip
+    assert [name for name, _ in await s._own_collections()] == [s._collection("e", 3)]
+    await s.erase_agent("a")
+    assert (await s._qdrant.count(other, exact=True)).count == 1  # the fixture drops it
