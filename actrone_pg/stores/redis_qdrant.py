@@ -1008,10 +1008,36 @@ class RedisQdrantStore:
                 except StoreError as exc:
                     logger.warning("left a stale point of memory %r: %s", prior.memory_id, exc)
 
-    async def get_memory(self, agent_id: str, memory_id: str) -> Memory | None:
-        """The agent's memory from its Qdrant point (the Redis index says which collection)."""
+    async def _index_entry(self, agent_id: str, memory_id: str) -> str | None:
+        """The embedder the agent's index names for ``memory_id``.
+
+        On a miss, if the agent's whole index is empty while Qdrant holds points of the agent
+        (Redis lost its data), the index is rebuilt first; a miss in a non-empty index costs
+        nothing more.
+        """
         ak = _AgentKeys.of(self._prefix, agent_id)
         embedder = await self._hget(ak.mem, memory_id)
+        if embedder is None and await self._rebuild_if_lost(agent_id):
+            embedder = await self._hget(ak.mem, memory_id)
+        return embedder
+
+    async def _rebuild_if_lost(self, agent_id: str) -> bool:
+        """Rebuild the agent's index if it is empty but Qdrant has the agent's points."""
+        ak = _AgentKeys.of(self._prefix, agent_id)
+        if int(await self._r(self._client_r().hlen(ak.mem))) > 0:
+            return False
+        for coll, _ in await self._own_collections():
+            found = await self._q(
+                self._client_q().count(coll, count_filter=_agent_filter(agent_id), exact=True)
+            )
+            if found.count:
+                await self.rebuild_index(agent_id)
+                return True
+        return False
+
+    async def get_memory(self, agent_id: str, memory_id: str) -> Memory | None:
+        """The agent's memory from its Qdrant point (the Redis index says which collection)."""
+        embedder = await self._index_entry(agent_id, memory_id)
         if embedder is None:
             return None
         dim = await self._registered_dim(embedder)
@@ -1038,7 +1064,7 @@ class RedisQdrantStore:
         search cannot return and a retried delete removes.
         """
         ak = _AgentKeys.of(self._prefix, agent_id)
-        embedder = await self._hget(ak.mem, memory_id)
+        embedder = await self._index_entry(agent_id, memory_id)
         if embedder is None:
             return False
         dim = await self._registered_dim(embedder)
@@ -1062,9 +1088,12 @@ class RedisQdrantStore:
         return bool(old[0])
 
     async def count_memories(self, agent_id: str) -> int:
-        """Size of the agent's memory index in Redis."""
+        """Size of the agent's memory index in Redis (rebuilt first if Redis lost it)."""
         ak = _AgentKeys.of(self._prefix, agent_id)
-        return int(await self._r(self._client_r().hlen(ak.mem)))
+        n = int(await self._r(self._client_r().hlen(ak.mem)))
+        if n == 0 and await self._rebuild_if_lost(agent_id):
+            n = int(await self._r(self._client_r().hlen(ak.mem)))
+        return n
 
     async def erase_agent(self, agent_id: str) -> None:
         """Delete the agent's points in every collection, then all its Redis keys.

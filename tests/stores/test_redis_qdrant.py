@@ -731,11 +731,12 @@ async def test_lost_redis_index_is_rebuilt_from_qdrant(
     before = await s.search(request("a", "apple", [1, 0, 0]))
     ak = rq._AgentKeys.of(s._prefix, "a")
     await s._redis.delete(ak.mem, ak.doc, ak.df, ak.stats)  # what a restart without AOF does
-    assert await s.count_memories("a") == 0
+    assert await s._redis.hlen(ak.mem) == 0
     with caplog.at_level("WARNING", logger="actrone_pg.stores.redis_qdrant"):
         assert await s.search(request("a", "apple", [1, 0, 0])) == before
     assert "rebuilt the Redis index of agent 'a': 2 memories" in caplog.text
     assert await redis_state(s, "a") == before_state
+    assert await s.count_memories("a") == 2
     assert await s.count_memories("b") == 1
 
 
@@ -850,6 +851,16 @@ async def test_after_losing_all_of_redis_qdrant_data_is_found_again(
         await s.upsert_memories([record("c", "m", "x", [1, 0])])
     assert await s.search(request("a", "apple", [1, 0, 0])) == before
     assert await s.count_memories("a") == 1
+    # Reads and deletes by id find the memories again too (each rebuilds a lost index first).
+    await _lose_redis(s)
+    got = await s.get_memory("a", "m1")
+    assert got is not None and got.content == "apple pie"
+    await _lose_redis(s)
+    assert await s.delete_memory("a", "m1") is True
+    assert await s.get_memory("a", "m1") is None
+    assert await s.search(request("a", "apple", [1, 0, 0])) == []
+    await _lose_redis(s)
+    assert await s.count_memories("b") == 1
     # Erasure reaches the points even though Redis no longer lists b's memories.
     await s.erase_agent("b")
     n = await s._qdrant.count(s._collection("e", 3), count_filter=rq._agent_filter("b"), exact=True)
