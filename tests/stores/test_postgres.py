@@ -205,6 +205,14 @@ async def test_hybrid_search_is_callable_from_plain_sql(
     assert [(r[1], r[2], r[3]) for r in rows] == [(2, 1, 2), (1, 2, 3), (3, None, 1)]
     assert rows[0][4] == 1 / 62 + 1 / 61 + 1 / 62
     assert rows[1][4] == 1 / 61 + 1 / 62 + 1 / 63
+    # The docs' form: a stored memory's vector as the query ("memories like this one").
+    like = sql.SQL(
+        "SELECT id, content FROM {}.hybrid_search('a', 'test-embedder', ARRAY[]::text[],"
+        " (SELECT embedding FROM {}.memories WHERE agent_id = 'a' AND id = 'm3'),"
+        " p_threshold => 0.9, p_limit => 500)"
+    ).format(schema, schema)
+    with psycopg.connect(postgres_dsn) as conn:
+        assert conn.execute(like).fetchall() == [("m3", "The user has a cat")]
 
 
 async def test_query_terms_in_sql_match_the_python_tokenizer(
