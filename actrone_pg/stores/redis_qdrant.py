@@ -60,8 +60,8 @@ from actrone_pg.ranking import (
     term_counts,
     tokenize,
 )
+from actrone_pg.ranking import cosines as _reference_cosines
 from actrone_pg.stores.base import MemoryRecord, SearchRequest
-from actrone_pg.stores.memory import _cosines as _reference_cosines
 
 try:
     import redis.asyncio as aioredis
