@@ -52,6 +52,7 @@ __all__ = [
     "RankingParams",
     "admit",
     "bm25_score",
+    "cosines",
     "idf",
     "micros",
     "query_terms",
@@ -269,6 +270,30 @@ def rank_arrays(
         lexical_rank = np.zeros(n, dtype=np.int64)
     order = np.lexsort((id_order, -created_us, -score))
     return RankedArrays(order, dense_rank, lexical_rank, recency_rank, score)
+
+
+# Columns per matrix-vector product. OpenBLAS splits one large product across threads, and woken
+# between queries those threads cost more than they save on 2 cores. Measured at 10,000 × 384
+# float32, 2,000 calls interleaved at random with 0.5 ms pauses, median / p99 in ms:
+#   whole product, (dims × n) layout  14.6 / 32.0     whole product, (n × dims)  13.7 / 32.6
+#   1,024-column chunks, (dims × n)    0.72 / 6.2     1,024-row chunks, (n × dims) 1.06 / 5.2
+#   np.einsum (no BLAS)                1.02 / 4.8
+_CHUNK = 1024
+
+
+def cosines(
+    query: npt.NDArray[np.float32], matrix: npt.NDArray[np.float32]
+) -> npt.NDArray[np.float64]:
+    """Cosines of a unit query with the unit columns of a (dimensions × n) float32 matrix.
+
+    float32 products widened to float64: the arithmetic every backend that computes cosines in
+    Python uses, so that they agree bit for bit.
+    """
+    n = matrix.shape[1]
+    out = np.empty(n, dtype=np.float32)
+    for start in range(0, n, _CHUNK):
+        np.matmul(query, matrix[:, start : start + _CHUNK], out=out[start : start + _CHUNK])
+    return out.astype(np.float64)
 
 
 def share(budget: int, fraction: float) -> int:

@@ -4,7 +4,8 @@
 interleaved through ``upsert_memories`` (binary COPY) in batches of 1,000; then ``--queries``
 searches (threshold set so a typical query admits ``--admit`` memories, 1,000 by default, so the
 500 nearest are ranked; ``--admit 0`` admits everything), and the L1 + L2 fetch done
-sequentially on one call path versus concurrently (two pooled connections), as the manager does.
+sequentially on one call path versus concurrently (two pooled connections), as the manager does,
+and ``MemoryManager.retrieve_context`` itself (query vectors precomputed: embedding excluded).
 Recall is measured against numpy's exact top 500 of the same vectors.
 
     python benchmarks/pg_store_latency.py [--dsn DSN] [--agents 10] [--per-agent 10000]
@@ -36,6 +37,20 @@ DIM = 384
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, int(len(s) * q))]
+
+
+class _FixedEmbedder:
+    """Returns precomputed vectors, so that timings exclude query embedding."""
+
+    name = "bench-384"
+    dimensions = DIM
+    relevance_threshold = None
+
+    def __init__(self, vectors: dict[str, np.ndarray]) -> None:
+        self.vectors = vectors
+
+    async def embed_batch(self, texts: list[str]) -> list[np.ndarray]:
+        return [self.vectors[t] for t in texts]
 
 
 async def main() -> None:
@@ -131,7 +146,10 @@ async def main() -> None:
     agent_rows = {
         a: np.array([i for i in range(n) if i % args.agents == a]) for a in range(args.agents)
     }
+    texts = [" ".join(vocab[j] for j in rng.integers(0, 2000, 6)) for _ in range(args.queries)]
+    embedder = _FixedEmbedder({t: qv[k] for k, t in enumerate(texts)})
     search_ms: list[float] = []
+    retrieve_ms: list[float] = []
     seq_ms: list[float] = []
     par_ms: list[float] = []
     recalls: list[float] = []
@@ -146,10 +164,17 @@ async def main() -> None:
             kth.append(float(np.partition(cos, -args.admit)[-args.admit]))
         threshold = round(statistics.median(kth), 4)
         time.sleep(1.0)  # let BLAS threads go idle before timing
+    from actrone_pg import MemoryConfig, MemoryManager
+
+    mm = await MemoryManager.create(
+        MemoryConfig(backend="postgres", relevance_threshold=max(threshold, 1e-6)),
+        store=store,
+        embedder=embedder,
+    )
     for rep in range(2):
         for k in range(args.queries):
             a = k % args.agents
-            text = " ".join(vocab[j] for j in rng.integers(0, 2000, 6))
+            text = texts[k]
             req = SearchRequest(
                 agent_id=f"agent-{a}",
                 query=text,
@@ -173,7 +198,11 @@ async def main() -> None:
                 store.recent_turns("agent-0", "s", limit=50, ttl_seconds=3600), store.search(req)
             )
             p_ms = (time.perf_counter() - t) * 1000
+            t = time.perf_counter()
+            await mm.retrieve_context(f"agent-{a}", "s", text, 4000)
+            r_ms = (time.perf_counter() - t) * 1000
             if rep:
+                retrieve_ms.append(r_ms)
                 search_ms.append(s_ms)
                 seq_ms.append(q_ms)
                 par_ms.append(p_ms)
@@ -196,6 +225,7 @@ async def main() -> None:
         ("search (hybrid_search, full ranking)", search_ms),
         ("L1 then L2, sequential", seq_ms),
         ("L1 and L2 concurrently (two connections)", par_ms),
+        ("MemoryManager.retrieve_context (4,000 tokens)", retrieve_ms),
     ):
         print(f"  {name:44s} p50 {statistics.median(ms):6.2f} ms  p99 {pct(ms, 0.99):6.2f} ms")
     print(

@@ -15,11 +15,12 @@ from actrone_pg.stores import Store
 pytest_plugins = [
     "tests.backends.memory",
     "tests.backends.postgres",
+    "tests.backends.redis_qdrant",
     "tests.models",
 ]
 
 #: Backends the conformance and parity suites run against.
-BACKENDS = ["memory", "postgres"]
+BACKENDS = ["memory", "postgres", "redis_qdrant"]
 
 
 @pytest.fixture(params=BACKENDS)

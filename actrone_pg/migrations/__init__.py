@@ -18,6 +18,7 @@ all succeed.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import time
 from collections.abc import Iterator
@@ -33,6 +34,7 @@ __all__ = [
     "current_revision",
     "downgrade",
     "head_revision",
+    "known_revisions",
     "make_config",
     "migrate",
     "validate_schema",
@@ -160,12 +162,22 @@ def head_revision() -> str:
     return head
 
 
-def current_revision(dsn: str, schema: str = "actrone") -> str | None:
+def known_revisions() -> set[str]:
+    """Every revision shipped with this version of the library."""
+    from alembic.script import ScriptDirectory
+
+    return {rev.revision for rev in ScriptDirectory(_SCRIPT_LOCATION).walk_revisions()}
+
+
+def current_revision(
+    dsn: str, schema: str = "actrone", *, connect_timeout: float = 10.0
+) -> str | None:
     """The revision ``schema`` is at, or ``None`` if it has never been migrated."""
     import psycopg
 
     validate_schema(schema)
-    with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+    timeout = max(1, math.ceil(connect_timeout))
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=timeout) as conn:
         return fetch_revision(conn, schema)
 
 

@@ -19,12 +19,14 @@ from typing import Any
 
 import sqlalchemy as sa
 from alembic import context
+from psycopg import sql
 
 from actrone_pg.errors import SchemaError
 from actrone_pg.migrations import (
     PGVECTOR_HINT,
     VERSION_TABLE,
     advisory_lock,
+    lock_key,
     validate_schema,
 )
 from actrone_pg.migrations.models import build_metadata
@@ -53,14 +55,18 @@ def _include_name(name: str | None, type_: str, parent_names: Any) -> bool:
     return True
 
 
-def _run(connection: sa.Connection) -> None:
+def _run(connection: sa.Connection, *, lock_in_transaction: bool = False) -> None:
     available = connection.exec_driver_sql(
         "SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')"
     ).scalar()
     if not available:
-        connection.rollback()
+        if not lock_in_transaction:
+            connection.rollback()
         raise SchemaError(PGVECTOR_HINT)
-    connection.rollback()
+    if not lock_in_transaction:
+        # End the check's implicit transaction so the migrations get their own (and commit it);
+        # a caller's connection stays in the caller's transaction, which the caller commits.
+        connection.rollback()
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
@@ -72,8 +78,16 @@ def _run(connection: sa.Connection) -> None:
     )
     with context.begin_transaction():
         # Inside the migration transaction: if anything fails, the schema goes too.
-        quoted = connection.dialect.identifier_preparer.quote_schema(schema)
-        connection.exec_driver_sql("CREATE SCHEMA IF NOT EXISTS " + quoted)
+        if lock_in_transaction:
+            # A caller's own connection: serialise with other runs for this transaction.
+            connection.exec_driver_sql(
+                sql.SQL("SELECT pg_advisory_xact_lock({})")
+                .format(sql.Literal(lock_key(schema)))
+                .as_string()
+            )
+        connection.exec_driver_sql(
+            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)).as_string()
+        )
         context.run_migrations()
 
 
@@ -81,7 +95,7 @@ def run_migrations_online() -> None:
     """Run against a live database (the only mode: the migrations query the server)."""
     given = config.attributes.get("connection")
     if given is not None:
-        _run(given)
+        _run(given, lock_in_transaction=True)
         return
     dsn = _setting("actrone_dsn", "dsn", "sqlalchemy.url", "ACTRONE_POSTGRES_DSN")
     if not dsn:

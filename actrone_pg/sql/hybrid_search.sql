@@ -111,20 +111,15 @@ term_idf AS MATERIALIZED (
     CROSS JOIN stats AS st
     LEFT JOIN {schema}.term_stats AS ts ON ts.agent_id = p_agent_id AND ts.term = terms.term
 ),
--- Each candidate's row, fetched once by primary key. LATERAL ... LIMIT 1 keeps this a nested
--- loop of index lookups whatever the row estimates say (a hash join would read all the agent's
--- rows from the heap).
+-- Each candidate's row, fetched once through the primary key: one index scan with the candidate
+-- ids as an array (PostgreSQL 17+ walks the index once for a sorted array instead of descending
+-- it per id), whatever the row estimates say.
 docs AS (
-    SELECT c.id, d.*
-    FROM candidates AS c
-    CROSS JOIN LATERAL (
-        SELECT
-            m.session_id, m.content, m.content_type, m.importance, m.tags, m.source,
-            m.sensitivity, m.metadata, m.embedder, m.token_count, m.doc_len, m.term_freqs
-        FROM {schema}.memories AS m
-        WHERE m.agent_id = p_agent_id AND m.id = c.id
-        LIMIT 1
-    ) AS d
+    SELECT
+        m.id, m.session_id, m.content, m.content_type, m.importance, m.tags, m.source,
+        m.sensitivity, m.metadata, m.embedder, m.token_count, m.doc_len, m.term_freqs
+    FROM {schema}.memories AS m
+    WHERE m.agent_id = p_agent_id AND m.id = ANY (ARRAY(SELECT c.id FROM candidates AS c))
 ),
 lexical AS (
     -- The BM25 terms are summed in query-term order, as ranking.bm25_score sums them.
@@ -143,7 +138,8 @@ lexical AS (
         ) AS bm25
     FROM docs AS d
     CROSS JOIN stats AS st
-    WHERE cardinality(p_terms) > 0
+    -- Only documents sharing a term get a BM25 sum (a few percent of the candidates, usually).
+    WHERE d.term_freqs ?| ARRAY(SELECT ti.term FROM term_idf AS ti)
 ),
 ranked AS (
     SELECT

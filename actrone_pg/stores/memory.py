@@ -23,6 +23,7 @@ from actrone_pg.ranking import (
     BM25_B,
     BM25_K1,
     CorpusStats,
+    cosines,
     idf,
     micros,
     rank_arrays,
@@ -286,7 +287,7 @@ class InMemoryStore:
         space = agent.space(request.embedder) if agent is not None else None
         if agent is None or space is None:
             return []
-        cos = _cosines(request.vector.astype(np.float32), space.matrix)
+        cos = cosines(request.vector.astype(np.float32), space.matrix)
         idx = np.flatnonzero(cos >= request.threshold)
         if idx.size > request.limit:
             # Admission: the nearest ``limit``, ties broken newer first then by id.
@@ -343,23 +344,6 @@ class InMemoryStore:
             weight = idf(n_docs, agent.doc_freq[term])
             score = score + np.where(f > 0, weight * (f * (BM25_K1 + 1.0)) / (f + norm), 0.0)
         return score
-
-
-# Columns per matrix-vector product. OpenBLAS splits one large product across threads, and woken
-# between queries those threads cost more than they save on 2 cores. Measured at 10,000 × 384
-# float32, 2,000 calls interleaved at random with 0.5 ms pauses, median / p99 in ms:
-#   whole product, (dims × n) layout  14.6 / 32.0     whole product, (n × dims)  13.7 / 32.6
-#   1,024-column chunks, (dims × n)    0.72 / 6.2     1,024-row chunks, (n × dims) 1.06 / 5.2
-#   np.einsum (no BLAS)                1.02 / 4.8
-_CHUNK = 1024
-
-
-def _cosines(query: Vector, matrix: Vector) -> npt.NDArray[np.float64]:
-    n = matrix.shape[1]
-    out = np.empty(n, dtype=np.float32)
-    for start in range(0, n, _CHUNK):
-        np.matmul(query, matrix[:, start : start + _CHUNK], out=out[start : start + _CHUNK])
-    return out.astype(np.float64)
 
 
 def from_config(config: MemoryConfig) -> InMemoryStore:

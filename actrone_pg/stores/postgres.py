@@ -353,11 +353,21 @@ class PostgresStore:
 
         head = migrations.head_revision()
         try:
-            current = migrations.current_revision(dsn, self.schema)
+            current = migrations.current_revision(
+                dsn, self.schema, connect_timeout=self._connect_timeout
+            )
         except psycopg.OperationalError as exc:
             raise StoreUnavailableError(f"cannot connect to PostgreSQL: {exc}") from None
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot read the schema version: {exc}") from exc
         if current == head:
             return
+        if current is not None and current not in migrations.known_revisions():
+            raise SchemaError(
+                f"schema {self.schema!r} is at revision {current}, which this version of "
+                f"actrone_pg does not know (its newest is {head}): the database was migrated by "
+                "a newer release; upgrade actrone-pg"
+            )
         if self._auto_migrate:
             logger.info("migrating schema %s from %s to %s", self.schema, current, head)
             migrations.migrate(dsn, self.schema)

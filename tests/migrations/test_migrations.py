@@ -194,3 +194,23 @@ async def test_store_setup_on_a_server_without_pgvector_is_a_schema_error(
     with pytest.raises(SchemaError, match="pgvector"):
         await store.setup()
     await store.close()
+
+
+def test_runs_on_a_connection_the_caller_owns(postgres_dsn: str, scratch_schema: str) -> None:
+    import sqlalchemy as sa
+    from alembic import command
+    from alembic.config import Config
+
+    engine = sa.create_engine(
+        "postgresql+psycopg://",
+        creator=lambda: psycopg.connect(postgres_dsn),
+        poolclass=sa.NullPool,
+    )
+    cfg = Config(stdout=sys.stdout)
+    cfg.set_main_option("script_location", "actrone_pg:migrations")
+    cfg.attributes["actrone_schema"] = scratch_schema
+    with engine.begin() as connection:
+        cfg.attributes["connection"] = connection
+        command.upgrade(cfg, "head")
+    engine.dispose()
+    assert migrations.current_revision(postgres_dsn, scratch_schema) == migrations.head_revision()

@@ -205,6 +205,14 @@ async def test_hybrid_search_is_callable_from_plain_sql(
     assert [(r[1], r[2], r[3]) for r in rows] == [(2, 1, 2), (1, 2, 3), (3, None, 1)]
     assert rows[0][4] == 1 / 62 + 1 / 61 + 1 / 62
     assert rows[1][4] == 1 / 61 + 1 / 62 + 1 / 63
+    # The docs' form: a stored memory's vector as the query ("memories like this one").
+    like = sql.SQL(
+        "SELECT id, content FROM {}.hybrid_search('a', 'test-embedder', ARRAY[]::text[],"
+        " (SELECT embedding FROM {}.memories WHERE agent_id = 'a' AND id = 'm3'),"
+        " p_threshold => 0.9, p_limit => 500)"
+    ).format(schema, schema)
+    with psycopg.connect(postgres_dsn) as conn:
+        assert conn.execute(like).fetchall() == [("m3", "The user has a cat")]
 
 
 async def test_query_terms_in_sql_match_the_python_tokenizer(
@@ -417,3 +425,18 @@ async def test_vectors_too_large_for_the_candidate_index_are_searched_too(
     assert nearest.explain.cosine == pytest.approx(
         float(np.dot(vecs[7], q) / np.linalg.norm(vecs[7]) / np.linalg.norm(q)), abs=1e-5
     )
+
+
+async def test_a_schema_from_a_newer_release_is_refused(
+    postgres_dsn: str, scratch_schema: str
+) -> None:
+    migrations.migrate(postgres_dsn, scratch_schema)
+    with psycopg.connect(postgres_dsn) as conn:
+        conn.execute(
+            sql.SQL("UPDATE {} SET version_num = '9999'").format(
+                sql.Identifier(scratch_schema, migrations.VERSION_TABLE)
+            )
+        )
+    store = PostgresStore(postgres_dsn, schema=scratch_schema)
+    with pytest.raises(SchemaError, match="newer release"):
+        await store.setup()
