@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from collections import Counter
@@ -440,3 +441,35 @@ async def test_a_schema_from_a_newer_release_is_refused(
     store = PostgresStore(postgres_dsn, schema=scratch_schema)
     with pytest.raises(SchemaError, match="newer release"):
         await store.setup()
+
+
+async def test_statistics_are_refreshed_after_a_bulk_load(
+    store_postgres: PostgresStore, postgres_dsn: str, postgres_schema: str
+) -> None:
+    # The fixture truncates between tests; reltuples stays from earlier runs, so look at the
+    # analyze counter, which only this store's ANALYZE (or autovacuum) moves.
+    async def analyze_count() -> int:
+        async with await psycopg.AsyncConnection.connect(postgres_dsn) as conn:
+            cur = await conn.execute(
+                "SELECT analyze_count + autoanalyze_count FROM pg_stat_user_tables"
+                " WHERE schemaname = %s AND relname = 'memories'",
+                (postgres_schema,),
+            )
+            row = await cur.fetchone()
+            assert row is not None
+            return int(row[0])
+
+    store_postgres._written = 0
+    store_postgres._next_analyze = 1_000
+    before = await analyze_count()
+    rng = np.random.default_rng(0)
+    batch = [record("a", f"m{i}", f"note {i}", rng.normal(size=4).tolist()) for i in range(999)]
+    await store_postgres.upsert_memories(batch)
+    await store_postgres.upsert_memories([record("a", "last", "note", [1, 0, 0, 0])])
+    # statistics views lag by up to a moment; poll briefly
+    for _ in range(50):
+        if await analyze_count() > before:
+            break
+        await asyncio.sleep(0.05)
+    assert await analyze_count() > before
+    assert store_postgres._next_analyze == 4_000
