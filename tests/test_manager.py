@@ -364,3 +364,26 @@ async def test_unknown_backend_and_bad_objects_fail_at_create() -> None:
         await MemoryManager.create(CFG, embedder=object())  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="config"):
         await MemoryManager.create({"backend": "memory"})  # type: ignore[arg-type]
+
+
+async def test_returned_memories_carry_every_stored_field() -> None:
+    import dataclasses
+
+    mm = await make(relevance_threshold=0.01)
+    created = datetime(2026, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
+    mid = await mm.inject_memory(
+        "ag",
+        "tea with lemon",
+        session_id="s9",
+        content_type="preference",
+        importance=0.9,
+        tags=["drink"],
+        source="chat",
+        sensitivity="low",
+        created_at=created,
+        metadata={"k": 1},
+    )
+    stored = await mm.get_memory("ag", mid)
+    (hit,) = await mm.search_memories("ag", "tea with lemon", explain=True)
+    assert hit.explain is not None
+    assert hit == dataclasses.replace(stored, explain=hit.explain)  # type: ignore[type-var]

@@ -63,6 +63,29 @@ class _Space:
     created_us: npt.NDArray[np.int64]
     id_order: npt.NDArray[np.int64]  # rank of each id in code-point order
     lengths: npt.NDArray[np.float64]
+    column: dict[str, int] = field(default_factory=dict)  # memory id -> column
+    # term -> (sorted columns holding it, their term frequencies); filled on first use
+    terms: dict[str, tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]] | None] = field(
+        default_factory=dict
+    )
+
+    def posting(
+        self, term: str, postings: dict[str, dict[str, int]]
+    ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]] | None:
+        """Columns holding ``term`` (sorted) and its frequency in each, or ``None``."""
+        if term in self.terms:
+            return self.terms[term]
+        pairs = sorted(
+            (self.column[mid], tf)
+            for mid, tf in postings.get(term, {}).items()
+            if mid in self.column
+        )
+        out = None
+        if pairs:
+            cols, tfs = zip(*pairs, strict=True)
+            out = (np.array(cols, dtype=np.intp), np.array(tfs, dtype=np.float64))
+        self.terms[term] = out
+        return out
 
 
 @dataclass
@@ -118,6 +141,7 @@ class _Agent:
                 created_us=np.array([micros(e.memory.created_at) for e in entries], dtype=np.int64),
                 id_order=id_order,
                 lengths=np.array([e.length for e in entries], dtype=np.float64),
+                column={mid: i for i, mid in enumerate(ids)},
             )
             self.spaces[embedder] = cached
         return cached
@@ -332,15 +356,18 @@ class InMemoryStore:
         n_docs = len(agent.entries)
         avgdl = CorpusStats(n_docs, agent.total_length, {}).avgdl
         lengths = space.lengths[idx]
-        ids = [space.ids[i] for i in idx.tolist()]
         norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths / avgdl)
         for term in terms:
-            posting = agent.postings.get(term)
-            if not posting:
+            posting = space.posting(term, agent.postings)
+            if posting is None:
                 continue
-            f = np.fromiter((posting.get(i, 0) for i in ids), dtype=np.float64, count=len(ids))
-            if not f.any():
+            cols, tfs = posting
+            # Term frequency of each candidate: look its column up in the term's sorted columns.
+            at = np.minimum(np.searchsorted(cols, idx), cols.size - 1)
+            hit = cols[at] == idx
+            if not hit.any():
                 continue
+            f = np.where(hit, tfs[at], 0.0)
             weight = idf(n_docs, agent.doc_freq[term])
             score = score + np.where(f > 0, weight * (f * (BM25_K1 + 1.0)) / (f + norm), 0.0)
         return score
