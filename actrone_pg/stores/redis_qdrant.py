@@ -130,13 +130,11 @@ _SLUG = re.compile(r"[^A-Za-z0-9-]+")
 # at which that key expires. Every write that extends a key updates its score and drops members
 # whose keys have expired, so the set holds only live keys and erasure finds them all.
 
-# KEYS: turns, tids, sess, keyset. ARGV: turn_id, turn_json, max_turns, ttl_ms, keyset member,
-# ids_kept. tids is a sorted set of turn ids scored by arrival order; the newest `ids_kept` are
-# remembered (far more than any client retries across), so it cannot grow without bound.
-_APPEND_TURN = """
+# Shared by the scripts that write a session (needs ``ttl_ms`` set and KEYS[1..3] = turns, tids,
+# sess): read Redis's clock, start the session afresh if it has expired, stamp its activity.
+_TOUCH_SESSION = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local ttl_ms = tonumber(ARGV[4])
 local last = redis.call('HGET', KEYS[3], 'a')
 if last and now - tonumber(last) > ttl_ms * 1000 then
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
@@ -147,7 +145,17 @@ if not last then
   redis.call('HSET', KEYS[3], 'c', stamp)
 end
 redis.call('HSET', KEYS[3], 'a', stamp)
-local added = 0
+"""
+
+# KEYS: turns, tids, sess, keyset. ARGV: turn_id, turn_json, max_turns, ttl_ms, keyset member,
+# ids_kept. tids is a sorted set of turn ids scored by arrival order; the newest `ids_kept` are
+# remembered (far more than any client retries across), so it cannot grow without bound.
+_APPEND_TURN = (
+    """
+local ttl_ms = tonumber(ARGV[4])
+"""
+    + _TOUCH_SESSION
+    + """local added = 0
 if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
   local seq = redis.call('HINCRBY', KEYS[3], 'n', 1)
   redis.call('ZADD', KEYS[2], seq, ARGV[1])
@@ -164,6 +172,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now_ms)
 redis.call('ZADD', KEYS[4], now_ms + ttl_ms, ARGV[5])
 return added
 """
+)
 
 # KEYS: turns, sess. ARGV: limit, ttl_ms. Returns the newest `limit` turns, oldest first.
 _RECENT_TURNS = """
@@ -189,21 +198,12 @@ return out
 """
 
 # KEYS: turns, tids, sess, keyset. ARGV: ttl_ms, keyset member, then field/value pairs.
-_SET_SESSION_METADATA = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+_SET_SESSION_METADATA = (
+    """
 local ttl_ms = tonumber(ARGV[1])
-local last = redis.call('HGET', KEYS[3], 'a')
-if last and now - tonumber(last) > ttl_ms * 1000 then
-  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-  last = false
-end
-local stamp = string.format('%.0f', now)
-if not last then
-  redis.call('HSET', KEYS[3], 'c', stamp)
-end
-redis.call('HSET', KEYS[3], 'a', stamp)
-for i = 3, #ARGV, 2 do
+"""
+    + _TOUCH_SESSION
+    + """for i = 3, #ARGV, 2 do
   redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
 end
 redis.call('PEXPIRE', KEYS[1], ttl_ms)
@@ -214,6 +214,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now_ms)
 redis.call('ZADD', KEYS[4], now_ms + ttl_ms, ARGV[2])
 return 1
 """
+)
 
 # KEYS: turns, tids, sess, keyset. ARGV: keyset member.
 _CLEAR_SESSION = """
