@@ -1,0 +1,1 @@
+actrone_pg/sql
