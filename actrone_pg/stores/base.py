@@ -20,10 +20,18 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from actrone_pg.errors import DimensionMismatchError
 from actrone_pg.models import Memory, ScoredMemory, SessionInfo, Turn
 from actrone_pg.ranking import RankingParams
 
-__all__ = ["MemoryRecord", "SearchRequest", "Store", "Vector"]
+__all__ = [
+    "MemoryRecord",
+    "SearchRequest",
+    "Store",
+    "Vector",
+    "check_query_dimensions",
+    "dimension_mismatch",
+]
 
 Vector = npt.NDArray[np.float32]
 
@@ -123,3 +131,21 @@ class Store(Protocol):
         The explanation travels in ``ScoredMemory.explain``; ``ScoredMemory.memory.explain`` may
         be left ``None`` (the manager attaches the explanation to the memories it returns).
         """
+
+
+def dimension_mismatch(embedder: str, stored: int, got: int) -> DimensionMismatchError:
+    """The error for a vector of ``got`` dimensions under an embedder storing ``stored``."""
+    return DimensionMismatchError(
+        f"embedder {embedder!r} stores {stored}-dimensional vectors; got one of {got} "
+        "(a new model needs a new embedder name)"
+    )
+
+
+def check_query_dimensions(embedder: str, stored: int, query: Vector) -> None:
+    """Refuse a query vector whose size differs from the embedder's stored vectors."""
+    size = int(query.shape[0])
+    if size != stored:
+        raise DimensionMismatchError(
+            f"embedder {embedder!r} stores {stored}-dimensional vectors; "
+            f"the query vector has {size}"
+        )

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from actrone_pg.errors import DimensionMismatchError
 from actrone_pg.models import Explain, Memory, ScoredMemory, SessionInfo, Turn
 from actrone_pg.ranking import (
     BM25_B,
@@ -29,7 +28,13 @@ from actrone_pg.ranking import (
     rank_arrays,
     term_counts,
 )
-from actrone_pg.stores.base import MemoryRecord, SearchRequest, Vector
+from actrone_pg.stores.base import (
+    MemoryRecord,
+    SearchRequest,
+    Vector,
+    check_query_dimensions,
+    dimension_mismatch,
+)
 
 if TYPE_CHECKING:
     from actrone_pg.config import MemoryConfig
@@ -263,10 +268,7 @@ class InMemoryStore:
             name = rec.memory.embedder
             size = int(rec.vector.shape[0])
             if dims.setdefault(name, size) != size:
-                raise DimensionMismatchError(
-                    f"embedder {name!r} stores {dims[name]}-dimensional vectors; "
-                    f"got one of {size} (a new model needs a new embedder name)"
-                )
+                raise dimension_mismatch(name, dims[name], size)
         self._dimensions = dims
         for rec in records:
             tf, length = term_counts(rec.memory.content)
@@ -301,12 +303,8 @@ class InMemoryStore:
     async def search(self, request: SearchRequest) -> list[ScoredMemory]:
         """Admission, BM25 and ranking exactly as :mod:`actrone_pg.ranking` defines them."""
         expected = self._dimensions.get(request.embedder)
-        size = int(request.vector.shape[0])
-        if expected is not None and expected != size:
-            raise DimensionMismatchError(
-                f"embedder {request.embedder!r} stores {expected}-dimensional vectors; "
-                f"the query vector has {size}"
-            )
+        if expected is not None:
+            check_query_dimensions(request.embedder, expected, request.vector)
         agent = self._agents.get(request.agent_id)
         space = agent.space(request.embedder) if agent is not None else None
         if agent is None or space is None:

@@ -53,7 +53,12 @@ from actrone_pg.errors import (
 )
 from actrone_pg.models import Explain, Memory, ScoredMemory, SessionInfo, Turn
 from actrone_pg.ranking import term_counts, tokenize
-from actrone_pg.stores.base import MemoryRecord, SearchRequest
+from actrone_pg.stores.base import (
+    MemoryRecord,
+    SearchRequest,
+    check_query_dimensions,
+    dimension_mismatch,
+)
 
 try:
     import psycopg
@@ -585,10 +590,7 @@ class PostgresStore:
         for name, size in dims.items():
             known = registry.get(name)
             if known is not None and known != size:
-                raise DimensionMismatchError(
-                    f"embedder {name!r} stores {known}-dimensional vectors; got one of {size} "
-                    "(a new model needs a new embedder name)"
-                )
+                raise dimension_mismatch(name, known, size)
 
     async def _write_agent(self, conn: _Conn, agent_id: str, recs: list[MemoryRecord]) -> None:
         await conn.execute(self._q(LOCK_AGENT_STATS), (agent_id,))
@@ -714,15 +716,10 @@ class PostgresStore:
 
     async def search(self, request: SearchRequest) -> list[ScoredMemory]:
         """Run ``hybrid_search()`` for the agent and return the ranked memories."""
-        size = int(request.vector.shape[0])
         expected = await self._embedder_dimensions(request.embedder)
         if expected is None:
             return []
-        if expected != size:
-            raise DimensionMismatchError(
-                f"embedder {request.embedder!r} stores {expected}-dimensional vectors; "
-                f"the query vector has {size}"
-            )
+        check_query_dimensions(request.embedder, expected, request.vector)
         p = request.params
         params = (
             request.agent_id,

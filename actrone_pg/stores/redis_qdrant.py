@@ -44,7 +44,6 @@ import numpy as np
 import numpy.typing as npt
 
 from actrone_pg.errors import (
-    DimensionMismatchError,
     MissingDependencyError,
     StoreError,
     StoreUnavailableError,
@@ -61,7 +60,12 @@ from actrone_pg.ranking import (
     tokenize,
 )
 from actrone_pg.ranking import cosines as _reference_cosines
-from actrone_pg.stores.base import MemoryRecord, SearchRequest
+from actrone_pg.stores.base import (
+    MemoryRecord,
+    SearchRequest,
+    check_query_dimensions,
+    dimension_mismatch,
+)
 
 try:
     import redis.asyncio as aioredis
@@ -758,7 +762,7 @@ class RedisQdrantStore:
         raw = await self._hget(self._dims_key, embedder)
         have = int(raw) if raw is not None else dim
         if have != dim:  # another process registered a different dimension first
-            raise _mismatch(embedder, have, dim)
+            raise dimension_mismatch(embedder, have, dim)
         self._dims[embedder] = dim
 
     async def _ensure_collection(self, embedder: str, dim: int) -> str:
@@ -826,12 +830,12 @@ class RedisQdrantStore:
         for rec in records:
             name, size = rec.memory.embedder, int(rec.vector.shape[0])
             if batch_dims.setdefault(name, size) != size:
-                raise _mismatch(name, batch_dims[name], size)
+                raise dimension_mismatch(name, batch_dims[name], size)
         registered = {name: await self._registered_dim(name) for name in batch_dims}
         for name, size in batch_dims.items():
             have = registered[name]
             if have is not None and have != size:
-                raise _mismatch(name, have, size)
+                raise dimension_mismatch(name, have, size)
         collections = {
             name: await self._ensure_collection(name, size) for name, size in batch_dims.items()
         }
@@ -1158,15 +1162,10 @@ class RedisQdrantStore:
     # -- L2 search --
     async def search(self, request: SearchRequest) -> list[ScoredMemory]:
         """Exact admission and the reference ranking over the agent's Qdrant candidates."""
-        size = int(request.vector.shape[0])
         dim = await self._registered_dim(request.embedder)
         if dim is None:
             return []
-        if dim != size:
-            raise DimensionMismatchError(
-                f"embedder {request.embedder!r} stores {dim}-dimensional vectors; "
-                f"the query vector has {size}"
-            )
+        check_query_dimensions(request.embedder, dim, request.vector)
         coll = await self._existing_collection(request.embedder, dim)
         if coll is None:
             return []
@@ -1342,13 +1341,6 @@ def _code_point_ranks(ids: list[str]) -> npt.NDArray[np.int64]:
 
 def _ttl_ms(ttl_seconds: float) -> int:
     return max(1, math.ceil(ttl_seconds * 1000.0))
-
-
-def _mismatch(embedder: str, have: int, got: int) -> DimensionMismatchError:
-    return DimensionMismatchError(
-        f"embedder {embedder!r} stores {have}-dimensional vectors; got one of {got} "
-        "(a new model needs a new embedder name)"
-    )
 
 
 def from_config(config: MemoryConfig) -> RedisQdrantStore:
