@@ -26,10 +26,11 @@ from actrone_pg import MemoryConfig, MemoryManager, create_memory_manager
 from actrone_pg.embedders import HashingEmbedder
 from actrone_pg.errors import DimensionMismatchError, StoreUnavailableError
 from actrone_pg.models import Memory, Turn
-from actrone_pg.ranking import RankingParams, query_terms
 from actrone_pg.stores.base import MemoryRecord, SearchRequest
 from actrone_pg.stores.memory import InMemoryStore
+from tests import factories
 from tests.backends.redis_qdrant import cleanup, redis_qdrant_settings, unique_prefix
+from tests.factories import unit
 
 pytestmark = [pytest.mark.redis, pytest.mark.qdrant]
 
@@ -53,45 +54,25 @@ def turn(agent: str, session: str, n: int, *, tid: str | None = None) -> Turn:
     )
 
 
+# The shared factories, with this module's defaults: embedder "e", ages counted back from NOW.
+
+
 def memory(agent: str, mid: str, content: str, *, embedder: str = "e", age_s: int = 0) -> Memory:
-    return Memory(
-        id=mid,
-        agent_id=agent,
-        session_id=None,
-        content=content,
-        content_type="injected",
-        importance=0.5,
-        tags=(),
-        source="injected",
-        sensitivity="none",
-        created_at=NOW - timedelta(seconds=age_s),
-        metadata={},
-        embedder=embedder,
-        token_count=len(content) // 4 + 1,
+    return factories.memory(
+        agent, mid, content, embedder=embedder, created_at=NOW - timedelta(seconds=age_s)
     )
 
 
-def unit(values: list[float]) -> np.ndarray:
-    v = np.asarray(values, dtype=np.float64)
-    return (v / np.linalg.norm(v)).astype(np.float32)
-
-
-def record(agent: str, mid: str, content: str, vec: list[float], **kw: Any) -> MemoryRecord:
-    return MemoryRecord(memory=memory(agent, mid, content, **kw), vector=unit(vec))
+def record(
+    agent: str, mid: str, content: str, vec: list[float], *, embedder: str = "e", age_s: int = 0
+) -> MemoryRecord:
+    return MemoryRecord(
+        memory=memory(agent, mid, content, embedder=embedder, age_s=age_s), vector=unit(vec)
+    )
 
 
 def request(agent: str, query: str, vec: list[float], *, threshold: float = 0.1) -> SearchRequest:
-    return SearchRequest(
-        agent_id=agent,
-        query=query,
-        terms=tuple(query_terms(query)),
-        vector=unit(vec),
-        embedder="e",
-        threshold=threshold,
-        limit=500,
-        params=RankingParams(),
-        now=NOW,
-    )
+    return factories.request(agent, query, vec, threshold=threshold, embedder="e", now=NOW)
 
 
 async def redis_state(store: Any, agent: str) -> dict[str, Any]:
