@@ -204,9 +204,6 @@ class MemoryManager:
             turn_id = str(uuid.uuid4())
         else:
             v.check_id("turn_id", turn_id)
-        tokens = self.count_tokens(user_message) + self.count_tokens(assistant_message)
-        if results:
-            tokens += self.count_tokens(json.dumps(results))
         turn = Turn(
             id=turn_id,
             agent_id=agent_id,
@@ -215,7 +212,7 @@ class MemoryManager:
             assistant_message=assistant_message,
             tool_results=results,
             created_at=_now(),
-            token_count=tokens,
+            token_count=self._count_turn(user_message, assistant_message, results),
         )
         await self.store.append_turn(
             turn, max_turns=self.config.max_session_turns, ttl_seconds=self._ttl_seconds
@@ -476,13 +473,18 @@ class MemoryManager:
             candidates_considered=len(hits),
         )
 
+    def _count_turn(self, user: str, assistant: str, tool_results: list[Any] | None) -> int:
+        """A turn's tokens: its two messages and the JSON of its tool results, together."""
+        tokens = self.count_tokens(user) + self.count_tokens(assistant)
+        if tool_results:
+            tokens += self.count_tokens(json.dumps(tool_results))
+        return tokens
+
     def _turn_tokens(self, turn: Turn) -> int:
+        # A custom counter recounts: the stored count may come from another manager's counter.
         if not self._custom_counter:
             return turn.token_count
-        tokens = self.count_tokens(turn.user_message) + self.count_tokens(turn.assistant_message)
-        if turn.tool_results:
-            tokens += self.count_tokens(json.dumps(turn.tool_results))
-        return tokens
+        return self._count_turn(turn.user_message, turn.assistant_message, turn.tool_results)
 
     def _memory_tokens(self, hit: ScoredMemory) -> int:
         m = hit.memory
