@@ -240,13 +240,11 @@ class InMemoryStore:
         self._sessions.pop((agent_id, session_id), None)
 
     async def acquire_lock(self, agent_id: str, name: str, holder: str, ttl_seconds: float) -> bool:
-        """Take the lock unless another holder has a live one."""
+        """Take the lock unless it is live (held by anyone, ``holder`` included, as SET NX does)."""
         key = (agent_id, name)
         now = time.monotonic()
         current = self._locks.get(key)
-        if current is not None and current[1] > now and current[0] != holder:
-            return False
-        if current is not None and current[1] > now and current[0] == holder:
+        if current is not None and current[1] > now:
             return False
         self._locks[key] = (holder, now + ttl_seconds)
         return True
