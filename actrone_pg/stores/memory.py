@@ -180,23 +180,26 @@ class InMemoryStore:
             return None
         return session
 
-    async def append_turn(self, turn: Turn, *, max_turns: int, ttl_seconds: float) -> None:
-        """Append a turn (idempotent by id), trim to ``max_turns`` and refresh the expiry."""
+    def _touch(self, agent_id: str, session_id: str, ttl_seconds: float) -> _Session:
+        """The live session (a new one if absent or expired), marked active now."""
         now = _now()
-        session = self._live_session(turn.agent_id, turn.session_id, ttl_seconds)
+        session = self._live_session(agent_id, session_id, ttl_seconds)
         if session is None:
             session = _Session(created_at=now, last_active_at=now)
-            self._sessions[(turn.agent_id, turn.session_id)] = session
+            self._sessions[(agent_id, session_id)] = session
         session.last_active_at = now
+        return session
+
+    async def append_turn(self, turn: Turn, *, max_turns: int, ttl_seconds: float) -> None:
+        """Append a turn (idempotent by id), trim to ``max_turns`` and refresh the expiry."""
+        session = self._touch(turn.agent_id, turn.session_id, ttl_seconds)
         if turn.id in session.turn_ids:
             return
         session.turns.append(turn)
+        # Trimmed turns keep their ids, so a late retry of an old turn is still recognised;
+        # the set lives as long as the session.
         session.turn_ids.add(turn.id)
-        if len(session.turns) > max_turns:
-            dropped = session.turns[: len(session.turns) - max_turns]
-            del session.turns[: len(dropped)]
-            # Keep dropped ids so a late retry of an old turn is still recognised.
-            # (The set is bounded by the session's lifetime.)
+        del session.turns[:-max_turns]
 
     async def recent_turns(
         self, agent_id: str, session_id: str, *, limit: int, ttl_seconds: float
@@ -227,13 +230,7 @@ class InMemoryStore:
         self, agent_id: str, session_id: str, metadata: dict[str, Any], *, ttl_seconds: float
     ) -> None:
         """Merge metadata into the session, creating it if needed."""
-        now = _now()
-        session = self._live_session(agent_id, session_id, ttl_seconds)
-        if session is None:
-            session = _Session(created_at=now, last_active_at=now)
-            self._sessions[(agent_id, session_id)] = session
-        session.metadata.update(metadata)
-        session.last_active_at = now
+        self._touch(agent_id, session_id, ttl_seconds).metadata.update(metadata)
 
     async def clear_session(self, agent_id: str, session_id: str) -> None:
         """Forget the session."""
