@@ -51,6 +51,23 @@ def test_upgrade_downgrade_upgrade(postgres_dsn: str, scratch_schema: str) -> No
     assert _tables(postgres_dsn, scratch_schema) == TABLES
 
 
+def test_hybrid_search_plans_without_nested_loops(postgres_dsn: str, scratch_schema: str) -> None:
+    def settings() -> list[str]:
+        with psycopg.connect(postgres_dsn) as conn:
+            row = conn.execute(
+                "SELECT p.proconfig FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+                " WHERE n.nspname = %s AND p.proname = 'hybrid_search'",
+                (scratch_schema,),
+            ).fetchone()
+        assert row is not None
+        return list(row[0])
+
+    migrations.migrate(postgres_dsn, scratch_schema)
+    assert settings() == ["jit=off", "enable_nestloop=off"]
+    migrations.downgrade(postgres_dsn, scratch_schema, revision="0004")
+    assert settings() == ["jit=off"]
+
+
 def test_upgrade_of_a_seeded_database_keeps_the_data(
     postgres_dsn: str, scratch_schema: str
 ) -> None:

@@ -1,0 +1,46 @@
+"""hybrid_search() plans its joins without nested loops.
+
+Reinstalls the function from ``sql/hybrid_search.sql``, which now carries
+``SET enable_nestloop = off``: without table statistics the planner joined the candidates by
+nested loops (quadratic in the number of candidates). Results are unchanged; only plans differ.
+
+Revision ID: 0005
+Revises: 0004
+Create Date: 2026-11-30
+"""
+
+from __future__ import annotations
+
+from actrone_pg import sql as sql_files
+from actrone_pg.migrations._ops import execute, schema_name, template, vector_schema
+
+revision: str = "0005"
+down_revision: str | None = "0004"
+branch_labels: str | None = None
+depends_on: str | None = None
+
+_SIGNATURE = (
+    "{schema}.hybrid_search(text, text, text[], {vector_schema}.vector, double precision,"
+    " integer, boolean, integer, double precision[], double precision, double precision,"
+    " timestamptz)"
+)
+
+
+def upgrade() -> None:
+    """CREATE OR REPLACE the function from the current SQL file."""
+    execute(
+        template(
+            sql_files.load("hybrid_search"), schema=schema_name(), vector_schema=vector_schema()
+        )
+    )
+
+
+def downgrade() -> None:
+    """Drop the setting again (the function body is the same)."""
+    execute(
+        template(
+            "ALTER FUNCTION " + _SIGNATURE + " RESET enable_nestloop",
+            schema=schema_name(),
+            vector_schema=vector_schema(),
+        )
+    )
