@@ -14,6 +14,7 @@ import pytest
 from psycopg import sql
 
 from actrone_pg import migrations
+from actrone_pg import sql as sql_files
 from actrone_pg.errors import SchemaError, ValidationError
 
 pytestmark = pytest.mark.postgres
@@ -66,6 +67,47 @@ def test_hybrid_search_plans_without_nested_loops(postgres_dsn: str, scratch_sch
     assert settings() == ["jit=off", "enable_nestloop=off"]
     migrations.downgrade(postgres_dsn, scratch_schema, revision="0004")
     assert settings() == ["jit=off"]
+
+
+def _hybrid_search_arities(dsn: str, schema: str) -> list[int]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT p.pronargs FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+            " WHERE n.nspname = %s AND p.proname = 'hybrid_search' ORDER BY 1",
+            (schema,),
+        ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def test_0006_replaces_the_twelve_argument_function(postgres_dsn: str, scratch_schema: str) -> None:
+    migrations.migrate(postgres_dsn, scratch_schema, revision="0005")
+    # What 0003-0005 installed before 0006 existed: the same function without p_content.
+    body = sql_files.load("hybrid_search").replace(",\n    p_content boolean DEFAULT true\n", "\n")
+    body = body.replace("CASE WHEN p_content THEN", "CASE WHEN true THEN")
+    assert "p_content boolean" not in body and "WHEN p_content" not in body
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP FUNCTION {}.hybrid_search").format(sql.Identifier(scratch_schema))
+        )
+        conn.execute(
+            sql.SQL(body).format(
+                schema=sql.Identifier(scratch_schema), vector_schema=sql.Identifier("public")
+            )
+        )
+    assert _hybrid_search_arities(postgres_dsn, scratch_schema) == [12]
+    migrations.migrate(postgres_dsn, scratch_schema)
+    assert _hybrid_search_arities(postgres_dsn, scratch_schema) == [13]
+    # Downgrading keeps the 13-argument function, which 12-argument calls resolve to.
+    migrations.downgrade(postgres_dsn, scratch_schema, revision="0005")
+    with psycopg.connect(postgres_dsn) as conn:
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT count(*) FROM {}.hybrid_search('a', 'e', ARRAY['x'], '[1,0]', 0.5, 10,"
+                " true, 60, ARRAY[1,1,1]::float8[], 0.7, 0.3, now())"
+            ).format(sql.Identifier(scratch_schema))
+        ).fetchone()
+    assert rows == (0,)
+    assert _hybrid_search_arities(postgres_dsn, scratch_schema) == [13]
 
 
 def test_upgrade_of_a_seeded_database_keeps_the_data(

@@ -33,12 +33,5 @@ def downgrade() -> None:
     for view in ("memory_overview", "recent_turns", "session_overview"):
         execute(template("DROP VIEW IF EXISTS {schema}.{view}", schema=schema, view=view))
     execute(template("DROP FUNCTION IF EXISTS {schema}.query_terms(text)", schema=schema))
-    execute(
-        template(
-            "DROP FUNCTION IF EXISTS {schema}.hybrid_search("
-            "text, text, text[], {vector_schema}.vector, double precision, integer, boolean,"
-            " integer, double precision[], double precision, double precision, timestamptz)",
-            schema=schema,
-            vector_schema=vector_schema(),
-        )
-    )
+    # By name: later revisions change its argument list (0006 adds one); there is only ever one.
+    execute(template("DROP FUNCTION IF EXISTS {schema}.hybrid_search", schema=schema))

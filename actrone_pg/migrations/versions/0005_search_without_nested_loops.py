@@ -19,12 +19,6 @@ down_revision: str | None = "0004"
 branch_labels: str | None = None
 depends_on: str | None = None
 
-_SIGNATURE = (
-    "{schema}.hybrid_search(text, text, text[], {vector_schema}.vector, double precision,"
-    " integer, boolean, integer, double precision[], double precision, double precision,"
-    " timestamptz)"
-)
-
 
 def upgrade() -> None:
     """CREATE OR REPLACE the function from the current SQL file."""
@@ -37,10 +31,9 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     """Drop the setting again (the function body is the same)."""
+    # By name: 0006 changes the argument list (the function is never overloaded).
     execute(
         template(
-            "ALTER FUNCTION " + _SIGNATURE + " RESET enable_nestloop",
-            schema=schema_name(),
-            vector_schema=vector_schema(),
+            "ALTER FUNCTION {schema}.hybrid_search RESET enable_nestloop", schema=schema_name()
         )
     )
