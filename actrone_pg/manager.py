@@ -30,7 +30,7 @@ from actrone_pg.errors import ConfigurationError, RerankerError, ValidationError
 from actrone_pg.models import Memory, RetrievedContext, ScoredMemory, SessionInfo, Turn
 from actrone_pg.ranking import DEFAULT_RELEVANCE_THRESHOLD, RankingParams, query_terms
 from actrone_pg.stores import MemoryRecord, SearchRequest, Store, create_store
-from actrone_pg.stores.base import Vector
+from actrone_pg.stores.base import PackedSearch, Vector
 from actrone_pg.tokens import TokenCounter, heuristic_token_count
 
 __all__ = ["MemoryManager", "create_memory_manager"]
@@ -450,13 +450,11 @@ class MemoryManager:
                     ttl_seconds=self._ttl_seconds,
                 )
             )
-            l2 = tg.create_task(self._search(agent_id, query))
+            l2 = tg.create_task(self._search_packed(agent_id, query, shares.episodic))
         turns = l1.result()
-        hits = l2.result()
+        packed = l2.result()
         recent, session_used = pack_turns(list(reversed(turns)), self._turn_tokens, shares.session)
-        # Pack first, then build the returned memories: only the chosen few pay for the copy.
-        taken, episodic_used = pack_memories(hits, self._memory_tokens, shares.episodic)
-        chosen = [self._present(h, explain) for h in taken]
+        chosen = [self._present(h, explain) for h in packed.hits]
         return RetrievedContext(
             agent_id=agent_id,
             session_id=session_id,
@@ -467,10 +465,10 @@ class MemoryManager:
             session_budget=shares.session,
             episodic_budget=shares.episodic,
             session_tokens=session_used,
-            episodic_tokens=episodic_used,
+            episodic_tokens=packed.tokens,
             retrieval_ms=(time.perf_counter() - started) * 1000.0,
             relevance_threshold=self._threshold,
-            candidates_considered=len(hits),
+            candidates_considered=packed.ranked,
         )
 
     def _count_turn(self, user: str, assistant: str, tool_results: list[Any] | None) -> int:
@@ -511,22 +509,36 @@ class MemoryManager:
         )
 
     async def _search(self, agent_id: str, query: str) -> list[ScoredMemory]:
-        vector = await self._embed_query(query)
-        request = SearchRequest(
+        hits = await self.store.search(await self._request(agent_id, query))
+        if self.reranker is not None and hits:
+            hits = await self._rerank(query, hits)
+        return hits
+
+    async def _search_packed(self, agent_id: str, query: str, budget: int) -> PackedSearch:
+        """The ranked memories that fit ``budget`` tokens, and how many were ranked.
+
+        The store packs when each memory costs its stored token count and no reranker reorders
+        the ranking (it can then skip building, or fetching, the memories that do not fit);
+        otherwise every hit comes back and is packed here.
+        """
+        if self.reranker is None and not self._custom_counter:
+            return await self.store.search_packed(await self._request(agent_id, query), budget)
+        hits = await self._search(agent_id, query)
+        taken, used = pack_memories(hits, self._memory_tokens, budget)
+        return PackedSearch(hits=taken, ranked=len(hits), tokens=used)
+
+    async def _request(self, agent_id: str, query: str) -> SearchRequest:
+        return SearchRequest(
             agent_id=agent_id,
             query=query,
             terms=tuple(query_terms(query)),
-            vector=vector,
+            vector=await self._embed_query(query),
             embedder=self.embedder.name,
             threshold=self._threshold,
             limit=self.config.max_episodic_memories,
             params=self._params,
             now=_now(),
         )
-        hits = await self.store.search(request)
-        if self.reranker is not None and hits:
-            hits = await self._rerank(query, hits)
-        return hits
 
     async def _rerank(self, query: str, hits: list[ScoredMemory]) -> list[ScoredMemory]:
         assert self.reranker is not None

@@ -20,17 +20,21 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from actrone_pg.budget import pack_memories
 from actrone_pg.errors import DimensionMismatchError
 from actrone_pg.models import Memory, ScoredMemory, SessionInfo, Turn
 from actrone_pg.ranking import RankingParams
 
 __all__ = [
     "MemoryRecord",
+    "PackedSearch",
     "SearchRequest",
     "Store",
     "Vector",
     "check_query_dimensions",
     "dimension_mismatch",
+    "pack_search",
+    "stored_tokens",
 ]
 
 Vector = npt.NDArray[np.float32]
@@ -58,6 +62,19 @@ class SearchRequest:
     params: RankingParams
     now: datetime
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PackedSearch:
+    """The ranked memories that fit a token budget, and how many were ranked in all."""
+
+    #: Chosen memories, best first: the ranking taken as :func:`~actrone_pg.budget.pack_memories`
+    #: takes it, each costing its stored ``token_count``.
+    hits: list[ScoredMemory]
+    #: How many memories the search ranked (every admitted candidate).
+    ranked: int
+    #: Tokens of the chosen memories.
+    tokens: int
 
 
 @runtime_checkable
@@ -131,6 +148,25 @@ class Store(Protocol):
         The explanation travels in ``ScoredMemory.explain``; ``ScoredMemory.memory.explain`` may
         be left ``None`` (the manager attaches the explanation to the memories it returns).
         """
+
+    async def search_packed(self, request: SearchRequest, budget: int) -> PackedSearch:
+        """What :func:`pack_search` returns; a store may get there without building every hit.
+
+        ``retrieve_context`` needs only the memories that fit its L2 share, so a store can rank
+        every candidate and then read or build just those (PostgreSQL fetches their rows).
+        """
+
+
+async def pack_search(store: Store, request: SearchRequest, budget: int) -> PackedSearch:
+    """The plain way to answer :meth:`Store.search_packed`: search, then pack the hits."""
+    hits = await store.search(request)
+    taken, used = pack_memories(hits, stored_tokens, budget)
+    return PackedSearch(hits=taken, ranked=len(hits), tokens=used)
+
+
+def stored_tokens(hit: ScoredMemory) -> int:
+    """A hit's cost in the budget: the token count stored with its memory."""
+    return hit.memory.token_count
 
 
 def dimension_mismatch(embedder: str, stored: int, got: int) -> DimensionMismatchError:

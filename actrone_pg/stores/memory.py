@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from actrone_pg.budget import pack_memories
 from actrone_pg.models import Explain, Memory, ScoredMemory, SessionInfo, Turn
 from actrone_pg.ranking import (
     BM25_B,
@@ -30,6 +31,7 @@ from actrone_pg.ranking import (
 )
 from actrone_pg.stores.base import (
     MemoryRecord,
+    PackedSearch,
     SearchRequest,
     Vector,
     check_query_dimensions,
@@ -297,13 +299,28 @@ class InMemoryStore:
 
     async def search(self, request: SearchRequest) -> list[ScoredMemory]:
         """Admission, BM25 and ranking exactly as :mod:`actrone_pg.ranking` defines them."""
+        found = self._rank(request)
+        if found is None:
+            return []
+        return found.hits(found.order)
+
+    async def search_packed(self, request: SearchRequest, budget: int) -> PackedSearch:
+        """The ranking packed into ``budget``, building only the hits that fit."""
+        found = self._rank(request)
+        if found is None:
+            return PackedSearch(hits=[], ranked=0, tokens=0)
+        tokens = found.tokens
+        taken, used = pack_memories(found.order, lambda p: tokens[p], budget)
+        return PackedSearch(hits=found.hits(taken), ranked=len(found.order), tokens=used)
+
+    def _rank(self, request: SearchRequest) -> _Ranked | None:
         expected = self._dimensions.get(request.embedder)
         if expected is not None:
             check_query_dimensions(request.embedder, expected, request.vector)
         agent = self._agents.get(request.agent_id)
         space = agent.space(request.embedder) if agent is not None else None
         if agent is None or space is None:
-            return []
+            return None
         cos = cosines(request.vector.astype(np.float32), space.matrix)
         idx = np.flatnonzero(cos >= request.threshold)
         if idx.size > request.limit:
@@ -313,32 +330,26 @@ class InMemoryStore:
             best = np.lexsort((space.id_order[idx], -space.created_us[idx], -cos[idx]))
             idx = idx[best[: request.limit]]
         if idx.size == 0:
-            return []
+            return None
         c_cos = cos[idx]
         c_bm25 = self._bm25(agent, space, idx, request.terms)
         ranked = rank_arrays(
             space.id_order[idx], space.created_us[idx], c_cos, c_bm25, request.params, request.now
         )
-        # Plain lists: indexing numpy arrays element by element costs ~10× more per value.
-        cos_l, bm_l = c_cos.tolist(), c_bm25.tolist()
-        dense_l, lex_l = ranked.dense_rank.tolist(), ranked.lexical_rank.tolist()
-        rec_l, score_l, idx_l = ranked.recency_rank.tolist(), ranked.score.tolist(), idx.tolist()
         entries, ids = agent.entries, space.ids
-        return [
-            ScoredMemory(
-                entries[ids[idx_l[p]]].memory,
-                Explain(
-                    cos_l[p],
-                    dense_l[p],
-                    lex_l[p] or None,
-                    rec_l[p],
-                    score_l[p],
-                    None,
-                    bm_l[p] if bm_l[p] > 0.0 else None,
-                ),
-            )
-            for p in ranked.order.tolist()
-        ]
+        # Plain lists: indexing numpy arrays element by element costs ~10× more per value.
+        memories = [entries[ids[i]].memory for i in idx.tolist()]
+        return _Ranked(
+            memories=memories,
+            tokens=[m.token_count for m in memories],
+            order=ranked.order.tolist(),
+            cosine=c_cos.tolist(),
+            bm25=c_bm25.tolist(),
+            dense=ranked.dense_rank.tolist(),
+            lexical=ranked.lexical_rank.tolist(),
+            recency=ranked.recency_rank.tolist(),
+            score=ranked.score.tolist(),
+        )
 
     @staticmethod
     def _bm25(
@@ -374,3 +385,37 @@ def from_config(config: MemoryConfig) -> InMemoryStore:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+@dataclass(slots=True)
+class _Ranked:
+    """One search's admitted candidates (by position) and their ranking, as plain lists."""
+
+    memories: list[Memory]
+    tokens: list[int]
+    #: Candidate positions, best first.
+    order: list[int]
+    cosine: list[float]
+    bm25: list[float]
+    dense: list[int]
+    lexical: list[int]
+    recency: list[int]
+    score: list[float]
+
+    def hits(self, positions: Sequence[int]) -> list[ScoredMemory]:
+        """The hits at ``positions`` (in that order), each with its explanation."""
+        return [
+            ScoredMemory(
+                self.memories[p],
+                Explain(
+                    self.cosine[p],
+                    self.dense[p],
+                    self.lexical[p] or None,
+                    self.recency[p],
+                    self.score[p],
+                    None,
+                    self.bm25[p] if self.bm25[p] > 0.0 else None,
+                ),
+            )
+            for p in positions
+        ]

@@ -62,9 +62,11 @@ from actrone_pg.ranking import (
 from actrone_pg.ranking import cosines as _reference_cosines
 from actrone_pg.stores.base import (
     MemoryRecord,
+    PackedSearch,
     SearchRequest,
     check_query_dimensions,
     dimension_mismatch,
+    pack_search,
 )
 
 try:
@@ -1160,6 +1162,10 @@ class RedisQdrantStore:
         return len(entries)
 
     # -- L2 search --
+    async def search_packed(self, request: SearchRequest, budget: int) -> PackedSearch:
+        """Search, then pack: the ranking reads every candidate's payload anyway."""
+        return await pack_search(self, request, budget)
+
     async def search(self, request: SearchRequest) -> list[ScoredMemory]:
         """Exact admission and the reference ranking over the agent's Qdrant candidates."""
         dim = await self._registered_dim(request.embedder)

@@ -24,7 +24,7 @@ import pytest
 
 from actrone_pg.models import ScoredMemory
 from actrone_pg.ranking import RankingParams
-from actrone_pg.stores.base import MemoryRecord, Store
+from actrone_pg.stores.base import MemoryRecord, Store, pack_search
 from actrone_pg.stores.memory import InMemoryStore
 from tests.conftest import BACKENDS
 from tests.factories import NOW, memory, request
@@ -100,6 +100,13 @@ def _near_ties(hits: list[ScoredMemory], threshold: float) -> bool:
     return any(b - a < 1e-5 for a, b in zip(cos, cos[1:], strict=False))
 
 
+def _same_fields(got: ScoredMemory, want: ScoredMemory) -> bool:
+    """Every field of the two memories is equal (the explanation aside)."""
+    w = want.memory
+    fields = {f: getattr(w, f) for f in w.__slots__}
+    return got.memory == type(w)(**{**fields, "explain": got.memory.explain})
+
+
 async def _load(store: Store, records: list[MemoryRecord]) -> None:
     for start in range(0, len(records), 50):
         await store.upsert_memories(records[start : start + 50])
@@ -143,6 +150,7 @@ async def test_parity_with_the_reference(other: Store, family: str) -> None:
 
     compared = 0
     total_hits = 0
+    packed_any = 0
     for q in range(150):
         agent = rng.choice(agents)
         hybrid = rng.random() < 0.75
@@ -178,11 +186,18 @@ async def test_parity_with_the_reference(other: Store, family: str) -> None:
                 assert g.explain.bm25 is None
             else:
                 assert g.explain.bm25 == pytest.approx(w.explain.bm25, rel=1e-6)
-            assert g.memory == w.memory.__class__(
-                **{
-                    **{f: getattr(w.memory, f) for f in w.memory.__slots__},
-                    "explain": g.memory.explain,
-                }
-            )
+            assert _same_fields(g, w)
+        # retrieve_context's path: the same ranking packed into a budget, built only for the
+        # memories that fit (PostgreSQL fetches just their rows).
+        budget = rng.choice([0, 8, 40, 200, 100_000])
+        packed = await other.search_packed(req, budget)
+        expected = await pack_search(reference, req, budget)
+        assert (packed.ranked, packed.tokens) == (expected.ranked, expected.tokens)
+        assert _ranked(packed.hits) == _ranked(expected.hits), f"query {q}, budget {budget}"
+        for g, w in zip(packed.hits, expected.hits, strict=True):
+            assert _same_fields(g, w)
+            assert g.explain.fused_score == pytest.approx(w.explain.fused_score, rel=1e-9, abs=1e-6)
+            packed_any += 1 if budget else 0
     assert compared >= 100
     assert total_hits >= 10 * compared  # the queries really rank something
+    assert packed_any >= 50  # and the packed path really chose memories

@@ -233,6 +233,31 @@ async def test_search_with_wrong_dimension_is_an_error(store: Store) -> None:
     await store.upsert_memories([record("agent", "m0", "x", [1, 0, 0, 0])])
     with pytest.raises(DimensionMismatchError):
         await store.search(request("agent", "x", [1, 0, 0]))
+    with pytest.raises(DimensionMismatchError):
+        await store.search_packed(request("agent", "x", [1, 0, 0]), 100)
+
+
+async def test_packed_search_skips_what_does_not_fit(store: Store) -> None:
+    # Ranked a, b, c by cosine; b is too big for what a leaves, c still fits after it.
+    await store.upsert_memories(
+        [
+            record("agent", "a", "a" * 40, [1, 0, 0, 0]),
+            record("agent", "b", "b" * 80, [0.9, 0.1, 0, 0]),
+            record("agent", "c", "c" * 20, [0.8, 0.2, 0, 0]),
+            record("other", "d", "d" * 4, [1, 0, 0, 0]),
+        ]
+    )
+    by_cosine = RankingParams(hybrid=False, relevance_weight=1.0, recency_weight=0.0)
+    req = request("agent", "zzz", [1, 0, 0, 0], threshold=0.5, params=by_cosine)
+    packed = await store.search_packed(req, 16)  # tokens: a 10, b 20, c 5
+    assert [h.memory.id for h in packed.hits] == ["a", "c"]
+    assert (packed.ranked, packed.tokens) == (3, 15)
+    assert packed.hits[1].memory.content == "c" * 20
+    assert packed.hits[1].explain.dense_rank == 3
+    empty = await store.search_packed(req, 0)
+    assert (empty.hits, empty.ranked, empty.tokens) == ([], 3, 0)
+    nobody = await store.search_packed(request("nobody", "x", [1, 0, 0, 0]), 100)
+    assert (nobody.hits, nobody.ranked, nobody.tokens) == ([], 0, 0)
 
 
 async def test_vectors_of_other_embedders_are_never_compared(store: Store) -> None:
