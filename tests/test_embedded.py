@@ -9,10 +9,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
-from actrone_pg import MemoryConfig
-from actrone_pg._embedded import embedded_dsn, stop_embedded
+from actrone_pg import MemoryConfig, _embedded
+from actrone_pg._embedded import embedded_dsn, shared_buffers_target, stop_embedded
 from actrone_pg.errors import MissingDependencyError, StoreUnavailableError
 from actrone_pg.stores import create_store
 from actrone_pg.stores.postgres import PostgresStore
@@ -70,6 +71,35 @@ async def test_connection_loss_is_a_typed_error_and_the_next_call_recovers(
         assert await store.count_memories("b") == 1
     finally:
         await store.close()
+
+
+def _shared_buffers(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT pg_size_bytes(current_setting('shared_buffers'))").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_shared_buffers_target_scales_with_memory() -> None:
+    assert shared_buffers_target(24 * 2**30) == 1024
+    assert shared_buffers_target(2 * 2**30) == 256
+    assert shared_buffers_target(512 * 2**20) == 128
+    assert 128 <= shared_buffers_target() <= 1024
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_embedded_server_outgrows_initdbs_shared_buffers_but_keeps_a_chosen_value(
+    data_dir: Path,
+) -> None:
+    dsn = embedded_dsn(data_dir)
+    assert _shared_buffers(dsn) == shared_buffers_target() * 2**20
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM SET shared_buffers = '136MB'")
+    stop_embedded(data_dir)
+    # As a new process would: start the server again and look at its settings.
+    _embedded._servers.pop(data_dir.resolve())
+    assert _shared_buffers(embedded_dsn(data_dir)) == 136 * 2**20
 
 
 def test_missing_extra_names_the_pip_line_and_the_dsn_alternative(
