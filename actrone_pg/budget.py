@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import TypeVar
 
 from actrone_pg.ranking import share
 
-__all__ = ["Shares", "pack_memories", "pack_turns", "split_budget"]
+__all__ = ["Shares", "pack_costs", "pack_memories", "pack_turns", "split_budget"]
 
 T = TypeVar("T")
 
@@ -54,12 +55,25 @@ def pack_turns(
 
 def pack_memories(ranked: Sequence[T], cost: Callable[[T], int], limit: int) -> tuple[list[T], int]:
     """Take memories in rank order, skipping any that does not fit and trying the next."""
-    taken: list[T] = []
+    positions, used = pack_costs([cost(item) for item in ranked], limit)
+    return [ranked[p] for p in positions], used
+
+
+def pack_costs(costs: Sequence[int], limit: int) -> tuple[list[int], int]:
+    """:func:`pack_memories` on the costs alone: the positions taken, and their total.
+
+    The walk ends as soon as even the cheapest item left would not fit, rather than trying every
+    one of (typically) 500 candidates for a budget that holds a few dozen.
+    """
+    # cheapest[i] = min(costs[i:])
+    cheapest = list(accumulate(reversed(costs), min))
+    cheapest.reverse()
+    taken: list[int] = []
     used = 0
-    for item in ranked:
-        c = cost(item)
-        if used + c > limit:
-            continue
-        taken.append(item)
-        used += c
+    for i, c in enumerate(costs):
+        if used + cheapest[i] > limit:
+            break
+        if used + c <= limit:
+            taken.append(i)
+            used += c
     return taken, used

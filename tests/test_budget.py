@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from actrone_pg.budget import pack_memories, pack_turns, split_budget
+import random
+
+from actrone_pg.budget import pack_costs, pack_memories, pack_turns, split_budget
 
 
 def test_split_leaves_forty_percent_to_the_caller() -> None:
@@ -35,3 +37,19 @@ def test_budget_of_one_token() -> None:
 def test_zero_cost_items_fit_in_an_empty_share() -> None:
     taken, used = pack_memories([("m", 0)], lambda m: m[1], 0)
     assert taken == [("m", 0)] and used == 0
+
+
+def test_pack_costs_stopping_early_takes_what_trying_every_item_takes() -> None:
+    def every_item(costs: list[int], limit: int) -> tuple[list[int], int]:
+        taken, used = [], 0
+        for i, c in enumerate(costs):
+            if used + c <= limit:
+                taken.append(i)
+                used += c
+        return taken, used
+
+    rng = random.Random(3)
+    for _ in range(2000):
+        costs = [rng.choice([0, 1, 2, 5, 30, 200]) for _ in range(rng.randint(0, 40))]
+        limit = rng.choice([0, 1, 7, 60, 400, 10_000])
+        assert pack_costs(costs, limit) == every_item(costs, limit), (costs, limit)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from actrone_pg.budget import pack_memories
+from actrone_pg.budget import pack_costs
 from actrone_pg.models import Explain, Memory, ScoredMemory, SessionInfo, Turn
 from actrone_pg.ranking import (
     BM25_B,
@@ -70,6 +70,7 @@ class _Space:
     created_us: npt.NDArray[np.int64]
     id_order: npt.NDArray[np.int64]  # rank of each id in code-point order
     lengths: npt.NDArray[np.float64]
+    tokens: npt.NDArray[np.int64]  # each memory's stored token count
     column: dict[str, int] = field(default_factory=dict)  # memory id -> column
     # term -> (sorted columns holding it, their term frequencies); filled on first use
     terms: dict[str, tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]] | None] = field(
@@ -148,6 +149,7 @@ class _Agent:
                 created_us=np.array([micros(e.memory.created_at) for e in entries], dtype=np.int64),
                 id_order=id_order,
                 lengths=np.array([e.length for e in entries], dtype=np.float64),
+                tokens=np.array([e.memory.token_count for e in entries], dtype=np.int64),
                 column={mid: i for i, mid in enumerate(ids)},
             )
             self.spaces[embedder] = cached
@@ -310,8 +312,9 @@ class InMemoryStore:
         if found is None:
             return PackedSearch(hits=[], ranked=0, tokens=0)
         tokens = found.tokens
-        taken, used = pack_memories(found.order, lambda p: tokens[p], budget)
-        return PackedSearch(hits=found.hits(taken), ranked=len(found.order), tokens=used)
+        taken, used = pack_costs([tokens[p] for p in found.order], budget)
+        chosen = [found.order[i] for i in taken]
+        return PackedSearch(hits=found.hits(chosen), ranked=len(found.order), tokens=used)
 
     def _rank(self, request: SearchRequest) -> _Ranked | None:
         expected = self._dimensions.get(request.embedder)
@@ -336,12 +339,14 @@ class InMemoryStore:
         ranked = rank_arrays(
             space.id_order[idx], space.created_us[idx], c_cos, c_bm25, request.params, request.now
         )
-        entries, ids = agent.entries, space.ids
-        # Plain lists: indexing numpy arrays element by element costs ~10× more per value.
-        memories = [entries[ids[i]].memory for i in idx.tolist()]
+        # Plain lists: indexing numpy arrays element by element costs ~10× more per value. The
+        # memories themselves are looked up only for the hits built: right after the scan of the
+        # matrix each look-up misses the CPU caches (~1 µs; 0.6 ms for 500 candidates).
         return _Ranked(
-            memories=memories,
-            tokens=[m.token_count for m in memories],
+            entries=agent.entries,
+            ids=space.ids,
+            columns=idx.tolist(),
+            tokens=space.tokens[idx].tolist(),
             order=ranked.order.tolist(),
             cosine=c_cos.tolist(),
             bm25=c_bm25.tolist(),
@@ -391,7 +396,11 @@ def _now() -> datetime:
 class _Ranked:
     """One search's admitted candidates (by position) and their ranking, as plain lists."""
 
-    memories: list[Memory]
+    entries: dict[str, _Entry]
+    #: The space's ids by column.
+    ids: list[str]
+    #: Each candidate's column and token count, by position.
+    columns: list[int]
     tokens: list[int]
     #: Candidate positions, best first.
     order: list[int]
@@ -406,7 +415,7 @@ class _Ranked:
         """The hits at ``positions`` (in that order), each with its explanation."""
         return [
             ScoredMemory(
-                self.memories[p],
+                self.entries[self.ids[self.columns[p]]].memory,
                 Explain(
                     self.cosine[p],
                     self.dense[p],

@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from actrone_pg.budget import pack_memories
+from actrone_pg.budget import pack_costs
 from actrone_pg.errors import (
     ConfigurationError,
     DimensionMismatchError,
@@ -758,7 +758,8 @@ class PostgresStore:
             await conn.execute(SNAPSHOT)
             cur = await conn.execute(self._q(RANK), params, binary=True)
             ranked = await cur.fetchall()
-            chosen, used = pack_memories(ranked, _ranked_tokens, budget)
+            taken, used = pack_costs([r[7] for r in ranked], budget)  # token_count
+            chosen = [ranked[i] for i in taken]
             rows = []
             if chosen:
                 cur = await conn.execute(
@@ -826,11 +827,6 @@ def _explain(r: Sequence[Any]) -> Explain:
         fused_score=float(r[5]),
         bm25=float(r[1]) if r[1] is not None and r[1] > 0.0 else None,
     )
-
-
-def _ranked_tokens(r: Sequence[Any]) -> int:
-    # RANK's token_count column.
-    return int(r[7])
 
 
 def _memory(agent_id: str, r: Sequence[Any], explain: Explain | None = None) -> Memory:
