@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from actrone_pg.ranking import share
 
-__all__ = ["Shares", "pack_costs", "pack_memories", "pack_turns", "split_budget"]
+__all__ = ["Shares", "pack_costs", "pack_turns", "split_budget"]
 
 T = TypeVar("T")
 
@@ -53,25 +53,26 @@ def pack_turns(
     return taken, used
 
 
-def pack_memories(ranked: Sequence[T], cost: Callable[[T], int], limit: int) -> tuple[list[T], int]:
-    """Take memories in rank order, skipping any that does not fit and trying the next."""
-    positions, used = pack_costs([cost(item) for item in ranked], limit)
-    return [ranked[p] for p in positions], used
+def pack_costs(
+    costs: Sequence[int], limit: int | None, max_items: int | None = None
+) -> tuple[list[int], int]:
+    """Take memories in rank order, skipping any that does not fit and trying the next.
 
-
-def pack_costs(costs: Sequence[int], limit: int) -> tuple[list[int], int]:
-    """:func:`pack_memories` on the costs alone: the positions taken, and their total.
-
-    The walk ends as soon as even the cheapest item left would not fit, rather than trying every
-    one of (typically) 500 candidates for a budget that holds a few dozen.
+    Works on the memories' costs, in rank order; returns the positions taken and their total.
+    ``limit=None`` takes every item; ``max_items`` stops after that many are taken. The walk ends
+    as soon as even the cheapest item left would not fit, rather than trying every one of
+    (typically) 500 candidates for a budget that holds a few dozen.
     """
+    if limit is None:
+        taken = list(range(len(costs) if max_items is None else min(max_items, len(costs))))
+        return taken, sum(costs[i] for i in taken)
     # cheapest[i] = min(costs[i:])
     cheapest = list(accumulate(reversed(costs), min))
     cheapest.reverse()
-    taken: list[int] = []
+    taken = []
     used = 0
     for i, c in enumerate(costs):
-        if used + cheapest[i] > limit:
+        if used + cheapest[i] > limit or len(taken) == max_items:
             break
         if used + c <= limit:
             taken.append(i)

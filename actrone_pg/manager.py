@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from actrone_pg import _validation as v
-from actrone_pg.budget import pack_memories, pack_turns, split_budget
+from actrone_pg.budget import pack_costs, pack_turns, split_budget
 from actrone_pg.config import MemoryConfig
 from actrone_pg.embedders import Embedder, Reranker, as_vectors, create_embedder
 from actrone_pg.errors import ConfigurationError, RerankerError, ValidationError
@@ -416,8 +416,8 @@ class MemoryManager:
         v.check_id("agent_id", agent_id)
         v.check_text("query", query, self.config.max_text_chars)
         v.check_limit("limit", limit)
-        hits = await self._search(agent_id, query)
-        return [self._present(h, explain) for h in hits[:limit]]
+        packed = await self._search_packed(agent_id, query, None, limit)
+        return [self._present(h, explain) for h in packed.hits]
 
     async def retrieve_context(
         self,
@@ -514,18 +514,21 @@ class MemoryManager:
             hits = await self._rerank(query, hits)
         return hits
 
-    async def _search_packed(self, agent_id: str, query: str, budget: int) -> PackedSearch:
-        """The ranked memories that fit ``budget`` tokens, and how many were ranked.
+    async def _search_packed(
+        self, agent_id: str, query: str, budget: int | None, max_hits: int | None = None
+    ) -> PackedSearch:
+        """The best ranked memories that fit ``budget`` tokens (at most ``max_hits``).
 
-        The store packs when each memory costs its stored token count and no reranker reorders
-        the ranking (it can then skip building, or fetching, the memories that do not fit);
-        otherwise every hit comes back and is packed here.
+        The store chooses when each memory costs its stored token count (or there is no budget)
+        and no reranker reorders the ranking: it can then skip building, or fetching, the
+        memories not chosen. Otherwise every hit comes back and is chosen here.
         """
-        if self.reranker is None and not self._custom_counter:
-            return await self.store.search_packed(await self._request(agent_id, query), budget)
+        if self.reranker is None and (budget is None or not self._custom_counter):
+            request = await self._request(agent_id, query)
+            return await self.store.search_packed(request, budget, max_hits)
         hits = await self._search(agent_id, query)
-        taken, used = pack_memories(hits, self._memory_tokens, budget)
-        return PackedSearch(hits=taken, ranked=len(hits), tokens=used)
+        taken, used = pack_costs([self._memory_tokens(h) for h in hits], budget, max_hits)
+        return PackedSearch(hits=[hits[i] for i in taken], ranked=len(hits), tokens=used)
 
     async def _request(self, agent_id: str, query: str) -> SearchRequest:
         return SearchRequest(

@@ -20,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from actrone_pg.budget import pack_memories
+from actrone_pg.budget import pack_costs
 from actrone_pg.errors import DimensionMismatchError
 from actrone_pg.models import Memory, ScoredMemory, SessionInfo, Turn
 from actrone_pg.ranking import RankingParams
@@ -68,7 +68,7 @@ class SearchRequest:
 class PackedSearch:
     """The ranked memories that fit a token budget, and how many were ranked in all."""
 
-    #: Chosen memories, best first: the ranking taken as :func:`~actrone_pg.budget.pack_memories`
+    #: Chosen memories, best first: the ranking taken as :func:`~actrone_pg.budget.pack_costs`
     #: takes it, each costing its stored ``token_count``.
     hits: list[ScoredMemory]
     #: How many memories the search ranked (every admitted candidate).
@@ -149,19 +149,28 @@ class Store(Protocol):
         be left ``None`` (the manager attaches the explanation to the memories it returns).
         """
 
-    async def search_packed(self, request: SearchRequest, budget: int) -> PackedSearch:
+    async def search_packed(
+        self, request: SearchRequest, budget: int | None, max_hits: int | None = None
+    ) -> PackedSearch:
         """What :func:`pack_search` returns; a store may get there without building every hit.
 
-        ``retrieve_context`` needs only the memories that fit its L2 share, so a store can rank
-        every candidate and then read or build just those (PostgreSQL fetches their rows).
+        ``retrieve_context`` needs only the memories that fit its L2 share (``budget`` tokens),
+        ``search_memories`` only the best ``max_hits``; a store can rank every candidate and then
+        read or build just those (PostgreSQL fetches their rows).
         """
 
 
-async def pack_search(store: Store, request: SearchRequest, budget: int) -> PackedSearch:
-    """The plain way to answer :meth:`Store.search_packed`: search, then pack the hits."""
+async def pack_search(
+    store: Store, request: SearchRequest, budget: int | None, max_hits: int | None = None
+) -> PackedSearch:
+    """The plain way to answer :meth:`Store.search_packed`: search, then pack the hits.
+
+    In rank order, each hit that fits what is left of ``budget`` tokens (``None``: no limit) is
+    taken, until ``max_hits`` are.
+    """
     hits = await store.search(request)
-    taken, used = pack_memories(hits, stored_tokens, budget)
-    return PackedSearch(hits=taken, ranked=len(hits), tokens=used)
+    taken, used = pack_costs([stored_tokens(h) for h in hits], budget, max_hits)
+    return PackedSearch(hits=[hits[i] for i in taken], ranked=len(hits), tokens=used)
 
 
 def stored_tokens(hit: ScoredMemory) -> int:

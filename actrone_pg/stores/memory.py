@@ -306,13 +306,15 @@ class InMemoryStore:
             return []
         return found.hits(found.order)
 
-    async def search_packed(self, request: SearchRequest, budget: int) -> PackedSearch:
+    async def search_packed(
+        self, request: SearchRequest, budget: int | None, max_hits: int | None = None
+    ) -> PackedSearch:
         """The ranking packed into ``budget``, building only the hits that fit."""
         found = self._rank(request)
         if found is None:
             return PackedSearch(hits=[], ranked=0, tokens=0)
         tokens = found.tokens
-        taken, used = pack_costs([tokens[p] for p in found.order], budget)
+        taken, used = pack_costs([tokens[p] for p in found.order], budget, max_hits)
         chosen = [found.order[i] for i in taken]
         return PackedSearch(hits=found.hits(chosen), ranked=len(found.order), tokens=used)
 

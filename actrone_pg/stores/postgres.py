@@ -745,8 +745,10 @@ class PostgresStore:
             )
         return out
 
-    async def search_packed(self, request: SearchRequest, budget: int) -> PackedSearch:
-        """Rank without the memories' fields, pack ``budget``, then read only the chosen rows.
+    async def search_packed(
+        self, request: SearchRequest, budget: int | None, max_hits: int | None = None
+    ) -> PackedSearch:
+        """Rank without the memories' fields, choose (see ``pack_search``), read only those rows.
 
         Both statements run in one read-only REPEATABLE READ transaction, so the rows read are
         the ones ranked even while other sessions write.
@@ -758,7 +760,7 @@ class PostgresStore:
             await conn.execute(SNAPSHOT)
             cur = await conn.execute(self._q(RANK), params, binary=True)
             ranked = await cur.fetchall()
-            taken, used = pack_costs([r[7] for r in ranked], budget)  # token_count
+            taken, used = pack_costs([r[7] for r in ranked], budget, max_hits)  # token_count
             chosen = [ranked[i] for i in taken]
             rows = []
             if chosen:

@@ -1162,9 +1162,11 @@ class RedisQdrantStore:
         return len(entries)
 
     # -- L2 search --
-    async def search_packed(self, request: SearchRequest, budget: int) -> PackedSearch:
+    async def search_packed(
+        self, request: SearchRequest, budget: int | None, max_hits: int | None = None
+    ) -> PackedSearch:
         """Search, then pack: the ranking reads every candidate's payload anyway."""
-        return await pack_search(self, request, budget)
+        return await pack_search(self, request, budget, max_hits)
 
     async def search(self, request: SearchRequest) -> list[ScoredMemory]:
         """Exact admission and the reference ranking over the agent's Qdrant candidates."""

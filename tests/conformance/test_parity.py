@@ -189,15 +189,17 @@ async def test_parity_with_the_reference(other: Store, family: str) -> None:
             assert _same_fields(g, w)
         # retrieve_context's path: the same ranking packed into a budget, built only for the
         # memories that fit (PostgreSQL fetches just their rows).
-        budget = rng.choice([0, 8, 40, 200, 100_000])
-        packed = await other.search_packed(req, budget)
-        expected = await pack_search(reference, req, budget)
+        # (search_memories: no budget, the best few)
+        budget = rng.choice([0, 8, 40, 200, 100_000, None])
+        max_hits = rng.choice([None, None, 1, 10])
+        packed = await other.search_packed(req, budget, max_hits)
+        expected = await pack_search(reference, req, budget, max_hits)
         assert (packed.ranked, packed.tokens) == (expected.ranked, expected.tokens)
         assert _ranked(packed.hits) == _ranked(expected.hits), f"query {q}, budget {budget}"
         for g, w in zip(packed.hits, expected.hits, strict=True):
             assert _same_fields(g, w)
             assert g.explain.fused_score == pytest.approx(w.explain.fused_score, rel=1e-9, abs=1e-6)
-            packed_any += 1 if budget else 0
+            packed_any += 1
     assert compared >= 100
     assert total_hits >= 10 * compared  # the queries really rank something
     assert packed_any >= 50  # and the packed path really chose memories

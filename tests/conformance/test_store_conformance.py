@@ -254,6 +254,9 @@ async def test_packed_search_skips_what_does_not_fit(store: Store) -> None:
     assert (packed.ranked, packed.tokens) == (3, 15)
     assert packed.hits[1].memory.content == "c" * 20
     assert packed.hits[1].explain.dense_rank == 3
+    best = await store.search_packed(req, None, 2)  # search_memories: the best two, no budget
+    assert [h.memory.id for h in best.hits] == ["a", "b"]
+    assert (best.ranked, best.tokens) == (3, 30)
     empty = await store.search_packed(req, 0)
     assert (empty.hits, empty.ranked, empty.tokens) == ([], 3, 0)
     nobody = await store.search_packed(request("nobody", "x", [1, 0, 0, 0]), 100)
