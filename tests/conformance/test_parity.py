@@ -17,17 +17,21 @@ from __future__ import annotations
 
 import random
 import string
+from collections.abc import Awaitable
 from datetime import timedelta
 
 import numpy as np
 import pytest
 
-from actrone_pg.models import ScoredMemory
+from actrone_pg.config import MemoryConfig
+from actrone_pg.manager import MemoryManager
+from actrone_pg.models import Memory, ScoredMemory
 from actrone_pg.ranking import RankingParams
 from actrone_pg.stores.base import MemoryRecord, Store, pack_search
 from actrone_pg.stores.memory import InMemoryStore
 from tests.conftest import BACKENDS
 from tests.factories import NOW, memory, request
+from tests.helpers import FixedEmbedder
 
 # "memory" against a second reference instance checks that the reference is deterministic.
 OTHERS = list(BACKENDS)
@@ -203,3 +207,58 @@ async def test_parity_with_the_reference(other: Store, family: str) -> None:
     assert compared >= 100
     assert total_hits >= 10 * compared  # the queries really rank something
     assert packed_any >= 50  # and the packed path really chose memories
+
+
+async def test_manager_retrieval_matches_the_reference(other: Store) -> None:
+    # End to end through MemoryManager: retrieve_context packs through search_packed (PostgreSQL
+    # ranks without the fields, then reads only what fits), search_memories takes the best few.
+    # Exact vectors (cosines are multiples of 0.25 in any arithmetic): rankings must match.
+    rng = random.Random("manager-parity")
+    items = [
+        {"content": _text(rng), "memory_id": f"m{i}", "created_at": NOW - timedelta(minutes=i)}
+        for i in range(150)
+    ]
+    queries = [(_text(rng) + f" q{n}", rng.choice([40, 400, 4000])) for n in range(25)]
+    texts = [str(item["content"]) for item in items] + [q for q, _ in queries]
+    vectors = {t: _exact_vector(rng).tolist() for t in texts}
+
+    def manager(store: Store | None) -> Awaitable[MemoryManager]:
+        backend = "memory" if store is None else store.backend
+        config = MemoryConfig(backend=backend, relevance_threshold=0.25)
+        embedder = FixedEmbedder(vectors, dimensions=16, name="exact-16")
+        return MemoryManager.create(config, store=store, embedder=embedder)
+
+    ref, mm = await manager(None), await manager(other)
+    for m in (ref, mm):
+        await m.inject_memories("agent", items)
+        for j in range(8):
+            await m.store_turn("agent", "s", f"question {j}", f"answer {j} " * j, turn_id=f"t{j}")
+
+    def ranks(memories: list[Memory]) -> list[tuple[str, int | None, int | None, int | None]]:
+        return [
+            (m.id, m.explain.dense_rank, m.explain.lexical_rank, m.explain.recency_rank)
+            for m in memories
+            if m.explain is not None
+        ]
+
+    chosen = 0
+    for query, budget in queries:
+        want = await ref.retrieve_context("agent", "s", query, budget, explain=True)
+        got = await mm.retrieve_context("agent", "s", query, budget, explain=True)
+        assert ranks(got.episodic_memories) == ranks(want.episodic_memories), query
+        assert len(ranks(got.episodic_memories)) == len(got.episodic_memories)
+        assert [m.content for m in got.episodic_memories] == [
+            m.content for m in want.episodic_memories
+        ]
+        assert got.candidates_considered == want.candidates_considered
+        assert (got.session_tokens, got.episodic_tokens) == (
+            want.session_tokens,
+            want.episodic_tokens,
+        )
+        assert [t.id for t in got.recent_turns] == [t.id for t in want.recent_turns]
+        chosen += len(got.episodic_memories)
+        want_hits = await ref.search_memories("agent", query, limit=7, explain=True)
+        got_hits = await mm.search_memories("agent", query, limit=7, explain=True)
+        assert ranks(got_hits) == ranks(want_hits), query
+    assert chosen >= 50
+    await ref.close()
