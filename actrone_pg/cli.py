@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "migrate": ("actrone_pg._cli.migrate", "apply the PostgreSQL schema migrations"),
     "inspect": ("actrone_pg._cli.inspect", "show sessions, recent turns and memories (PostgreSQL)"),
     "dsn": ("actrone_pg._cli.dsn", 'print the PostgreSQL DSN (for psql "$(actrone-pg dsn)")'),
+    "sweep": ("actrone_pg._cli.sweep", "remove expired sessions and their turns"),
 }
 
 

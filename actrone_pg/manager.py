@@ -253,6 +253,17 @@ class MemoryManager:
         v.check_id("session_id", session_id)
         await self.store.clear_session(agent_id, session_id)
 
+    async def sweep_expired_sessions(self, limit: int = 10_000) -> int:
+        """Remove up to ``limit`` sessions idle longer than ``session_ttl_hours``, with their turns.
+
+        An expired session already reads as empty; this reclaims its storage (PostgreSQL and the
+        in-memory store keep it until then; Redis expires it by itself and returns 0). It spans
+        every agent, so run it from a scheduled job (``actrone-pg sweep``). Returns the number of
+        sessions removed; call again while it returns ``limit``.
+        """
+        v.check_limit("limit", limit)
+        return await self.store.sweep_expired_sessions(ttl_seconds=self._ttl_seconds, limit=limit)
+
     async def try_lock(
         self, agent_id: str, name: str = "maintenance", *, ttl_seconds: float = 60.0
     ) -> str | None:

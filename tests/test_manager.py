@@ -387,3 +387,15 @@ async def test_returned_memories_carry_every_stored_field() -> None:
     (hit,) = await mm.search_memories("ag", "tea with lemon", explain=True)
     assert hit.explain is not None
     assert hit == dataclasses.replace(stored, explain=hit.explain)  # type: ignore[type-var]
+
+
+async def test_sweep_reclaims_expired_sessions() -> None:
+    mm = await make(session_ttl_hours=0.5 / 3600)  # half a second
+    await mm.store_turn("ag", "old", "hello", "hi")
+    await asyncio.sleep(0.8)
+    await mm.store_turn("ag", "new", "hello again", "hi")
+    assert await mm.sweep_expired_sessions() == 1
+    assert await mm.sweep_expired_sessions() == 0
+    assert await mm.get_session("ag", "new") is not None
+    with pytest.raises(ValidationError):
+        await mm.sweep_expired_sessions(limit=0)

@@ -116,6 +116,13 @@ class Store(Protocol):
     async def clear_session(self, agent_id: str, session_id: str) -> None:
         """Remove the session and all its turns."""
 
+    async def sweep_expired_sessions(self, *, ttl_seconds: float, limit: int) -> int:
+        """Remove up to ``limit`` sessions idle longer than ``ttl_seconds``, with their turns.
+
+        The one maintenance call that spans agents: it removes only what no read can return any
+        more (an expired session reads as empty). Returns how many sessions were removed.
+        """
+
     async def acquire_lock(self, agent_id: str, name: str, holder: str, ttl_seconds: float) -> bool:
         """Take the named lock for ``holder`` unless someone else holds a live one.
 

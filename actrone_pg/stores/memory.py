@@ -194,6 +194,14 @@ class InMemoryStore:
         session.last_active_at = now
         return session
 
+    async def sweep_expired_sessions(self, *, ttl_seconds: float, limit: int) -> int:
+        """Drop up to ``limit`` sessions idle longer than ``ttl_seconds`` (turns included)."""
+        now, ttl = _now(), timedelta(seconds=ttl_seconds)
+        expired = [k for k, s in self._sessions.items() if now - s.last_active_at > ttl][:limit]
+        for key in expired:
+            del self._sessions[key]
+        return len(expired)
+
     async def append_turn(self, turn: Turn, *, max_turns: int, ttl_seconds: float) -> None:
         """Append a turn (idempotent by id), trim to ``max_turns`` and refresh the expiry."""
         session = self._touch(turn.agent_id, turn.session_id, ttl_seconds)

@@ -118,6 +118,13 @@ SELECT_SESSION = (
     " AND x.last_active_at >= now() - make_interval(secs => %s)"
 )
 DELETE_SESSION = "DELETE FROM {s}.sessions WHERE agent_id = %s AND session_id = %s"
+# A session a writer is reviving right now is locked: skipped, and re-checked if it was waited on.
+SWEEP_SESSIONS = (
+    "DELETE FROM {s}.sessions WHERE (agent_id, session_id) IN ("
+    "SELECT x.agent_id, x.session_id FROM {s}.sessions AS x"
+    " WHERE x.last_active_at < now() - make_interval(secs => %s)"
+    " LIMIT %s FOR UPDATE SKIP LOCKED)"
+)
 # One atomic statement: insert, or take over a lapsed lock; a live lock (even our own) refuses.
 ACQUIRE_LOCK = (
     "INSERT INTO {s}.locks AS l (agent_id, name, holder, expires_at)"
@@ -531,6 +538,12 @@ class PostgresStore:
         """Remove the session and (by cascade) its turns."""
         async with self._conn() as conn:
             await conn.execute(self._q(DELETE_SESSION), (agent_id, session_id))
+
+    async def sweep_expired_sessions(self, *, ttl_seconds: float, limit: int) -> int:
+        """Delete up to ``limit`` expired sessions; their turns go by cascade."""
+        async with self._conn() as conn:
+            cur = await conn.execute(self._q(SWEEP_SESSIONS), (ttl_seconds, limit))
+            return max(cur.rowcount, 0)
 
     async def acquire_lock(self, agent_id: str, name: str, holder: str, ttl_seconds: float) -> bool:
         """Take the lock in one atomic statement, timed by the server's clock."""

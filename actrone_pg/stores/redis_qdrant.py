@@ -701,6 +701,10 @@ class RedisQdrantStore:
         keys, member = _AgentKeys.of(self._prefix, agent_id).session_keys(session_id)
         await self._script("clear", keys, [member])
 
+    async def sweep_expired_sessions(self, *, ttl_seconds: float, limit: int) -> int:
+        """Nothing to do: every key of a session carries its TTL and Redis removes it."""
+        return 0
+
     async def acquire_lock(self, agent_id: str, name: str, holder: str, ttl_seconds: float) -> bool:
         """``SET NX PX``: one winner among concurrent callers; Redis expires it after the TTL."""
         ak = _AgentKeys.of(self._prefix, agent_id)

@@ -1,11 +1,18 @@
-"""``actrone-pg migrate``, ``inspect`` and ``dsn`` against the test server."""
+"""``actrone-pg migrate``, ``inspect``, ``dsn`` and ``sweep`` against the test server."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
+import psycopg
 import pytest
+from psycopg import sql
 
 from actrone_pg import migrations
 from actrone_pg.cli import main
+from actrone_pg.stores.postgres import PostgresStore
+from tests.factories import turn
 
 pytestmark = pytest.mark.postgres
 
@@ -34,3 +41,34 @@ def test_inspect_of_an_unmigrated_schema_says_what_to_do(
 ) -> None:
     assert main(["inspect", "--dsn", postgres_dsn, "--schema", "nothing_here"]) == 1
     assert "actrone-pg migrate" in capsys.readouterr().out
+
+
+def test_sweep_removes_expired_sessions_and_their_turns(
+    postgres_dsn: str, scratch_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def seed() -> None:
+        store = PostgresStore(postgres_dsn, schema=scratch_schema)
+        await store.setup()
+        try:
+            for session in ("old-1", "old-2"):
+                await store.append_turn(turn("A", session), max_turns=50, ttl_seconds=1.0)
+        finally:
+            await store.close()
+
+    def turns() -> int:
+        with psycopg.connect(postgres_dsn) as conn:
+            row = conn.execute(
+                sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(scratch_schema, "turns"))
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    asyncio.run(seed())
+    assert turns() == 2
+    time.sleep(1.5)
+    args = ["sweep", "--backend", "postgres", "--dsn", postgres_dsn, "--schema", scratch_schema]
+    assert main([*args, "--ttl-hours", "1", "--batch", "1"]) == 0  # nothing idle for an hour
+    assert "removed 0 expired session(s) from the postgres store" in capsys.readouterr().out
+    assert main([*args, "--ttl-hours", str(1 / 3600), "--batch", "1"]) == 0  # one second
+    assert "removed 2 expired session(s) from the postgres store" in capsys.readouterr().out
+    assert turns() == 0  # the turns went with their sessions

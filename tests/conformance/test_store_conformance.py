@@ -65,6 +65,26 @@ async def test_session_expires_after_its_ttl_and_restarts_empty(store: Store) ->
     assert [t.user_message for t in got] == ["user: new"]
 
 
+async def test_sweep_removes_expired_sessions_and_nothing_live(store: Store) -> None:
+    for agent, session in (("A", "old-1"), ("B", "old-2"), ("A", "old-3")):
+        await store.append_turn(turn(agent, session, "old"), max_turns=50, ttl_seconds=0.3)
+    await asyncio.sleep(0.8)
+    # Idle 0.8 s against a TTL of 0.5 s; the live session has half a second of margin.
+    await store.append_turn(turn("A", "live", "new"), max_turns=50, ttl_seconds=5.0)
+    first = await store.sweep_expired_sessions(ttl_seconds=0.5, limit=2)
+    rest = await store.sweep_expired_sessions(ttl_seconds=0.5, limit=100)
+    if store.backend == "redis_qdrant":
+        assert (first, rest) == (0, 0)  # Redis expired the keys by itself
+    else:
+        assert (first, rest) == (2, 1)  # the limit holds; the next call takes the rest
+    assert await store.sweep_expired_sessions(ttl_seconds=0.5, limit=100) == 0
+    live = await store.recent_turns("A", "live", limit=10, ttl_seconds=5.0)
+    assert [t.user_message for t in live] == ["user: new"]
+    for agent, session in (("A", "old-1"), ("B", "old-2"), ("A", "old-3")):
+        # Read with a long TTL: only a removed session reads as absent.
+        assert await store.get_session(agent, session, ttl_seconds=3600) is None
+
+
 async def test_writing_refreshes_the_ttl(store: Store) -> None:
     for i in range(4):
         await store.append_turn(turn(text=f"t{i}"), max_turns=50, ttl_seconds=0.6)

@@ -1,0 +1,68 @@
+"""``actrone-pg sweep``: remove expired sessions and their turns (a job for cron or a timer).
+
+An expired session already reads as empty; this gives its storage back. It uses the configured
+backend (``ACTRONE_BACKEND`` and the other ``ACTRONE_*`` settings, or the options below) and the
+configured ``session_ttl_hours``, and deletes in batches until nothing expired is left.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+from actrone_pg.config import BACKENDS, MemoryConfig
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``actrone-pg sweep``."""
+    parser.add_argument(
+        "--backend", choices=BACKENDS, help="store to sweep (default: ACTRONE_BACKEND)"
+    )
+    parser.add_argument("--dsn", help="PostgreSQL DSN (default: ACTRONE_POSTGRES_DSN)")
+    parser.add_argument("--schema", help="PostgreSQL schema (default: ACTRONE_POSTGRES_SCHEMA)")
+    parser.add_argument(
+        "--ttl-hours",
+        type=float,
+        help="idle time after which a session is expired (default: ACTRONE_SESSION_TTL_HOURS)",
+    )
+    parser.add_argument(
+        "--batch", type=int, default=10_000, help="sessions deleted per statement (default 10,000)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Sweep in batches; print how many sessions were removed."""
+    from actrone_pg.stores import create_store
+
+    if args.batch < 1:
+        raise SystemExit("actrone-pg sweep: --batch must be at least 1")
+    overrides: dict[str, Any] = {}
+    if args.backend:
+        overrides["backend"] = args.backend
+    if args.dsn:
+        overrides["postgres_dsn"] = args.dsn
+    if args.schema:
+        overrides["postgres_schema"] = args.schema
+    if args.ttl_hours is not None:
+        overrides["session_ttl_hours"] = args.ttl_hours
+    config = MemoryConfig(**overrides)
+
+    async def sweep() -> int:
+        store = create_store(config)
+        await store.setup()
+        removed = 0
+        try:
+            while True:
+                n = await store.sweep_expired_sessions(
+                    ttl_seconds=config.session_ttl_hours * 3600.0, limit=args.batch
+                )
+                removed += n
+                if n < args.batch:
+                    return removed
+        finally:
+            await store.close()
+
+    removed = asyncio.run(sweep())
+    print(f"removed {removed:,} expired session(s) from the {config.backend} store")
+    return 0
