@@ -54,8 +54,8 @@ def _index_ddl(schema: str, name: str, embedder: str, agent: str | None) -> sql.
     ).format(sql.Identifier(name), sql.Identifier(schema), predicate)
 
 
-async def _load(dsn: str, schema: str, agents: int, per_agent: int) -> tuple[float, Dataset]:
-    dataset = build_dataset(DatasetSpec(agents=agents, per_agent=per_agent, queries=40))
+async def _manager(dsn: str, schema: str, dataset: Dataset) -> MemoryManager:
+    """A manager on ``schema`` whose embedder knows every text of ``dataset``."""
     embedder = FixedVectorEmbedder(384)
     for agent in dataset.agents:
         embedder.add(agent.texts, agent.vectors)
@@ -66,7 +66,12 @@ async def _load(dsn: str, schema: str, agents: int, per_agent: int) -> tuple[flo
         relevance_threshold=dataset.threshold,
         embedding_batch_size=1000,
     )
-    async with await MemoryManager.create(config, embedder=embedder) as mm:
+    return await MemoryManager.create(config, embedder=embedder)
+
+
+async def _load(dsn: str, schema: str, agents: int, per_agent: int) -> tuple[float, Dataset]:
+    dataset = build_dataset(DatasetSpec(agents=agents, per_agent=per_agent, queries=40))
+    async with await _manager(dsn, schema, dataset) as mm:
         seconds = await ingest(mm, dataset)
     return dataset.total_memories / seconds, dataset
 
@@ -119,23 +124,13 @@ def search_large_agent(dsn: str, per_agent: int, ef_values: list[int]) -> None:
 
 async def _ingest_rate(dsn: str, schema: str, agents: int, with_index: bool) -> float:
     dataset = build_dataset(DatasetSpec(agents=agents, per_agent=10_000, queries=10))
-    embedder = FixedVectorEmbedder(384)
-    for agent in dataset.agents:
-        embedder.add(agent.texts, agent.vectors)
-    config = MemoryConfig(
-        backend="postgres",
-        postgres_dsn=dsn,
-        postgres_schema=schema,
-        relevance_threshold=dataset.threshold,
-        embedding_batch_size=1000,
-    )
-    async with await MemoryManager.create(config, embedder=embedder) as mm:
+    async with await _manager(dsn, schema, dataset) as mm:
         first = dataset.agents[0]
         # registers the embedder, so that the index can name it before the timed ingest
         await mm.inject_memories(first.agent_id, [{"content": first.texts[0]}])
         if with_index:
             with psycopg.connect(dsn, autocommit=True) as conn:
-                conn.execute(_index_ddl(schema, "ix_ann_write", embedder.name, None))
+                conn.execute(_index_ddl(schema, "ix_ann_write", mm.embedder.name, None))
         seconds = await ingest(mm, dataset)
     return dataset.total_memories / seconds
 
