@@ -18,6 +18,10 @@
 -- embedder, except created_at and token_count) NULL: retrieve_context ranks every candidate,
 -- packs the token budget from token_count and fetches only the memories that fit (12.1 against
 -- 14.1 ms p50 for 500 candidates in an A/B of the two forms on the data of `actrone-pg bench`).
+--
+-- p_candidates, when given, replaces the exact scan: admission, ranking and fusion then run over
+-- those memories only (the store passes the nearest ids an agent's own HNSW index returns, for
+-- agents too large to scan; see docs/postgres.md). Cosines are still computed exactly here.
 CREATE OR REPLACE FUNCTION {schema}.hybrid_search(
     p_agent_id text,
     p_embedder text,
@@ -31,7 +35,8 @@ CREATE OR REPLACE FUNCTION {schema}.hybrid_search(
     p_relevance_weight double precision DEFAULT 0.7,
     p_recency_weight double precision DEFAULT 0.3,
     p_now timestamptz DEFAULT now(),
-    p_content boolean DEFAULT true
+    p_content boolean DEFAULT true,
+    p_candidates text[] DEFAULT NULL
 )
 RETURNS TABLE (
     id text,
@@ -72,7 +77,8 @@ nearest AS (
     -- Vectors of up to 600 dimensions come from an index-only scan of ix_memories_candidates
     -- (the agent's vectors stored together in the index); larger ones, which do not fit in a
     -- btree entry, through the primary key. The embedder's registered dimension decides the
-    -- branch once per call (a one-time filter), so the other branch costs nothing.
+    -- branch once per call (a one-time filter), so the other branch costs nothing; with
+    -- p_candidates only the third branch runs, fetching those ids through the primary key.
     SELECT u.id, u.created_at, u.cosine
     FROM (
         SELECT m.id, m.created_at, -(m.embedding OPERATOR({vector_schema}.<#>) p_vector) AS cosine
@@ -81,12 +87,20 @@ nearest AS (
           AND {vector_schema}.vector_dims(m.embedding) <= 600
           AND -(m.embedding OPERATOR({vector_schema}.<#>) p_vector) >= p_threshold
           AND (SELECT e.dimensions FROM {schema}.embedders AS e WHERE e.name = p_embedder) <= 600
+          AND p_candidates IS NULL
         UNION ALL
         SELECT m.id, m.created_at, -(m.embedding OPERATOR({vector_schema}.<#>) p_vector)
         FROM {schema}.memories AS m
         WHERE m.agent_id = p_agent_id AND m.embedder = p_embedder
           AND -(m.embedding OPERATOR({vector_schema}.<#>) p_vector) >= p_threshold
           AND (SELECT e.dimensions FROM {schema}.embedders AS e WHERE e.name = p_embedder) > 600
+          AND p_candidates IS NULL
+        UNION ALL
+        SELECT m.id, m.created_at, -(m.embedding OPERATOR({vector_schema}.<#>) p_vector)
+        FROM {schema}.memories AS m
+        WHERE p_candidates IS NOT NULL
+          AND m.agent_id = p_agent_id AND m.id = ANY (p_candidates) AND m.embedder = p_embedder
+          AND -(m.embedding OPERATOR({vector_schema}.<#>) p_vector) >= p_threshold
     ) AS u
     ORDER BY u.cosine DESC, u.created_at DESC, u.id
     LIMIT p_limit

@@ -79,26 +79,39 @@ def _hybrid_search_arities(dsn: str, schema: str) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-def test_0006_replaces_the_twelve_argument_function(postgres_dsn: str, scratch_schema: str) -> None:
-    migrations.migrate(postgres_dsn, scratch_schema, revision="0005")
-    # What 0003-0005 installed before 0006 existed: the same function without p_content.
-    body = sql_files.load("hybrid_search").replace(",\n    p_content boolean DEFAULT true\n", "\n")
-    body = body.replace("CASE WHEN p_content THEN", "CASE WHEN true THEN")
-    assert "p_content boolean" not in body and "WHEN p_content" not in body
+def _older_body(arity: int) -> str:
+    """hybrid_search.sql as revisions before 0006 (12 arguments) or 0007 (13) installed it."""
+    body = sql_files.load("hybrid_search")
+    body = body.replace(",\n    p_candidates text[] DEFAULT NULL\n", "\n")
+    body = body.replace("p_candidates IS NULL", "true").replace("p_candidates IS NOT NULL", "false")
+    body = body.replace("ANY (p_candidates)", "ANY (NULL::text[])")
+    if arity == 12:
+        body = body.replace(",\n    p_content boolean DEFAULT true\n", "\n")
+        body = body.replace("CASE WHEN p_content THEN", "CASE WHEN true THEN")
+    assert "p_candidates text[]" not in body and "(p_candidates)" not in body
+    assert arity == 13 or ("p_content boolean" not in body and "WHEN p_content" not in body)
+    return body
+
+
+@pytest.mark.parametrize(("revision", "arity"), [("0005", 12), ("0006", 13)])
+def test_a_new_argument_list_replaces_the_old_function(
+    postgres_dsn: str, scratch_schema: str, revision: str, arity: int
+) -> None:
+    migrations.migrate(postgres_dsn, scratch_schema, revision=revision)
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(
             sql.SQL("DROP FUNCTION {}.hybrid_search").format(sql.Identifier(scratch_schema))
         )
         conn.execute(
-            sql.SQL(body).format(
+            sql.SQL(_older_body(arity)).format(
                 schema=sql.Identifier(scratch_schema), vector_schema=sql.Identifier("public")
             )
         )
-    assert _hybrid_search_arities(postgres_dsn, scratch_schema) == [12]
+    assert _hybrid_search_arities(postgres_dsn, scratch_schema) == [arity]
     migrations.migrate(postgres_dsn, scratch_schema)
-    assert _hybrid_search_arities(postgres_dsn, scratch_schema) == [13]
-    # Downgrading keeps the 13-argument function, which 12-argument calls resolve to.
-    migrations.downgrade(postgres_dsn, scratch_schema, revision="0005")
+    assert _hybrid_search_arities(postgres_dsn, scratch_schema) == [14]
+    # Downgrading keeps the 14-argument function, which the older calls resolve to.
+    migrations.downgrade(postgres_dsn, scratch_schema, revision=revision)
     with psycopg.connect(postgres_dsn) as conn:
         rows = conn.execute(
             sql.SQL(
@@ -107,7 +120,7 @@ def test_0006_replaces_the_twelve_argument_function(postgres_dsn: str, scratch_s
             ).format(sql.Identifier(scratch_schema))
         ).fetchone()
     assert rows == (0,)
-    assert _hybrid_search_arities(postgres_dsn, scratch_schema) == [13]
+    assert _hybrid_search_arities(postgres_dsn, scratch_schema) == [14]
 
 
 def test_upgrade_of_a_seeded_database_keeps_the_data(
