@@ -232,6 +232,8 @@ ANN_RECHECK_SECONDS = 60.0
 ANN_RETRY_SECONDS = 600.0
 #: The index scan fetches this many more ids than the search admits; they are ranked exactly.
 ANN_OVERFETCH = 1.2
+#: maintenance_work_mem of the session that builds an index.
+ANN_BUILD_MEMORY = "512MB"
 ANN_INDEX_STATE = (
     "SELECT i.indisvalid FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid"
     " JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s"
@@ -724,6 +726,10 @@ class PostgresStore:
             # Not through _conn(): a build takes minutes, longer than any call's timeout.
             async with self._pool.connection() as conn:
                 await conn.execute("SET statement_timeout = 0")
+                # The graph of 100,000 vectors of 384 dimensions takes ~200 MB; with the default
+                # 64 MB the build spills and took 107 s instead of 20 s (benchmarks/
+                # pg_ann_large_agent.py, docs/postgres.md).
+                await conn.execute(f"SET maintenance_work_mem = '{ANN_BUILD_MEMORY}'")
                 try:
                     cur = await conn.execute(ANN_LOCK, (lock,))
                     row = await cur.fetchone()
@@ -751,6 +757,7 @@ class PostgresStore:
                         await conn.execute(ANN_UNLOCK, (lock,))
                 finally:
                     await conn.execute("RESET statement_timeout")
+                    await conn.execute("RESET maintenance_work_mem")
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the server's refusal, a lost connection, a pool timeout
