@@ -966,8 +966,10 @@ class PostgresStore:
 
     async def _drop_ann_indexes(self, agent_id: str) -> None:
         """Drop the agent's HNSW indexes, whatever process built them."""
-        for key in [k for k in self._ann_builds if k[0] == agent_id]:
-            self._ann_builds.pop(key).cancel()
+        stopped = [self._ann_builds.pop(k) for k in list(self._ann_builds) if k[0] == agent_id]
+        for task in stopped:
+            task.cancel()
+        await asyncio.gather(*stopped, return_exceptions=True)  # its index is dropped below
         async with self._conn() as conn:
             cur = await conn.execute(self._q(SELECT_ALL_EMBEDDERS))
             embedders = [str(r[0]) for r in await cur.fetchall()]

@@ -165,3 +165,15 @@ async def test_no_index_when_turned_off(postgres_dsn: str, scratch_schema: str) 
         assert _indexes(postgres_dsn, scratch_schema) == {}
     finally:
         await store.close()
+
+
+async def test_erasing_an_agent_whose_index_is_being_built(
+    ann_store: PostgresStore, postgres_dsn: str, scratch_schema: str
+) -> None:
+    records = _records("big", 21_000, 5)
+    for start in range(0, 21_000, 7_000):
+        await ann_store.upsert_memories(records[start : start + 7_000])
+    await ann_store.erase_agent("big")  # the build started by the last batch is still running
+    await ann_store.wait_for_indexes()
+    assert _indexes(postgres_dsn, scratch_schema) == {}
+    assert await ann_store.count_memories("big") == 0
