@@ -5,9 +5,10 @@ from __future__ import annotations
 from alembic import op
 from psycopg import sql
 
+from actrone_pg import sql as sql_files
 from actrone_pg.migrations import validate_schema
 
-__all__ = ["execute", "schema_name", "vector_schema"]
+__all__ = ["execute", "replace_hybrid_search", "schema_name", "template", "vector_schema"]
 
 
 def schema_name() -> str:
@@ -39,3 +40,20 @@ def execute(statement: sql.Composable) -> None:
 def template(text: str, **identifiers: str) -> sql.Composed:
     """``text`` with each ``{name}`` replaced by the quoted identifier ``identifiers[name]``."""
     return sql.SQL(text).format(**{k: sql.Identifier(v) for k, v in identifiers.items()})
+
+
+def replace_hybrid_search(previous_arguments: str) -> None:
+    """Drop ``hybrid_search`` with the argument types it had, then install the current one.
+
+    For revisions that change its argument list: PostgreSQL would otherwise keep the old one as
+    an overload. ``previous_arguments`` may name ``{vector_schema}``.
+    """
+    schema, vschema = schema_name(), vector_schema()
+    execute(
+        template(
+            "DROP FUNCTION IF EXISTS {schema}.hybrid_search(" + previous_arguments + ")",
+            schema=schema,
+            vector_schema=vschema,
+        )
+    )
+    execute(template(sql_files.load("hybrid_search"), schema=schema, vector_schema=vschema))

@@ -17,28 +17,20 @@ Create Date: 2026-11-30
 
 from __future__ import annotations
 
-from actrone_pg import sql as sql_files
-from actrone_pg.migrations._ops import execute, schema_name, template, vector_schema
+from actrone_pg.migrations._ops import replace_hybrid_search
 
 revision: str = "0007"
 down_revision: str | None = "0006"
 branch_labels: str | None = None
 depends_on: str | None = None
 
-_OLD_SIGNATURE = (
-    "{schema}.hybrid_search(text, text, text[], {vector_schema}.vector, double precision,"
-    " integer, boolean, integer, double precision[], double precision, double precision,"
-    " timestamptz, boolean)"
-)
-
 
 def upgrade() -> None:
     """Replace the 13-argument function with the current one."""
-    schema, vschema = schema_name(), vector_schema()
-    execute(
-        template("DROP FUNCTION IF EXISTS " + _OLD_SIGNATURE, schema=schema, vector_schema=vschema)
+    replace_hybrid_search(
+        "text, text, text[], {vector_schema}.vector, double precision, integer, boolean,"
+        " integer, double precision[], double precision, double precision, timestamptz, boolean"
     )
-    execute(template(sql_files.load("hybrid_search"), schema=schema, vector_schema=vschema))
 
 
 def downgrade() -> None:
