@@ -146,7 +146,7 @@ REGISTER_EMBEDDERS = (
     " SELECT * FROM unnest(%s::text[], %s::int[]) ON CONFLICT (name) DO NOTHING"
 )
 SELECT_EMBEDDERS = "SELECT name, dimensions FROM {s}.embedders WHERE name = ANY(%s::text[])"
-ANALYZE_L2 = "ANALYZE {s}.memories, {s}.term_stats, {s}.agent_stats"
+ANALYZE_L2 = "VACUUM (ANALYZE) {s}.memories, {s}.term_stats, {s}.agent_stats"
 #: ANALYZE after this many memories written by one store, then after ×ANALYZE_GROWTH as many.
 ANALYZE_FIRST = 1_000
 ANALYZE_GROWTH = 4
@@ -670,7 +670,7 @@ class PostgresStore:
             await self._analyze()
 
     async def _analyze(self) -> None:
-        """Refresh the planner's statistics of the L2 tables.
+        """Refresh the planner's statistics of the L2 tables, and their visibility maps.
 
         Right after a bulk load into fresh tables the planner has no statistics and expects one
         row from every step. ``hybrid_search`` itself is protected from that since migration 0005
@@ -678,7 +678,10 @@ class PostgresStore:
         bench``); this keeps every other statement's estimates current too, without waiting
         about a minute for autovacuum: ``ANALYZE`` runs after the store has written 1,000, 4,000,
         16,000, … memories (each step ×4, so the total cost stays a small fraction of the
-        writes). ``ANALYZE`` takes a lock that blocks neither reads nor writes.
+        writes). It is ``VACUUM (ANALYZE)``: until a page is marked all-visible, the index-only
+        candidate scan visits the heap for each of its rows; right after loading 2 agents ×
+        10,000 memories a search took 22.8 ms, 14.5 ms once vacuumed (autovacuum gets there
+        within a minute or so). Neither takes a lock that blocks reads or writes.
         """
         if any(not t.done() for t in self._ann_builds.values()):
             self._analyze_pending = True
