@@ -805,6 +805,8 @@ class PostgresStore:
             async with self._conn() as conn:
                 state = await self._ann_state(conn, ann_index_name(agent_id, embedder))
             known = (state is True, now)
+            if len(self._ann_known) >= 100_000:  # one entry per agent searched: bound it
+                self._ann_known.clear()
             self._ann_known[key] = known
         return dimensions if known[0] else None
 
