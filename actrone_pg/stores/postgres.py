@@ -709,15 +709,20 @@ class PostgresStore:
 
     async def wait_for_indexes(self) -> None:
         """Wait until the HNSW index builds started by this store have finished."""
-        await asyncio.gather(*self._ann_builds.values(), return_exceptions=True)
+        await asyncio.gather(*list(self._ann_builds.values()), return_exceptions=True)
 
     async def _build_ann(self, agent_id: str, embedder: str, dimensions: int) -> None:
-        async with self._maintenance:
-            await self._build_ann_locked(agent_id, embedder, dimensions)
-            if self._analyze_pending and self._pool is not None:
-                self._analyze_pending = False
-                async with self._conn() as conn:
-                    await conn.execute(self._q(ANALYZE_L2))
+        try:
+            async with self._maintenance:
+                await self._build_ann_locked(agent_id, embedder, dimensions)
+                if self._analyze_pending and self._pool is not None:
+                    self._analyze_pending = False
+                    async with self._conn() as conn:
+                        await conn.execute(self._q(ANALYZE_L2))
+        finally:
+            key = (agent_id, embedder)
+            if self._ann_builds.get(key) is asyncio.current_task():
+                del self._ann_builds[key]
 
     async def _build_ann_locked(self, agent_id: str, embedder: str, dimensions: int) -> None:
         key = (agent_id, embedder)
