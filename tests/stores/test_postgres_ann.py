@@ -177,3 +177,22 @@ async def test_erasing_an_agent_whose_index_is_being_built(
     await ann_store.wait_for_indexes()
     assert _indexes(postgres_dsn, scratch_schema) == {}
     assert await ann_store.count_memories("big") == 0
+
+
+async def test_closing_during_a_build_leaves_nothing_a_later_store_cannot_repair(
+    postgres_dsn: str, scratch_schema: str
+) -> None:
+    records = _records("big", 21_000, 6)
+    store = PostgresStore(postgres_dsn, schema=scratch_schema, ann_min_memories=20_000)
+    await store.setup()
+    await store.upsert_memories(records[:20_500])  # starts the build
+    await store.close()  # cancels it: at most an invalid index remains
+    assert set(_indexes(postgres_dsn, scratch_schema).values()) <= {False, True}
+    again = PostgresStore(postgres_dsn, schema=scratch_schema, ann_min_memories=20_000)
+    await again.setup()
+    try:
+        await again.upsert_memories(records[20_500:])
+        await again.wait_for_indexes()
+        assert _indexes(postgres_dsn, scratch_schema) == {ann_index_name("big", EMBEDDER): True}
+    finally:
+        await again.close()
