@@ -52,6 +52,10 @@ class _Session:
     turn_ids: set[str] = field(default_factory=set)
     metadata: dict[str, Any] = field(default_factory=dict)
 
+    def expired(self, now: datetime, ttl_seconds: float) -> bool:
+        """Idle longer than ``ttl_seconds`` at ``now``."""
+        return now - self.last_active_at > timedelta(seconds=ttl_seconds)
+
 
 @dataclass
 class _Entry:
@@ -179,7 +183,7 @@ class InMemoryStore:
         session = self._sessions.get(key)
         if session is None:
             return None
-        if _now() - session.last_active_at > timedelta(seconds=ttl_seconds):
+        if session.expired(_now(), ttl_seconds):
             del self._sessions[key]
             return None
         return session
@@ -196,8 +200,8 @@ class InMemoryStore:
 
     async def sweep_expired_sessions(self, *, ttl_seconds: float, limit: int) -> int:
         """Drop up to ``limit`` sessions idle longer than ``ttl_seconds`` (turns included)."""
-        now, ttl = _now(), timedelta(seconds=ttl_seconds)
-        expired = [k for k, s in self._sessions.items() if now - s.last_active_at > ttl][:limit]
+        now = _now()
+        expired = [k for k, s in self._sessions.items() if s.expired(now, ttl_seconds)][:limit]
         for key in expired:
             del self._sessions[key]
         return len(expired)
