@@ -23,14 +23,14 @@ from typing import Any
 import numpy as np
 
 from actrone_pg import _validation as v
-from actrone_pg.budget import pack_costs, pack_turns, split_budget
+from actrone_pg.budget import pack_turns, split_budget
 from actrone_pg.config import MemoryConfig
 from actrone_pg.embedders import Embedder, Reranker, as_vectors, create_embedder
 from actrone_pg.errors import ConfigurationError, RerankerError, ValidationError
 from actrone_pg.models import Memory, RetrievedContext, ScoredMemory, SessionInfo, Turn
 from actrone_pg.ranking import DEFAULT_RELEVANCE_THRESHOLD, RankingParams, query_terms
 from actrone_pg.stores import MemoryRecord, SearchRequest, Store, create_store
-from actrone_pg.stores.base import PackedSearch, Vector
+from actrone_pg.stores.base import PackedSearch, Vector, pack_hits
 from actrone_pg.tokens import TokenCounter, heuristic_token_count
 
 __all__ = ["MemoryManager", "create_memory_manager"]
@@ -538,8 +538,7 @@ class MemoryManager:
             request = await self._request(agent_id, query)
             return await self.store.search_packed(request, budget, max_hits)
         hits = await self._search(agent_id, query)
-        taken, used = pack_costs([self._memory_tokens(h) for h in hits], budget, max_hits)
-        return PackedSearch(hits=[hits[i] for i in taken], ranked=len(hits), tokens=used)
+        return pack_hits(hits, self._memory_tokens, budget, max_hits)
 
     async def _request(self, agent_id: str, query: str) -> SearchRequest:
         return SearchRequest(

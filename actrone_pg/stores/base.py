@@ -12,7 +12,7 @@ vectors of different dimensions under one embedder name (:class:`DimensionMismat
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -33,6 +33,7 @@ __all__ = [
     "Vector",
     "check_query_dimensions",
     "dimension_mismatch",
+    "pack_hits",
     "pack_search",
     "stored_tokens",
 ]
@@ -175,8 +176,17 @@ async def pack_search(
     In rank order, each hit that fits what is left of ``budget`` tokens (``None``: no limit) is
     taken, until ``max_hits`` are.
     """
-    hits = await store.search(request)
-    taken, used = pack_costs([stored_tokens(h) for h in hits], budget, max_hits)
+    return pack_hits(await store.search(request), stored_tokens, budget, max_hits)
+
+
+def pack_hits(
+    hits: list[ScoredMemory],
+    cost: Callable[[ScoredMemory], int],
+    budget: int | None,
+    max_hits: int | None = None,
+) -> PackedSearch:
+    """Ranked ``hits`` packed by :func:`~actrone_pg.budget.pack_costs`, each costing ``cost``."""
+    taken, used = pack_costs([cost(h) for h in hits], budget, max_hits)
     return PackedSearch(hits=[hits[i] for i in taken], ranked=len(hits), tokens=used)
 
 
