@@ -124,6 +124,11 @@ class MemoryConfig:
         """Build a config from ``environ`` (default ``os.environ``) with ``overrides`` on top."""
         return _build(cls, overrides, os.environ if environ is None else environ)
 
+    @property
+    def session_ttl_seconds(self) -> float:
+        """``session_ttl_hours`` in seconds, as the stores take it."""
+        return self.session_ttl_hours * 3600.0
+
     def replace(self, **changes: Any) -> MemoryConfig:
         """A copy with ``changes`` applied (validated again; the environment is not re-read)."""
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

@@ -170,7 +170,7 @@ class MemoryManager:
     # -- L1 --
     @property
     def _ttl_seconds(self) -> float:
-        return self.config.session_ttl_hours * 3600.0
+        return self.config.session_ttl_seconds
 
     async def store_turn(
         self,

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             while True:
                 n = await store.sweep_expired_sessions(
-                    ttl_seconds=config.session_ttl_hours * 3600.0, limit=args.batch
+                    ttl_seconds=config.session_ttl_seconds, limit=args.batch
                 )
                 removed += n
                 if n < args.batch:
