@@ -168,10 +168,6 @@ class MemoryManager:
         return n
 
     # -- L1 --
-    @property
-    def _ttl_seconds(self) -> float:
-        return self.config.session_ttl_seconds
-
     async def store_turn(
         self,
         agent_id: str,
@@ -215,7 +211,9 @@ class MemoryManager:
             token_count=self._count_turn(user_message, assistant_message, results),
         )
         await self.store.append_turn(
-            turn, max_turns=self.config.max_session_turns, ttl_seconds=self._ttl_seconds
+            turn,
+            max_turns=self.config.max_session_turns,
+            ttl_seconds=self.config.session_ttl_seconds,
         )
         return turn
 
@@ -227,14 +225,16 @@ class MemoryManager:
         v.check_id("session_id", session_id)
         n = self.config.max_session_turns if limit is None else v.check_limit("limit", limit)
         return await self.store.recent_turns(
-            agent_id, session_id, limit=n, ttl_seconds=self._ttl_seconds
+            agent_id, session_id, limit=n, ttl_seconds=self.config.session_ttl_seconds
         )
 
     async def get_session(self, agent_id: str, session_id: str) -> SessionInfo | None:
         """The session's bookkeeping, or ``None`` if it does not exist or has expired."""
         v.check_id("agent_id", agent_id)
         v.check_id("session_id", session_id)
-        return await self.store.get_session(agent_id, session_id, ttl_seconds=self._ttl_seconds)
+        return await self.store.get_session(
+            agent_id, session_id, ttl_seconds=self.config.session_ttl_seconds
+        )
 
     async def set_session_metadata(
         self, agent_id: str, session_id: str, metadata: Mapping[str, Any]
@@ -244,7 +244,7 @@ class MemoryManager:
         v.check_id("session_id", session_id)
         data = v.check_metadata(metadata, max_chars=self.config.max_text_chars)
         await self.store.set_session_metadata(
-            agent_id, session_id, data, ttl_seconds=self._ttl_seconds
+            agent_id, session_id, data, ttl_seconds=self.config.session_ttl_seconds
         )
 
     async def clear_session(self, agent_id: str, session_id: str) -> None:
@@ -262,7 +262,9 @@ class MemoryManager:
         sessions removed; call again while it returns ``limit``.
         """
         v.check_limit("limit", limit)
-        return await self.store.sweep_expired_sessions(ttl_seconds=self._ttl_seconds, limit=limit)
+        return await self.store.sweep_expired_sessions(
+            ttl_seconds=self.config.session_ttl_seconds, limit=limit
+        )
 
     async def try_lock(
         self, agent_id: str, name: str = "maintenance", *, ttl_seconds: float = 60.0
@@ -458,7 +460,7 @@ class MemoryManager:
                     agent_id,
                     session_id,
                     limit=self.config.max_session_turns,
-                    ttl_seconds=self._ttl_seconds,
+                    ttl_seconds=self.config.session_ttl_seconds,
                 )
             )
             l2 = tg.create_task(self._search_packed(agent_id, query, shares.episodic))
