@@ -28,7 +28,7 @@ from typing import Any
 
 from actrone_pg.errors import MissingDependencyError, StoreUnavailableError
 
-__all__ = ["embedded_dsn", "stop_embedded", "temporary_server"]
+__all__ = ["embedded_dsn", "given_or_temporary_server", "stop_embedded", "temporary_server"]
 
 logger = logging.getLogger("actrone_pg.embedded")
 _lock = threading.Lock()
@@ -128,6 +128,16 @@ def temporary_server(prefix: str = "actrone-pg-") -> Iterator[str]:
             server.cleanup()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+@contextmanager
+def given_or_temporary_server(dsn: str | None, prefix: str = "actrone-pg-") -> Iterator[str]:
+    """``dsn`` if given, else a :func:`temporary_server` for the duration (benchmark scripts)."""
+    if dsn:
+        yield dsn
+        return
+    with temporary_server(prefix=prefix) as uri:
+        yield uri
 
 
 def shared_buffers_target(memory_bytes: int | None = None) -> int:

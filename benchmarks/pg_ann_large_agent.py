@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import statistics
 import time
-from collections.abc import Iterator
 
 import numpy as np
 import psycopg
@@ -37,7 +35,7 @@ from actrone_pg._bench import (
     ingest,
     unit_rows,
 )
-from actrone_pg._embedded import temporary_server
+from actrone_pg._embedded import given_or_temporary_server
 from actrone_pg.config import MemoryConfig
 from actrone_pg.manager import MemoryManager
 
@@ -147,16 +145,6 @@ def write_cost(dsn: str, agents: int) -> None:
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
 
 
-@contextlib.contextmanager
-def _server(dsn: str | None) -> Iterator[str]:
-    if dsn:
-        yield dsn
-        return
-    with temporary_server(prefix="actrone-ann-bench-") as uri:
-        print(f"embedded PostgreSQL for this run: {uri}")
-        yield uri
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dsn", help="a server with pgvector (default: a temporary embedded one)")
@@ -166,7 +154,9 @@ def main() -> None:
         "--write-agents", type=int, default=2, help="agents of the write test (0: skip)"
     )
     args = ap.parse_args()
-    with _server(args.dsn) as dsn:
+    with given_or_temporary_server(args.dsn, prefix="actrone-ann-bench-") as dsn:
+        if not args.dsn:
+            print(f"embedded PostgreSQL for this run: {dsn}")
         search_large_agent(dsn, args.per_agent, [int(x) for x in args.ef_search.split(",")])
         if args.write_agents > 0:
             write_cost(dsn, args.write_agents)

@@ -28,7 +28,7 @@ from pgvector import HalfVector
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
-from actrone_pg._embedded import temporary_server
+from actrone_pg._embedded import given_or_temporary_server
 
 DIM = 384
 LIMIT = 500
@@ -142,10 +142,7 @@ def main() -> None:
     # Closed at exit, like the embedded server's own cleanup: deletes a throw-away server.
     stack = contextlib.ExitStack()
     atexit.register(stack.close)
-    dsn = args.dsn
-    if dsn is None:
-        # A throw-away server, deleted when the script exits.
-        dsn = stack.enter_context(temporary_server(prefix="actrone-bench-"))
+    dsn = stack.enter_context(given_or_temporary_server(args.dsn, prefix="actrone-bench-"))
     conn = psycopg.connect(dsn, autocommit=True)
     conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
     register_vector(conn)

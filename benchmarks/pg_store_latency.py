@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 from psycopg import sql
 
-from actrone_pg._embedded import temporary_server
+from actrone_pg._embedded import given_or_temporary_server
 from actrone_pg.models import Memory, Turn
 from actrone_pg.ranking import RankingParams, query_terms
 from actrone_pg.stores.base import MemoryRecord, SearchRequest
@@ -70,10 +70,7 @@ async def main() -> None:
     # Closed at exit, like the embedded server's own cleanup: deletes a throw-away server.
     stack = contextlib.ExitStack()
     atexit.register(stack.close)
-    dsn = args.dsn
-    if dsn is None:
-        # A throw-away server, deleted when the script exits.
-        dsn = stack.enter_context(temporary_server(prefix="actrone-bench-"))
+    dsn = stack.enter_context(given_or_temporary_server(args.dsn, prefix="actrone-bench-"))
     schema = args.reuse or f"bench_{uuid.uuid4().hex[:8]}"
     store = PostgresStore(dsn, schema=schema, pool_max_size=4)
     await store.setup()
