@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -158,6 +159,8 @@ def _tune(server: Any, path: Path) -> None:
     target = shared_buffers_target()
     with server._lock:  # the wheel hands out one object per data directory: it may be stopped
         server.ensure_postgres_running()
+    if _set_by_alter_system(path, "shared_buffers"):
+        return  # tuned on an earlier start, or chosen by someone: no connection needed
     with psycopg.connect(str(server.get_uri()), autocommit=True) as conn:
         row = conn.execute(
             "SELECT pg_size_bytes(current_setting('shared_buffers')), s.sourcefile"
@@ -175,6 +178,15 @@ def _tune(server: Any, path: Path) -> None:
     _stop(server, path)
     with server._lock:
         server.ensure_postgres_running()
+
+
+def _set_by_alter_system(path: Path, setting: str) -> bool:
+    """Whether ``postgresql.auto.conf`` (what ALTER SYSTEM writes) sets ``setting``."""
+    try:
+        text = (path / "postgresql.auto.conf").read_text(encoding="utf-8")
+    except OSError:
+        return False  # cannot tell from here: the server is asked instead
+    return re.search(rf"^\s*{re.escape(setting)}\s*=", text, re.MULTILINE) is not None
 
 
 def _stop(server: Any, path: Path) -> None:
