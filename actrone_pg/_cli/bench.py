@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -461,7 +462,7 @@ async def _main(args: argparse.Namespace, dsn: str | None, console: Any) -> dict
             raise SystemExit("actrone-pg bench: --scaling-sizes needs positive sizes")
         results = []
         for size in sizes:
-            spec = DatasetSpec(**{**_spec_fields(base), "agents": 1, "per_agent": size})
+            spec = dataclasses.replace(base, agents=1, per_agent=size)
             _, result = await _run_one(args, spec, dsn, console)
             results.append(result)
             if not args.json:
@@ -510,18 +511,6 @@ async def _main(args: argparse.Namespace, dsn: str | None, console: Any) -> dict
             console.print(_result_table([ours, ref], where))
             console.print(_comparison_table(rows, ref.backend, where))
     return report
-
-
-def _spec_fields(spec: DatasetSpec) -> dict[str, Any]:
-    return {
-        "agents": spec.agents,
-        "per_agent": spec.per_agent,
-        "dimensions": spec.dimensions,
-        "queries": spec.queries,
-        "seed": spec.seed,
-        "cluster_size": spec.cluster_size,
-        "admit_target": spec.admit_target,
-    }
 
 
 def _result_fields(data: dict[str, Any]) -> dict[str, Any]:
