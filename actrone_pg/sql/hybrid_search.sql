@@ -126,7 +126,8 @@ terms AS (
 ),
 -- MATERIALIZED: computed once, not once per candidate inside the correlated BM25 sum. Each
 -- term's document frequency is one primary-key probe: as a join (with nested loops off) the
--- planner read all of the agent's term statistics instead, ~1 ms for 10,000 terms.
+-- planner read all of the agent's term statistics instead, ~1 ms for 10,000 terms. Stored in
+-- query-term order, the order every read of it below returns.
 term_idf AS MATERIALIZED (
     SELECT
         terms.term,
@@ -141,6 +142,7 @@ term_idf AS MATERIALIZED (
             WHERE ts.agent_id = p_agent_id AND ts.term = terms.term
         ), 0) AS df
     ) AS f
+    ORDER BY terms.ord
 ),
 -- Each candidate's row, fetched once through the primary key: one index scan with the candidate
 -- ids as an array (PostgreSQL 17+ walks the index once for a sorted array instead of descending
@@ -153,7 +155,10 @@ docs AS (
     WHERE m.agent_id = p_agent_id AND m.id = ANY (ARRAY(SELECT c.id FROM candidates AS c))
 ),
 lexical AS (
-    -- The BM25 terms are summed in query-term order, as ranking.bm25_score sums them.
+    -- The BM25 terms are summed in query-term order, as ranking.bm25_score sums them: a
+    -- materialized CTE is read back in the order it was stored, so the sum needs no ORDER BY
+    -- of its own, which sorted the matching terms once per candidate (8.97 against 8.61 ms
+    -- p50 for the whole function, 500 candidates, identical results; migration 0008).
     SELECT
         d.id,
         (
@@ -162,7 +167,6 @@ lexical AS (
                 / ((d.term_freqs ->> ti.term)::integer::float8
                    + 1.2::float8 * ((1.0::float8 - 0.75::float8)
                                     + 0.75::float8 * d.doc_len::float8 / st.avgdl))
-                ORDER BY ti.ord
             )
             FROM term_idf AS ti
             WHERE d.term_freqs ? ti.term

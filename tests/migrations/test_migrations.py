@@ -123,6 +123,39 @@ def test_a_new_argument_list_replaces_the_old_function(
     assert _hybrid_search_arities(postgres_dsn, scratch_schema) == [14]
 
 
+def test_0008_reinstalls_the_body_whose_bm25_sum_sorts_no_terms(
+    postgres_dsn: str, scratch_schema: str
+) -> None:
+    def body() -> str:
+        with psycopg.connect(postgres_dsn) as conn:
+            row = conn.execute(
+                "SELECT p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+                " WHERE n.nspname = %s AND p.proname = 'hybrid_search'",
+                (scratch_schema,),
+            ).fetchone()
+        assert row is not None
+        return str(row[0])
+
+    migrations.migrate(postgres_dsn, scratch_schema, revision="0007")
+    # 0007's body, as it installed it: the BM25 sum sorted the matching terms itself.
+    current = sql_files.load("hybrid_search")
+    older = current.replace(
+        "d.doc_len::float8 / st.avgdl))\n            )",
+        "d.doc_len::float8 / st.avgdl))\n                ORDER BY ti.ord\n            )",
+    )
+    assert older != current
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(older).format(
+                schema=sql.Identifier(scratch_schema), vector_schema=sql.Identifier("public")
+            )
+        )
+    assert "ORDER BY ti.ord" in body()
+    migrations.migrate(postgres_dsn, scratch_schema)
+    assert "ORDER BY ti.ord" not in body()
+    assert "ORDER BY terms.ord" in body()
+
+
 def test_upgrade_of_a_seeded_database_keeps_the_data(
     postgres_dsn: str, scratch_schema: str
 ) -> None:

@@ -1,0 +1,34 @@
+"""hybrid_search() sums each candidate's BM25 terms without sorting them first.
+
+Reinstalls the function from ``sql/hybrid_search.sql``: the query terms' IDFs are stored in
+query-term order once per call, and each candidate's BM25 sum reads them in that order instead
+of sorting its matching terms (``sum(... ORDER BY ord)``) once per candidate. The sums are added
+in the same order as before, so every score is bit-for-bit the same; only the plan is cheaper.
+
+Revision ID: 0008
+Revises: 0007
+Create Date: 2026-11-30
+"""
+
+from __future__ import annotations
+
+from actrone_pg import sql as sql_files
+from actrone_pg.migrations._ops import execute, schema_name, template, vector_schema
+
+revision: str = "0008"
+down_revision: str | None = "0007"
+branch_labels: str | None = None
+depends_on: str | None = None
+
+
+def upgrade() -> None:
+    """CREATE OR REPLACE the function from the current SQL file (same arguments as 0007)."""
+    execute(
+        template(
+            sql_files.load("hybrid_search"), schema=schema_name(), vector_schema=vector_schema()
+        )
+    )
+
+
+def downgrade() -> None:
+    """Nothing to undo: the function returns exactly what 0007's did (see the module doc)."""
