@@ -27,6 +27,7 @@ from actrone_pg._bench import (
     LatencyStats,
     exact_candidates,
     schedule,
+    tie_ranks,
     unit_rows,
 )
 
@@ -179,12 +180,13 @@ def reference_result(
     pairs = schedule(dataset, queries)
     hits: list[list[int]] = raw["search_hits"]
     stored = [unit_rows(a.vectors) for a in dataset.agents]
+    ties = [tie_ranks(a) for a in dataset.agents]
     recalls: list[float] = []
     admitted: list[int] = []
     for (a, q), got_idx in zip(pairs, hits, strict=True):
         agent = dataset.agents[a]
         qv = unit_rows(agent.query_vectors[q : q + 1])[0]
-        n_admitted, exact = exact_candidates(stored[a], qv, dataset.threshold, limit)
+        n_admitted, exact = exact_candidates(stored[a], qv, dataset.threshold, limit, ties[a])
         admitted.append(n_admitted)
         want = {int(i) for i in exact}
         recalls.append(len(want & set(got_idx)) / len(want) if want else 1.0)

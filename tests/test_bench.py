@@ -7,18 +7,21 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from actrone_pg._bench import (
+    EPOCH,
     DatasetSpec,
     FixedVectorEmbedder,
     LatencyStats,
     build_dataset,
     exact_candidates,
     schedule,
+    tie_ranks,
     unit_rows,
 )
 from actrone_pg._bench_reference import reference_result, write_reference_data
@@ -99,6 +102,22 @@ def test_exact_candidates_by_hand() -> None:
     assert count == 2 and nearest.tolist() == [0]
     count, nearest = exact_candidates(vectors, query, 0.5, limit=10)
     assert count == 2 and sorted(nearest.tolist()) == [0, 2]
+
+
+def test_exact_candidates_break_equal_cosines_as_the_stores_do() -> None:
+    ds = build_dataset(DatasetSpec(agents=1, per_agent=4, queries=1, dimensions=2, seed=3))
+    agent = ds.agents[0]
+    agent.ids[:] = ["m-b", "m-a", "m-c", "m-d"]
+    day = timedelta(days=1)
+    agent.created_at[:] = [EPOCH, EPOCH, EPOCH + day, EPOCH - day]
+    # Four equal cosines: the newest (m-c) first, then m-a before m-b (same instant, id order),
+    # the oldest (m-d) last.
+    vectors = np.array([[1, 0]] * 4, dtype=np.float32)
+    query = np.array([1, 0], dtype=np.float32)
+    _, nearest = exact_candidates(vectors, query, 0.5, 3, tie_ranks(agent))
+    assert [agent.ids[int(i)] for i in nearest] == ["m-c", "m-a", "m-b"]
+    _, by_index = exact_candidates(vectors, query, 0.5, 3)
+    assert by_index.tolist() == [0, 1, 2]
 
 
 def test_latency_percentiles_nearest_rank() -> None:
