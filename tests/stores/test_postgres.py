@@ -20,7 +20,7 @@ from actrone_pg.errors import (
     StoreUnavailableError,
     ValidationError,
 )
-from actrone_pg.ranking import tokenize
+from actrone_pg.ranking import CorpusStats, bm25_score, term_counts, tokenize
 from actrone_pg.stores.postgres import PostgresStore
 from tests.factories import NOW, ago, record, request
 from tests.helpers import FixedEmbedder
@@ -171,6 +171,39 @@ async def test_bm25_statistics_match_a_recount_after_random_writes(
         ).fetchall()
     assert stats == (len(live), total)
     assert dict(rows) == dict(df)
+
+
+async def test_bm25_adds_its_terms_in_query_order_bit_for_bit(
+    store_postgres: PostgresStore,
+) -> None:
+    # Floating-point addition is not associative: with eight terms of different IDFs, a sum in
+    # another order differs in the last bits for some documents. hybrid_search must add them in
+    # query-term order, as ranking.bm25_score does (migration 0008 relies on a CTE's order).
+    rng = random.Random(11)
+    words = "alpha beta gamma delta epsilon zeta eta theta".split()
+    texts = {
+        f"m{i}": " ".join(rng.choice(words[: rng.randint(2, 8)]) for _ in range(rng.randint(3, 12)))
+        for i in range(60)
+    }
+    await store_postgres.upsert_memories(
+        [record("a", mid, text, [1, 0, 0, 0]) for mid, text in texts.items()]
+    )
+    counts = {mid: term_counts(text) for mid, text in texts.items()}
+    df: Counter[str] = Counter()
+    for tf, _ in counts.values():
+        df.update(tf.keys())
+    stats = CorpusStats(len(texts), sum(n for _, n in counts.values()), dict(df))
+    query = "theta eta zeta epsilon delta gamma beta alpha"
+    hits = await store_postgres.search(request("a", query, [1, 0, 0, 0], limit=500))
+    assert len(hits) == len(texts)
+    terms = tokenize(query)
+    reordered = 0
+    for hit in hits:
+        assert hit.explain is not None
+        tf, length = counts[hit.memory.id]
+        assert hit.explain.bm25 == bm25_score(terms, tf, length, stats), hit.memory.id
+        reordered += bm25_score(terms[::-1], tf, length, stats) != hit.explain.bm25
+    assert reordered > 0  # the data can tell the two orders apart
 
 
 async def test_hybrid_search_is_callable_from_plain_sql(
