@@ -8,7 +8,14 @@ from psycopg import sql
 from actrone_pg import sql as sql_files
 from actrone_pg.migrations import validate_schema
 
-__all__ = ["execute", "replace_hybrid_search", "schema_name", "template", "vector_schema"]
+__all__ = [
+    "execute",
+    "install_hybrid_search",
+    "replace_hybrid_search",
+    "schema_name",
+    "template",
+    "vector_schema",
+]
 
 
 def schema_name() -> str:
@@ -56,4 +63,16 @@ def replace_hybrid_search(previous_arguments: str) -> None:
             vector_schema=vschema,
         )
     )
-    execute(template(sql_files.load("hybrid_search"), schema=schema, vector_schema=vschema))
+    install_hybrid_search()
+
+
+def install_hybrid_search() -> None:
+    """CREATE OR REPLACE ``hybrid_search`` from the current ``sql/hybrid_search.sql``.
+
+    For revisions that change only its body or settings (the argument list stays).
+    """
+    execute(
+        template(
+            sql_files.load("hybrid_search"), schema=schema_name(), vector_schema=vector_schema()
+        )
+    )

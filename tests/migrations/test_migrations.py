@@ -8,6 +8,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -52,16 +53,23 @@ def test_upgrade_downgrade_upgrade(postgres_dsn: str, scratch_schema: str) -> No
     assert _tables(postgres_dsn, scratch_schema) == TABLES
 
 
+def _hybrid_search_catalog(dsn: str, schema: str, column: str) -> Any:
+    """One column of the (only) ``hybrid_search`` function's pg_proc row."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            sql.SQL(
+                "SELECT p.{} FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+                " WHERE n.nspname = %s AND p.proname = 'hybrid_search'"
+            ).format(sql.Identifier(column)),
+            (schema,),
+        ).fetchone()
+    assert row is not None
+    return row[0]
+
+
 def test_hybrid_search_plans_without_nested_loops(postgres_dsn: str, scratch_schema: str) -> None:
     def settings() -> list[str]:
-        with psycopg.connect(postgres_dsn) as conn:
-            row = conn.execute(
-                "SELECT p.proconfig FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
-                " WHERE n.nspname = %s AND p.proname = 'hybrid_search'",
-                (scratch_schema,),
-            ).fetchone()
-        assert row is not None
-        return list(row[0])
+        return list(_hybrid_search_catalog(postgres_dsn, scratch_schema, "proconfig"))
 
     migrations.migrate(postgres_dsn, scratch_schema)
     assert settings() == ["jit=off", "enable_nestloop=off"]
@@ -127,14 +135,7 @@ def test_0008_reinstalls_the_body_whose_bm25_sum_sorts_no_terms(
     postgres_dsn: str, scratch_schema: str
 ) -> None:
     def body() -> str:
-        with psycopg.connect(postgres_dsn) as conn:
-            row = conn.execute(
-                "SELECT p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
-                " WHERE n.nspname = %s AND p.proname = 'hybrid_search'",
-                (scratch_schema,),
-            ).fetchone()
-        assert row is not None
-        return str(row[0])
+        return str(_hybrid_search_catalog(postgres_dsn, scratch_schema, "prosrc"))
 
     migrations.migrate(postgres_dsn, scratch_schema, revision="0007")
     # 0007's body, as it installed it: the BM25 sum sorted the matching terms itself.

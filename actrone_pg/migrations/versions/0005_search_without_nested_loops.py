@@ -11,8 +11,7 @@ Create Date: 2026-11-30
 
 from __future__ import annotations
 
-from actrone_pg import sql as sql_files
-from actrone_pg.migrations._ops import execute, schema_name, template, vector_schema
+from actrone_pg.migrations._ops import execute, install_hybrid_search, schema_name, template
 
 revision: str = "0005"
 down_revision: str | None = "0004"
@@ -22,11 +21,7 @@ depends_on: str | None = None
 
 def upgrade() -> None:
     """CREATE OR REPLACE the function from the current SQL file."""
-    execute(
-        template(
-            sql_files.load("hybrid_search"), schema=schema_name(), vector_schema=vector_schema()
-        )
-    )
+    install_hybrid_search()
 
 
 def downgrade() -> None:

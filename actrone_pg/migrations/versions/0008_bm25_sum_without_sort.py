@@ -12,8 +12,7 @@ Create Date: 2026-11-30
 
 from __future__ import annotations
 
-from actrone_pg import sql as sql_files
-from actrone_pg.migrations._ops import execute, schema_name, template, vector_schema
+from actrone_pg.migrations._ops import install_hybrid_search
 
 revision: str = "0008"
 down_revision: str | None = "0007"
@@ -23,11 +22,7 @@ depends_on: str | None = None
 
 def upgrade() -> None:
     """CREATE OR REPLACE the function from the current SQL file (same arguments as 0007)."""
-    execute(
-        template(
-            sql_files.load("hybrid_search"), schema=schema_name(), vector_schema=vector_schema()
-        )
-    )
+    install_hybrid_search()
 
 
 def downgrade() -> None:
