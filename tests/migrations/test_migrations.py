@@ -67,11 +67,19 @@ def _hybrid_search_catalog(dsn: str, schema: str, column: str) -> Any:
     return row[0]
 
 
-def test_hybrid_search_plans_without_nested_loops(postgres_dsn: str, scratch_schema: str) -> None:
+def test_hybrid_search_settings_come_and_go_with_their_revisions(
+    postgres_dsn: str, scratch_schema: str
+) -> None:
     def settings() -> list[str]:
         return list(_hybrid_search_catalog(postgres_dsn, scratch_schema, "proconfig"))
 
     migrations.migrate(postgres_dsn, scratch_schema)
+    assert settings() == [
+        "jit=off",
+        "enable_nestloop=off",
+        "plan_cache_mode=force_generic_plan",
+    ]
+    migrations.downgrade(postgres_dsn, scratch_schema, revision="0008")
     assert settings() == ["jit=off", "enable_nestloop=off"]
     migrations.downgrade(postgres_dsn, scratch_schema, revision="0004")
     assert settings() == ["jit=off"]
