@@ -18,7 +18,7 @@ def test_every_sql_file_is_loaded_somewhere() -> None:
         p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py") if "sql" != p.parent.name
     )
     used = set(re.findall(r"""load\(\s*["']([a-z_]+)["']\s*\)""", sources))
-    assert sql_files.names() == ["hybrid_search", "query_terms", "views"]
+    assert sql_files.names() == ["hybrid_search", "pack_positions", "query_terms", "views"]
     assert set(sql_files.names()) <= used, set(sql_files.names()) - used
 
 

@@ -13,6 +13,7 @@ import pytest
 from psycopg import sql
 
 from actrone_pg import MemoryConfig, MemoryManager, migrations
+from actrone_pg.budget import pack_costs
 from actrone_pg.errors import (
     ConfigurationError,
     DimensionMismatchError,
@@ -204,6 +205,32 @@ async def test_bm25_adds_its_terms_in_query_order_bit_for_bit(
         assert hit.explain.bm25 == bm25_score(terms, tf, length, stats), hit.memory.id
         reordered += bm25_score(terms[::-1], tf, length, stats) != hit.explain.bm25
     assert reordered > 0  # the data can tell the two orders apart
+
+
+def test_pack_positions_chooses_as_pack_costs_does(postgres_dsn: str, postgres_schema: str) -> None:
+    rng = random.Random(3)
+    cases: list[tuple[list[int], int | None, int | None]] = [
+        ([], 10, None),
+        ([5, 3, 10, 2, 1], 8, None),
+        ([5, 3, 10, 2, 1], None, 2),
+        ([5, 3, 10, 2, 1], None, None),
+        ([5, 3, 10, 2, 1], 100, 0),
+        ([0, 0, 7], 0, None),
+    ]
+    for _ in range(300):
+        costs = [rng.choice([0, 1, 5, 20, 80, 300]) for _ in range(rng.randint(0, 40))]
+        budget = rng.choice([None, 0, 10, 100, 1000, 10**10])
+        cases.append((costs, budget, rng.choice([None, 0, 1, 3, 10, 500])))
+    function = sql.Identifier(postgres_schema, "pack_positions")
+    with psycopg.connect(postgres_dsn) as conn:
+        for costs, budget, max_items in cases:
+            row = conn.execute(
+                sql.SQL("SELECT {}(%s::int[], %s::bigint, %s::int)").format(function),
+                (costs, budget, max_items),
+            ).fetchone()
+            assert row is not None
+            taken, _ = pack_costs(costs, budget, max_items)
+            assert row[0] == [i + 1 for i in taken], (costs, budget, max_items)
 
 
 async def test_hybrid_search_is_callable_from_plain_sql(
