@@ -503,21 +503,26 @@ async def test_a_schema_from_a_newer_release_is_refused(
         await store.setup()
 
 
+async def _maintenance_counts(dsn: str, schema: str) -> tuple[int, int]:
+    """(ANALYZE runs, VACUUM runs) of the memories table, by anyone, so far."""
+    async with await psycopg.AsyncConnection.connect(dsn) as conn:
+        cur = await conn.execute(
+            "SELECT analyze_count + autoanalyze_count, vacuum_count + autovacuum_count"
+            " FROM pg_stat_user_tables WHERE schemaname = %s AND relname = 'memories'",
+            (schema,),
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+
 async def test_statistics_are_refreshed_after_a_bulk_load(
     store_postgres: PostgresStore, postgres_dsn: str, postgres_schema: str
 ) -> None:
     # The fixture truncates between tests; reltuples stays from earlier runs, so look at the
     # analyze counter, which only this store's ANALYZE (or autovacuum) moves.
     async def analyze_count() -> int:
-        async with await psycopg.AsyncConnection.connect(postgres_dsn) as conn:
-            cur = await conn.execute(
-                "SELECT analyze_count + autoanalyze_count FROM pg_stat_user_tables"
-                " WHERE schemaname = %s AND relname = 'memories'",
-                (postgres_schema,),
-            )
-            row = await cur.fetchone()
-            assert row is not None
-            return int(row[0])
+        return (await _maintenance_counts(postgres_dsn, postgres_schema))[0]
 
     store_postgres._written = 0
     store_postgres._next_analyze = 1_000
@@ -533,3 +538,62 @@ async def test_statistics_are_refreshed_after_a_bulk_load(
         await asyncio.sleep(0.05)
     assert await analyze_count() > before
     assert store_postgres._next_analyze == 4_000
+
+
+async def test_a_burst_of_writes_is_vacuumed_once_writes_pause(
+    store_postgres: PostgresStore, postgres_dsn: str, postgres_schema: str
+) -> None:
+    # Between two steps of the x4 schedule: only the pause after the writes can trigger it.
+    store_postgres._written = 2_000
+    store_postgres._next_analyze = 4_000
+    store_postgres._unmaintained = 0
+    store_postgres._settle_seconds = 0.3
+    before = await _maintenance_counts(postgres_dsn, postgres_schema)
+    rng = np.random.default_rng(1)
+    for start in range(0, 1_200, 400):  # three writes, each well within the pause
+        batch = [
+            record("a", f"m{i}", f"note {i}", rng.normal(size=4).tolist())
+            for i in range(start, start + 400)
+        ]
+        await store_postgres.upsert_memories(batch)
+    task = store_postgres._settle_task
+    assert task is not None and not task.done()  # waiting for the pause
+    assert store_postgres._unmaintained == 1_200
+    await asyncio.wait_for(task, 10)
+    assert store_postgres._unmaintained == 0
+    for _ in range(50):  # statistics views lag by up to a moment
+        after = await _maintenance_counts(postgres_dsn, postgres_schema)
+        if after[0] > before[0] and after[1] > before[1]:
+            break
+        await asyncio.sleep(0.05)
+    assert after[0] > before[0] and after[1] > before[1]
+
+
+async def test_fewer_writes_than_the_minimum_start_no_maintenance(
+    store_postgres: PostgresStore,
+) -> None:
+    store_postgres._written = 2_000
+    store_postgres._next_analyze = 4_000
+    store_postgres._unmaintained = 0
+    await store_postgres.upsert_memories([record("a", "m1", "note", [1, 0, 0, 0])])
+    assert store_postgres._settle_task is None
+
+
+async def test_closing_the_store_cancels_a_pending_maintenance(
+    postgres_dsn: str, postgres_schema: str
+) -> None:
+    store = PostgresStore(postgres_dsn, schema=postgres_schema, pool_max_size=2)
+    await store.setup()
+    store._written = 2_000
+    store._next_analyze = 10**9
+    store._settle_seconds = 60.0
+    rng = np.random.default_rng(2)
+    batch = [record("z", f"m{i}", "note", rng.normal(size=4).tolist()) for i in range(1_000)]
+    try:
+        await store.upsert_memories(batch)
+        task = store._settle_task
+        assert task is not None and not task.done()
+    finally:
+        await store.close()
+    assert task.cancelled()
+    assert store._settle_task is None
