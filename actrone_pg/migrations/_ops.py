@@ -12,6 +12,7 @@ __all__ = [
     "execute",
     "install_hybrid_search",
     "replace_hybrid_search",
+    "reset_hybrid_search_setting",
     "schema_name",
     "template",
     "vector_schema",
@@ -74,5 +75,20 @@ def install_hybrid_search() -> None:
     execute(
         template(
             sql_files.load("hybrid_search"), schema=schema_name(), vector_schema=vector_schema()
+        )
+    )
+
+
+def reset_hybrid_search_setting(setting: str) -> None:
+    """Drop one ``SET`` clause from ``hybrid_search`` (downgrades of revisions that added one).
+
+    By name, without an argument list: the function is never overloaded (see
+    :func:`replace_hybrid_search`).
+    """
+    execute(
+        template(
+            "ALTER FUNCTION {schema}.hybrid_search RESET {setting}",
+            schema=schema_name(),
+            setting=setting,
         )
     )

@@ -11,7 +11,7 @@ Create Date: 2026-11-30
 
 from __future__ import annotations
 
-from actrone_pg.migrations._ops import execute, install_hybrid_search, schema_name, template
+from actrone_pg.migrations._ops import install_hybrid_search, reset_hybrid_search_setting
 
 revision: str = "0005"
 down_revision: str | None = "0004"
@@ -26,9 +26,4 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     """Drop the setting again (the function body is the same)."""
-    # By name: 0006 changes the argument list (the function is never overloaded).
-    execute(
-        template(
-            "ALTER FUNCTION {schema}.hybrid_search RESET enable_nestloop", schema=schema_name()
-        )
-    )
+    reset_hybrid_search_setting("enable_nestloop")

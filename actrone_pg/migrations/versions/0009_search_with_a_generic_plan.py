@@ -13,7 +13,7 @@ Create Date: 2026-11-30
 
 from __future__ import annotations
 
-from actrone_pg.migrations._ops import execute, install_hybrid_search, schema_name, template
+from actrone_pg.migrations._ops import install_hybrid_search, reset_hybrid_search_setting
 
 revision: str = "0009"
 down_revision: str | None = "0008"
@@ -28,8 +28,4 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     """Drop the setting again (the function body is the same)."""
-    execute(
-        template(
-            "ALTER FUNCTION {schema}.hybrid_search RESET plan_cache_mode", schema=schema_name()
-        )
-    )
+    reset_hybrid_search_setting("plan_cache_mode")
