@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import re
 import time
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -74,29 +72,3 @@ def test_sweep_removes_expired_sessions_and_their_turns(
     assert main([*args, "--ttl-hours", str(1 / 3600), "--batch", "1"]) == 0  # one second
     assert "removed 2 expired session(s) from the postgres store" in capsys.readouterr().out
     assert turns() == 0  # the turns went with their sessions
-
-
-def test_the_readme_sql_runs_on_the_demo_data(
-    postgres_dsn: str,
-    scratch_schema: str,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    monkeypatch.setenv("ACTRONE_POSTGRES_SCHEMA", scratch_schema)
-    args = ["demo", "--backend", "postgres", "--dsn", postgres_dsn, "--embedder", "hashing"]
-    assert main(args) == 0
-    capsys.readouterr()
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"```sql\n(SELECT session_id.*?)```", readme, re.S)
-    assert block is not None
-    code = re.sub(r"--[^\n]*", "", block.group(1))  # the block's comments hold no SQL
-    statements = [q for q in code.split(";") if q.strip()]
-    assert len(statements) == 5
-    with psycopg.connect(postgres_dsn) as conn:
-        results = [
-            conn.execute(q.replace("actrone.", f"{scratch_schema}.")).fetchall() for q in statements
-        ]
-    assert all(results[:4]), [len(r) for r in results]
-    # the hybrid search finds the allergy memory first; the packing example gives what it says
-    assert str(results[3][0][-1]).startswith("Food allergies")
-    assert results[4] == [([1, 3],)]
