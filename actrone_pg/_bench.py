@@ -42,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from actrone_pg.manager import MemoryManager
+from actrone_pg.ranking import code_point_ranks, micros
 
 __all__ = [
     "AgentData",
@@ -54,7 +55,7 @@ __all__ = [
     "exact_candidates",
     "run_benchmark",
     "schedule",
-    "tie_ranks",
+    "tie_keys",
     "unit_rows",
 ]
 
@@ -240,42 +241,45 @@ class FixedVectorEmbedder:
         return np.stack([self._vectors[t] for t in texts])
 
 
+#: An agent's memories' ``id_order`` and ``created_us``, the tie-breaking keys of
+#: :func:`actrone_pg.ranking.rank_arrays`.
+TieKeys = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
+
+
 def exact_candidates(
     vectors: F32,
     query: F32,
     threshold: float,
     limit: int,
-    tie_order: npt.NDArray[np.intp] | None = None,
+    ties: TieKeys | None = None,
 ) -> tuple[int, npt.NDArray[np.intp]]:
     """Brute force: (how many pass ``threshold``, indices of the nearest ``limit`` of those).
 
-    ``tie_order`` (see :func:`tie_ranks`) breaks equal cosines as the stores do; without it the
-    lower index wins.
+    ``ties`` (see :func:`tie_keys`) breaks equal cosines as the stores do, newer first, then id;
+    without it the lower index wins.
     """
     cos = (vectors @ query).astype(np.float64)
     admitted = np.flatnonzero(cos >= threshold)
     if admitted.size > limit:
-        if tie_order is None:
+        if ties is None:
             order = np.argsort(-cos[admitted], kind="stable")[:limit]
         else:
-            order = np.lexsort((tie_order[admitted], -cos[admitted]))[:limit]
+            id_order, created_us = ties
+            order = np.lexsort((id_order[admitted], -created_us[admitted], -cos[admitted]))
+            order = order[:limit]
         return int(admitted.size), admitted[order]
     return int(admitted.size), admitted
 
 
-def tie_ranks(agent: AgentData) -> npt.NDArray[np.intp]:
-    """Each memory's place among equal cosines: newer first, then id ascending (spec §3.5).
+def tie_keys(agent: AgentData) -> TieKeys:
+    """The keys the stores break equal cosines by (spec §3.5), for :func:`exact_candidates`.
 
     Equal cosines do occur at the 500th place (two memories' float32 dot products agreeing to
     the last bit); ordered by index instead, the exact scan disagreed with every store there and
     counted it as a missed candidate (recall min 0.998 at 5 × 2,000).
     """
-    by_id = sorted(range(len(agent.ids)), key=agent.ids.__getitem__)
-    # A stable sort keeps id order among equal timestamps, also with reverse=True.
-    order = sorted(by_id, key=agent.created_at.__getitem__, reverse=True)
-    ranks = np.empty(len(order), dtype=np.intp)
-    ranks[order] = np.arange(len(order), dtype=np.intp)
-    return ranks
+    created_us = np.array([micros(t) for t in agent.created_at], dtype=np.int64)
+    return code_point_ranks(agent.ids), created_us
 
 
 @dataclass(frozen=True)
@@ -513,7 +517,7 @@ async def run_benchmark(
 
         # Stored vectors, normalised exactly as the manager normalised them, for the exact scan.
         stored = {a.agent_id: unit_rows(a.vectors) for a in dataset.agents}
-        ties = {a.agent_id: tie_ranks(a) for a in dataset.agents}
+        ties = {a.agent_id: tie_keys(a) for a in dataset.agents}
         # Recall after all timing: numpy's exact scan between timed calls would leave BLAS threads
         # spinning on this 2-core machine and slow the next call down.
         for (agent, q), got in zip(pairs, found, strict=True):

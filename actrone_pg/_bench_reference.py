@@ -27,7 +27,7 @@ from actrone_pg._bench import (
     LatencyStats,
     exact_candidates,
     schedule,
-    tie_ranks,
+    tie_keys,
     unit_rows,
 )
 
@@ -180,7 +180,7 @@ def reference_result(
     pairs = schedule(dataset, queries)
     hits: list[list[int]] = raw["search_hits"]
     stored = [unit_rows(a.vectors) for a in dataset.agents]
-    ties = [tie_ranks(a) for a in dataset.agents]
+    ties = [tie_keys(a) for a in dataset.agents]
     recalls: list[float] = []
     admitted: list[int] = []
     for (a, q), got_idx in zip(pairs, hits, strict=True):

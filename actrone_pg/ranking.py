@@ -52,6 +52,7 @@ __all__ = [
     "RankingParams",
     "admit",
     "bm25_score",
+    "code_point_ranks",
     "cosines",
     "idf",
     "micros",
@@ -163,6 +164,17 @@ def micros(dt: datetime) -> int:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def code_point_ranks(ids: Sequence[str]) -> npt.NDArray[np.int64]:
+    """Integers that sort like ``ids``: the ``id_order`` of :func:`rank_arrays`.
+
+    Python compares strings by code point, as the spec orders ids.
+    """
+    order = sorted(range(len(ids)), key=ids.__getitem__)
+    ranks = np.empty(len(ids), dtype=np.int64)
+    ranks[order] = np.arange(len(ids), dtype=np.int64)
+    return ranks
 
 
 def admit(candidates: Iterable[Candidate[T]], threshold: float, limit: int) -> list[Candidate[T]]:

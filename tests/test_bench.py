@@ -21,7 +21,7 @@ from actrone_pg._bench import (
     build_dataset,
     exact_candidates,
     schedule,
-    tie_ranks,
+    tie_keys,
     unit_rows,
 )
 from actrone_pg._bench_reference import reference_result, write_reference_data
@@ -114,7 +114,7 @@ def test_exact_candidates_break_equal_cosines_as_the_stores_do() -> None:
     # the oldest (m-d) last.
     vectors = np.array([[1, 0]] * 4, dtype=np.float32)
     query = np.array([1, 0], dtype=np.float32)
-    _, nearest = exact_candidates(vectors, query, 0.5, 3, tie_ranks(agent))
+    _, nearest = exact_candidates(vectors, query, 0.5, 3, tie_keys(agent))
     assert [agent.ids[int(i)] for i in nearest] == ["m-c", "m-a", "m-b"]
     _, by_index = exact_candidates(vectors, query, 0.5, 3)
     assert by_index.tolist() == [0, 1, 2]

@@ -23,6 +23,7 @@ from actrone_pg.ranking import (
     BM25_B,
     BM25_K1,
     CorpusStats,
+    code_point_ranks,
     cosines,
     idf,
     micros,
@@ -144,14 +145,11 @@ class _Agent:
                 return None
             entries = [self.entries[i] for i in ids]
             rows = np.stack([e.vector for e in entries]).astype(np.float32)
-            order = sorted(range(len(ids)), key=ids.__getitem__)
-            id_order = np.empty(len(ids), dtype=np.int64)
-            id_order[order] = np.arange(len(ids), dtype=np.int64)
             cached = _Space(
                 ids=ids,
                 matrix=np.ascontiguousarray(rows.T),
                 created_us=np.array([micros(e.memory.created_at) for e in entries], dtype=np.int64),
-                id_order=id_order,
+                id_order=code_point_ranks(ids),
                 lengths=np.array([e.length for e in entries], dtype=np.float64),
                 tokens=np.array([e.memory.token_count for e in entries], dtype=np.int64),
                 column={mid: i for i, mid in enumerate(ids)},

@@ -53,6 +53,7 @@ from actrone_pg.ranking import (
     BM25_B,
     BM25_K1,
     CorpusStats,
+    code_point_ranks,
     idf,
     micros,
     rank_arrays,
@@ -1229,7 +1230,7 @@ class RedisQdrantStore:
         memories = [_memory_from_payload(kept[i].payload or {}) for i in admitted.tolist()]
         c_cos = cos[admitted]
         created = np.array([micros(m.created_at) for m in memories], dtype=np.int64)
-        id_order = _code_point_ranks([m.id for m in memories])
+        id_order = code_point_ranks([m.id for m in memories])
         if len(memories) > request.limit:
             # Admission: the nearest ``limit``, ties broken newer first then by id (as admit()).
             best = np.lexsort((id_order, -created, -c_cos))[: request.limit]
@@ -1341,14 +1342,6 @@ def _bm25(terms: Sequence[str], contents: list[str], stats: CorpusStats) -> npt.
         weight = idf(stats.n_docs, stats.doc_freq.get(term, 0))
         score = score + np.where(f > 0, weight * (f * (BM25_K1 + 1.0)) / (f + norm), 0.0)
     return score
-
-
-def _code_point_ranks(ids: list[str]) -> npt.NDArray[np.int64]:
-    """Integers that sort like ``ids`` (Python compares strings by code point, as the spec)."""
-    order = sorted(range(len(ids)), key=ids.__getitem__)
-    ranks = np.empty(len(ids), dtype=np.int64)
-    ranks[order] = np.arange(len(ids), dtype=np.int64)
-    return ranks
 
 
 def _ttl_ms(ttl_seconds: float) -> int:
