@@ -721,10 +721,15 @@ class PostgresStore:
         if any(not t.done() for t in self._ann_builds.values()):
             self._analyze_pending = True
             return
-        async with self._maintenance, self._conn() as conn:
-            unmaintained = self._unmaintained
+        async with self._maintenance:
+            await self._vacuum_analyze()
+
+    async def _vacuum_analyze(self) -> None:
+        """``VACUUM (ANALYZE)`` the L2 tables; the caller holds ``_maintenance``."""
+        unmaintained = self._unmaintained
+        async with self._conn() as conn:
             await conn.execute(self._q(ANALYZE_L2))
-            self._unmaintained -= unmaintained
+        self._unmaintained -= unmaintained
 
     async def _settle(self) -> None:
         """Run the maintenance of :meth:`_analyze` once writes have paused.
@@ -774,10 +779,7 @@ class PostgresStore:
                 await self._build_ann_locked(agent_id, embedder, dimensions)
                 if self._analyze_pending and self._pool is not None:
                     self._analyze_pending = False
-                    async with self._conn() as conn:
-                        unmaintained = self._unmaintained
-                        await conn.execute(self._q(ANALYZE_L2))
-                        self._unmaintained -= unmaintained
+                    await self._vacuum_analyze()
         finally:
             key = (agent_id, embedder)
             if self._ann_builds.get(key) is asyncio.current_task():
