@@ -207,14 +207,13 @@ COUNT_MEMORIES = "SELECT count(*) FROM {s}.memories WHERE agent_id = %s"
 # NULL (an exact scan) or, for an agent with its own HNSW index, the ids that index finds.
 _HYBRID_SEARCH = (
     " FROM {s}.hybrid_search(%s, %s, %s::text[], %s, %s::float8, %s::int, %s::bool, %s::int,"
-    " %s::float8[], %s::float8, %s::float8, %s::timestamptz, %s::bool, {candidates})"
-    " AS h ORDER BY h.position"
+    " %s::float8[], %s::float8, %s::float8, %s::timestamptz, %s::bool, {candidates}) AS h"
 )
 _EXPLAIN_COLUMNS = "h.cosine, h.bm25, h.dense_rank, h.lexical_rank, h.recency_rank, h.fused_score"
 SEARCH = (
     "SELECT " + _EXPLAIN_COLUMNS + ", h.id, h.session_id, h.content, h.content_type,"
     " h.importance, h.tags, h.source, h.sensitivity, h.created_at, h.metadata::text, h.embedder,"
-    " h.token_count" + _HYBRID_SEARCH
+    " h.token_count" + _HYBRID_SEARCH + " ORDER BY h.position"
 )
 # The same ranking without the memories' fields (p_content => false), packed into the budget
 # by pack_positions() (the greedy packing of budget.pack_costs), then the rows of the few
@@ -226,7 +225,7 @@ SEARCH_PACKED = (
     "WITH h AS MATERIALIZED (SELECT h.position, "
     + _EXPLAIN_COLUMNS
     + ", h.id, h.token_count"
-    + _HYBRID_SEARCH.removesuffix(" ORDER BY h.position")
+    + _HYBRID_SEARCH
     + "), p AS MATERIALIZED (SELECT {s}.pack_positions(array_agg(h.token_count ORDER BY"
     " h.position), %s::bigint, %s::int) AS taken, count(*)::int AS ranked FROM h),"
     " c AS MATERIALIZED (SELECT h.* FROM h WHERE h.position = ANY ((SELECT p.taken FROM p)::int[]))"
