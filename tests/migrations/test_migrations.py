@@ -53,18 +53,24 @@ def test_upgrade_downgrade_upgrade(postgres_dsn: str, scratch_schema: str) -> No
     assert _tables(postgres_dsn, scratch_schema) == TABLES
 
 
-def _hybrid_search_catalog(dsn: str, schema: str, column: str) -> Any:
-    """One column of the (only) ``hybrid_search`` function's pg_proc row."""
+def _hybrid_search_column(dsn: str, schema: str, column: str) -> list[Any]:
+    """One pg_proc column of every ``hybrid_search`` in ``schema`` (overloads by arity)."""
     with psycopg.connect(dsn) as conn:
-        row = conn.execute(
+        rows = conn.execute(
             sql.SQL(
                 "SELECT p.{} FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
-                " WHERE n.nspname = %s AND p.proname = 'hybrid_search'"
+                " WHERE n.nspname = %s AND p.proname = 'hybrid_search' ORDER BY p.pronargs"
             ).format(sql.Identifier(column)),
             (schema,),
-        ).fetchone()
-    assert row is not None
-    return row[0]
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+def _hybrid_search_catalog(dsn: str, schema: str, column: str) -> Any:
+    """One column of the (only) ``hybrid_search`` function's pg_proc row."""
+    values = _hybrid_search_column(dsn, schema, column)
+    assert len(values) == 1, values
+    return values[0]
 
 
 def test_hybrid_search_settings_come_and_go_with_their_revisions(
@@ -86,13 +92,7 @@ def test_hybrid_search_settings_come_and_go_with_their_revisions(
 
 
 def _hybrid_search_arities(dsn: str, schema: str) -> list[int]:
-    with psycopg.connect(dsn) as conn:
-        rows = conn.execute(
-            "SELECT p.pronargs FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
-            " WHERE n.nspname = %s AND p.proname = 'hybrid_search' ORDER BY 1",
-            (schema,),
-        ).fetchall()
-    return [int(r[0]) for r in rows]
+    return [int(n) for n in _hybrid_search_column(dsn, schema, "pronargs")]
 
 
 def _older_body(arity: int) -> str:

@@ -8,7 +8,13 @@ Create Date: 2026-11-30
 from __future__ import annotations
 
 from actrone_pg import sql as sql_files
-from actrone_pg.migrations._ops import execute, schema_name, template, vector_schema
+from actrone_pg.migrations._ops import (
+    execute,
+    install_hybrid_search,
+    schema_name,
+    template,
+    vector_schema,
+)
 
 revision: str = "0003"
 down_revision: str | None = "0002"
@@ -20,7 +26,7 @@ def upgrade() -> None:
     """Install hybrid_search(), query_terms() and the views."""
     schema = schema_name()
     vschema = vector_schema()
-    execute(template(sql_files.load("hybrid_search"), schema=schema, vector_schema=vschema))
+    install_hybrid_search()
     execute(template(sql_files.load("query_terms"), schema=schema))
     # One statement per execute: the driver may use the extended protocol, which takes one.
     for statement in sql_files.load("views").split(";\n\n"):
