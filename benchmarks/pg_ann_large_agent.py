@@ -10,8 +10,10 @@ twice, without and with a maintained HNSW index, to show what the index costs wr
 
     python benchmarks/pg_ann_large_agent.py [--dsn DSN] [--per-agent 100000]
 
-The numbers in ``docs/postgres.md`` ("Approximate search for large agents") come from this
-script. Nothing here is used by the library (the store scans exactly; see that section).
+The numbers in ``docs/postgres.md`` ("Large agents: an HNSW index of their own") come from this
+script; the store builds and searches such an index itself for agents past
+``postgres_ann_min_memories``. Recall is counted against the exact scan with the stores' tie
+order (``tie_keys``), as ``actrone-pg bench`` counts it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from actrone_pg._bench import (
     build_dataset,
     exact_candidates,
     ingest,
+    tie_keys,
     unit_rows,
 )
 from actrone_pg._embedded import given_or_temporary_server
@@ -96,6 +99,7 @@ def search_large_agent(dsn: str, per_agent: int, ef_values: list[int]) -> None:
             " WHERE -(n.embedding <#> %s) >= %s"
         ).format(sql.Identifier(schema))
         stored = unit_rows(agent.vectors)
+        ties = tie_keys(agent)
         ids = np.array(agent.ids)
         print(f"{'ef_search':>9}  {'p50 ms':>7}  {'p99 ms':>7}  recall mean / min")
         for ef in ef_values:
@@ -107,7 +111,7 @@ def search_large_agent(dsn: str, per_agent: int, ef_values: list[int]) -> None:
                 params = (agent.agent_id, embedder, q, LIMIT, q, dataset.threshold)
                 rows = conn.execute(query, params).fetchall()
                 times.append((time.perf_counter() - t) * 1e3)
-                _, exact = exact_candidates(stored, q, dataset.threshold, LIMIT)
+                _, exact = exact_candidates(stored, q, dataset.threshold, LIMIT, ties)
                 want = set(ids[exact])
                 got = {r[0] for r in rows}
                 recalls.append(len(got & want) / len(want) if want else 1.0)
