@@ -1,11 +1,13 @@
-"""Latency of PostgresStore.search (the whole hybrid ranking) and of L1 + L2 fetches.
+"""Latency of PostgresStore.search (the whole hybrid ranking) and of three ways to fetch L1 + L2.
 
 10 agents x 10,000 memories of 384 dimensions (topic mixture, 8-20 words of text each), written
 interleaved through ``upsert_memories`` (binary COPY) in batches of 1,000; then ``--queries``
 searches (threshold set so a typical query admits ``--admit`` memories, 1,000 by default, so the
-500 nearest are ranked; ``--admit 0`` admits everything), and the L1 + L2 fetch done
-sequentially on one call path versus concurrently (two pooled connections), as the manager does,
-and ``MemoryManager.retrieve_context`` itself (query vectors precomputed: embedding excluded).
+500 nearest are ranked; ``--admit 0`` admits everything), and the L1 + L2 fetch (the session's
+recent turns and ``search_packed`` for a 1,000-token L2 share) done three ways: one statement
+after the other, concurrently on two pooled connections as the manager does, and in one round
+trip (both statements sent together in a psycopg pipeline on one connection); then
+``MemoryManager.retrieve_context`` itself. Query vectors are precomputed: embedding excluded.
 Recall is measured against numpy's exact top 500 of the same vectors.
 
     python benchmarks/pg_store_latency.py [--dsn DSN] [--agents 10] [--per-agent 10000]
@@ -17,9 +19,11 @@ import argparse
 import asyncio
 import atexit
 import contextlib
+import gc
 import statistics
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -28,10 +32,12 @@ from psycopg import sql
 from actrone_pg._embedded import given_or_temporary_server
 from actrone_pg.models import Memory, Turn
 from actrone_pg.ranking import RankingParams, query_terms
-from actrone_pg.stores.base import MemoryRecord, SearchRequest
-from actrone_pg.stores.postgres import PostgresStore
+from actrone_pg.stores.base import MemoryRecord, PackedSearch, SearchRequest
+from actrone_pg.stores.postgres import SEARCH_PACKED, SELECT_RECENT_TURNS, PostgresStore, _hit
 
 DIM = 384
+#: The L2 share of a 4,000-token budget (the manager's default 25 %).
+L2_BUDGET = 1000
 
 
 def pct(values: list[float], q: float) -> float:
@@ -44,13 +50,47 @@ class _FixedEmbedder:
 
     name = "bench-384"
     dimensions = DIM
-    relevance_threshold = None
+    relevance_threshold: float | None = None
 
     def __init__(self, vectors: dict[str, np.ndarray]) -> None:
         self.vectors = vectors
 
-    async def embed_batch(self, texts: list[str]) -> list[np.ndarray]:
+    async def embed_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         return [self.vectors[t] for t in texts]
+
+
+async def l1_l2_one_round_trip(
+    store: PostgresStore, req: SearchRequest, session_id: str
+) -> tuple[list[Turn], PackedSearch]:
+    """L1 and L2 as two statements sent together on one connection (a pipeline).
+
+    Not a store method: the manager fetches L1 while the query is being embedded, which one
+    round trip cannot do (the search needs the vector first). Measured here to compare.
+    """
+    found = await store._search_params(req, content=False)
+    assert found is not None
+    candidates, params = found
+    async with store._conn() as conn, conn.pipeline() as pipe:
+        l1 = await conn.execute(
+            store._q(SELECT_RECENT_TURNS), (req.agent_id, session_id, 3600.0, 50)
+        )
+        l2 = await conn.execute(
+            store._search_sql(SEARCH_PACKED, candidates),
+            (*params, L2_BUDGET, None, req.agent_id),
+            binary=True,
+        )
+        await pipe.sync()
+        turn_rows = await l1.fetchall()
+        rows = await l2.fetchall()
+    # The rows become objects as recent_turns and search_packed make them.
+    turns = [
+        Turn(r[0], req.agent_id, session_id, r[1], r[2], r[3], r[4].astimezone(UTC), r[5])
+        for r in reversed(turn_rows)
+    ]
+    hits = [_hit(req.agent_id, r[1:], r[9:]) for r in rows if r[7] is not None]
+    return turns, PackedSearch(
+        hits=hits, ranked=rows[0][0], tokens=sum(h.memory.token_count for h in hits)
+    )
 
 
 async def main() -> None:
@@ -117,11 +157,11 @@ async def main() -> None:
             f" {ingest:,.0f} memories/s",
             flush=True,
         )
-    for i in range(20):
+    for i in range(20 * args.agents):
         await store.append_turn(
             Turn(
                 id=str(i),
-                agent_id="agent-0",
+                agent_id=f"agent-{i % args.agents}",
                 session_id="s",
                 user_message="hello " * 20,
                 assistant_message="hi " * 20,
@@ -132,6 +172,12 @@ async def main() -> None:
             max_turns=50,
             ttl_seconds=3600,
         )
+    # The harness's data is static from here on: out of the garbage collector's sight, as in
+    # `actrone-pg bench`. Left in, each full collection during the timed calls took 40-120 ms
+    # (gc.callbacks), and those pauses were search's p99 (101-115 ms against ~20 ms).
+    del records
+    gc.collect()
+    gc.freeze()
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -147,6 +193,7 @@ async def main() -> None:
     retrieve_ms: list[float] = []
     seq_ms: list[float] = []
     par_ms: list[float] = []
+    one_ms: list[float] = []
     recalls: list[float] = []
     admitted: list[int] = []
     results: list[tuple[int, int, set[str]]] = []
@@ -184,15 +231,20 @@ async def main() -> None:
             t = time.perf_counter()
             hits = await store.search(req)
             s_ms = (time.perf_counter() - t) * 1000
+            agent = req.agent_id
             t = time.perf_counter()
-            await store.recent_turns("agent-0", "s", limit=50, ttl_seconds=3600)
-            await store.search(req)
+            await store.recent_turns(agent, "s", limit=50, ttl_seconds=3600)
+            await store.search_packed(req, L2_BUDGET)
             q_ms = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
             await asyncio.gather(
-                store.recent_turns("agent-0", "s", limit=50, ttl_seconds=3600), store.search(req)
+                store.recent_turns(agent, "s", limit=50, ttl_seconds=3600),
+                store.search_packed(req, L2_BUDGET),
             )
             p_ms = (time.perf_counter() - t) * 1000
+            t = time.perf_counter()
+            await l1_l2_one_round_trip(store, req, "s")
+            o_ms = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
             await mm.retrieve_context(f"agent-{a}", "s", text, 4000)
             r_ms = (time.perf_counter() - t) * 1000
@@ -201,6 +253,7 @@ async def main() -> None:
                 search_ms.append(s_ms)
                 seq_ms.append(q_ms)
                 par_ms.append(p_ms)
+                one_ms.append(o_ms)
                 results.append((a, k, {h.memory.id for h in hits}))
     # Recall after all timed calls: numpy's BLAS threads spin for a while after a matrix product
     # and would steal the CPU from the server during the next timed call (2 cores here).
@@ -218,8 +271,9 @@ async def main() -> None:
     )
     for name, ms in (
         ("search (hybrid_search, full ranking)", search_ms),
-        ("L1 then L2, sequential", seq_ms),
+        ("L1 then L2 (search_packed), sequential", seq_ms),
         ("L1 and L2 concurrently (two connections)", par_ms),
+        ("L1 and L2 in one round trip (pipeline)", one_ms),
         ("MemoryManager.retrieve_context (4,000 tokens)", retrieve_ms),
     ):
         print(f"  {name:44s} p50 {statistics.median(ms):6.2f} ms  p99 {pct(ms, 0.99):6.2f} ms")
