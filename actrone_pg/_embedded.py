@@ -23,7 +23,7 @@ import tempfile
 import threading
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -75,8 +75,7 @@ def embedded_dsn(data_dir: str | Path) -> str:
                     _servers[path] = server
                 else:
                     # Started earlier in this process: restart it if it was stopped since.
-                    with server._lock:
-                        server.ensure_postgres_running()
+                    _ensure_running(server)
             return str(server.get_uri())
         except Exception as exc:  # the wheel raises subprocess and assertion errors
             raise StoreUnavailableError(
@@ -157,8 +156,7 @@ def _tune(server: Any, path: Path) -> None:
     from psycopg import sql
 
     target = shared_buffers_target()
-    with server._lock:  # the wheel hands out one object per data directory: it may be stopped
-        server.ensure_postgres_running()
+    _ensure_running(server)
     if _set_by_alter_system(path, "shared_buffers"):
         return  # tuned on an earlier start, or chosen by someone: no connection needed
     with psycopg.connect(str(server.get_uri()), autocommit=True) as conn:
@@ -176,7 +174,16 @@ def _tune(server: Any, path: Path) -> None:
         )
     logger.info("embedded PostgreSQL in %s: shared_buffers %d MB, restarting", path, target)
     _stop(server, path)
-    with server._lock:
+    _ensure_running(server)
+
+
+def _ensure_running(server: Any) -> None:
+    """Start the wheel's server if it is stopped, under the wheel's own lock where it has one.
+
+    The wheel hands out one object per data directory, shared by its callers; its lock is
+    private, so a release without it is started unguarded rather than failing here.
+    """
+    with getattr(server, "_lock", None) or nullcontext():
         server.ensure_postgres_running()
 
 
