@@ -21,7 +21,7 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -74,9 +74,13 @@ def postgres_server() -> Iterator[str]:
 def _postgres_container() -> Iterator[str]:
     module = _testcontainers("postgres", "ACTRONE_TEST_POSTGRES=container")
     image = os.environ.get("ACTRONE_TEST_POSTGRES_IMAGE") or POSTGRES_IMAGE
-    # driver=None: a plain postgresql:// URL, which psycopg 3 and the store take as it is.
-    container = module.PostgresContainer(image, driver=None)
-    _start(container, image, "ACTRONE_TEST_POSTGRES=container", "ACTRONE_TEST_POSTGRES_DSN")
+    container = _start(
+        # driver=None: a plain postgresql:// URL, which psycopg 3 and the store take as it is.
+        lambda: module.PostgresContainer(image, driver=None),
+        image,
+        "ACTRONE_TEST_POSTGRES=container",
+        "ACTRONE_TEST_POSTGRES_DSN",
+    )
     try:
         yield str(container.get_connection_url())
     finally:
@@ -100,8 +104,12 @@ def qdrant_url() -> str:
     if _qdrant_url is None:
         module = _testcontainers("qdrant", "ACTRONE_TEST_QDRANT=container")
         image = os.environ.get("ACTRONE_TEST_QDRANT_IMAGE") or QDRANT_IMAGE
-        container = module.QdrantContainer(image)
-        _start(container, image, "ACTRONE_TEST_QDRANT=container", "ACTRONE_TEST_QDRANT_URL")
+        container = _start(
+            lambda: module.QdrantContainer(image),
+            image,
+            "ACTRONE_TEST_QDRANT=container",
+            "ACTRONE_TEST_QDRANT_URL",
+        )
         # One container for the session, however many fixtures ask; removed when pytest exits.
         atexit.register(container.stop)
         host = container.get_container_host_ip()
@@ -125,11 +133,14 @@ def _testcontainers(name: str, asked_by: str) -> Any:
         return importlib.import_module(f"testcontainers.{name}")
 
 
-def _start(container: Any, image: str, asked_by: str, instead: str) -> None:
+def _start(make: Callable[[], Any], image: str, asked_by: str, instead: str) -> Any:
+    """A started container; creating one already talks to Docker, so both steps are guarded."""
     try:
+        container = make()
         container.start()
     except Exception as exc:  # docker.errors.DockerException and friends: no engine, no image
         raise TestServerError(
             f"{asked_by}: could not start {image} ({type(exc).__name__}: {exc}); "
             f"is a Docker engine running? Or point {instead} at a server you already have"
         ) from exc
+    return container

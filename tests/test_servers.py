@@ -59,10 +59,8 @@ def test_a_container_that_cannot_start_names_the_image_and_the_alternative(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     class NoEngine:
+        # testcontainers asks Docker for its API version as the container object is made.
         def __init__(self, image: str, **kwargs: object) -> None:
-            self.image = image
-
-        def start(self) -> None:
             raise ConnectionError("no Docker socket")
 
     class Module:
