@@ -21,7 +21,7 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -36,7 +36,7 @@ class TestServerError(RuntimeError):
     __test__ = False  # not a test class, whatever pytest's name matching thinks
 
 
-def postgres_source(env: dict[str, str] | os._Environ[str] | None = None) -> str:
+def postgres_source(env: Mapping[str, str] | None = None) -> str:
     """``"dsn"``, ``"embedded"`` or ``"container"``: which PostgreSQL the suite will use."""
     env = os.environ if env is None else env
     if env.get("ACTRONE_TEST_POSTGRES_DSN"):
