@@ -42,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from actrone_pg.manager import MemoryManager
-from actrone_pg.ranking import code_point_ranks, micros
+from actrone_pg.ranking import code_point_ranks, micros, nearest_first
 
 __all__ = [
     "AgentData",
@@ -265,8 +265,7 @@ def exact_candidates(
             order = np.argsort(-cos[admitted], kind="stable")[:limit]
         else:
             id_order, created_us = ties
-            order = np.lexsort((id_order[admitted], -created_us[admitted], -cos[admitted]))
-            order = order[:limit]
+            order = nearest_first(cos[admitted], created_us[admitted], id_order[admitted], limit)
         return int(admitted.size), admitted[order]
     return int(admitted.size), admitted
 

@@ -56,6 +56,7 @@ __all__ = [
     "cosines",
     "idf",
     "micros",
+    "nearest_first",
     "query_terms",
     "rank",
     "rank_arrays",
@@ -175,6 +176,24 @@ def code_point_ranks(ids: Sequence[str]) -> npt.NDArray[np.int64]:
     ranks = np.empty(len(ids), dtype=np.int64)
     ranks[order] = np.arange(len(ids), dtype=np.int64)
     return ranks
+
+
+def nearest_first(
+    cosine: npt.NDArray[np.floating],
+    created_us: npt.NDArray[np.int64],
+    id_order: npt.NDArray[np.int64],
+    limit: int,
+) -> npt.NDArray[np.intp]:
+    """Positions of the nearest ``limit`` admitted candidates, nearest first: :func:`admit`'s
+    order (ties newer first, then id) over arrays, ``id_order`` as in :func:`rank_arrays`.
+    """
+    candidates = np.arange(cosine.size)
+    if cosine.size > limit:
+        # Only rows at least as near as the limit-th can be kept; ties with it all stay.
+        kth = np.partition(cosine, cosine.size - limit)[cosine.size - limit]
+        candidates = np.flatnonzero(cosine >= kth)
+    best = np.lexsort((id_order[candidates], -created_us[candidates], -cosine[candidates]))
+    return candidates[best[:limit]]
 
 
 def admit(candidates: Iterable[Candidate[T]], threshold: float, limit: int) -> list[Candidate[T]]:

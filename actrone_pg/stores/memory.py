@@ -27,6 +27,7 @@ from actrone_pg.ranking import (
     cosines,
     idf,
     micros,
+    nearest_first,
     rank_arrays,
     term_counts,
 )
@@ -340,10 +341,9 @@ class InMemoryStore:
         idx = np.flatnonzero(cos >= request.threshold)
         if idx.size > request.limit:
             # Admission: the nearest ``limit``, ties broken newer first then by id.
-            kth = np.partition(cos[idx], idx.size - request.limit)[idx.size - request.limit]
-            idx = idx[cos[idx] >= kth]
-            best = np.lexsort((space.id_order[idx], -space.created_us[idx], -cos[idx]))
-            idx = idx[best[: request.limit]]
+            idx = idx[
+                nearest_first(cos[idx], space.created_us[idx], space.id_order[idx], request.limit)
+            ]
         if idx.size == 0:
             return None
         c_cos = cos[idx]

@@ -56,6 +56,7 @@ from actrone_pg.ranking import (
     code_point_ranks,
     idf,
     micros,
+    nearest_first,
     rank_arrays,
     term_counts,
     tokenize,
@@ -1233,7 +1234,7 @@ class RedisQdrantStore:
         id_order = code_point_ranks([m.id for m in memories])
         if len(memories) > request.limit:
             # Admission: the nearest ``limit``, ties broken newer first then by id (as admit()).
-            best = np.lexsort((id_order, -created, -c_cos))[: request.limit]
+            best = nearest_first(c_cos, created, id_order, request.limit)
             memories = [memories[i] for i in best.tolist()]
             c_cos, created, id_order = c_cos[best], created[best], id_order[best]
         stats = CorpusStats(n_docs=n_docs, total_length=total_length, doc_freq=dfs)

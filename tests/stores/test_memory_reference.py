@@ -14,7 +14,9 @@ from actrone_pg.ranking import (
     RankingParams,
     admit,
     bm25_score,
+    code_point_ranks,
     micros,
+    nearest_first,
     rank,
     rank_arrays,
     term_counts,
@@ -118,3 +120,22 @@ def test_rank_arrays_matches_rank_on_ties() -> None:
             assert float(got.score[pos]) == e.fused_score
             assert int(got.dense_rank[pos]) == e.dense_rank
             assert (int(got.lexical_rank[pos]) or None) == e.lexical_rank
+
+
+def test_nearest_first_is_admits_order_on_ties() -> None:
+    rng = random.Random(11)
+    for _ in range(300):
+        ids = list(dict.fromkeys(rng.choice("abcABC") + str(rng.randint(0, 3)) for _ in range(40)))
+        n = len(ids)
+        times = [NOW - timedelta(seconds=rng.choice([0, 1, 86400])) for _ in range(n)]
+        cos = [rng.choice([0.25, 0.5, 0.75, 1.0]) for _ in range(n)]
+        limit = rng.randint(1, n + 2)
+        cands = [Candidate(i, t, c, 0.0, i) for i, t, c in zip(ids, times, cos, strict=True)]
+        want = [c.id for c in admit(cands, 0.0, limit)]
+        got = nearest_first(
+            np.array(cos),
+            np.array([micros(t) for t in times], dtype=np.int64),
+            code_point_ranks(ids),
+            limit,
+        )
+        assert [ids[i] for i in got] == want
