@@ -33,7 +33,13 @@ from actrone_pg._embedded import given_or_temporary_server
 from actrone_pg.models import Memory, Turn
 from actrone_pg.ranking import RankingParams, query_terms
 from actrone_pg.stores.base import MemoryRecord, PackedSearch, SearchRequest
-from actrone_pg.stores.postgres import SEARCH_PACKED, SELECT_RECENT_TURNS, PostgresStore, _hit
+from actrone_pg.stores.postgres import (
+    SEARCH_PACKED,
+    SELECT_RECENT_TURNS,
+    PostgresStore,
+    _packed,
+    _turns,
+)
 
 DIM = 384
 #: The L2 share of a 4,000-token budget (the manager's default 25 %).
@@ -83,14 +89,7 @@ async def l1_l2_one_round_trip(
         turn_rows = await l1.fetchall()
         rows = await l2.fetchall()
     # The rows become objects as recent_turns and search_packed make them.
-    turns = [
-        Turn(r[0], req.agent_id, session_id, r[1], r[2], r[3], r[4].astimezone(UTC), r[5])
-        for r in reversed(turn_rows)
-    ]
-    hits = [_hit(req.agent_id, r[1:], r[9:]) for r in rows if r[7] is not None]
-    return turns, PackedSearch(
-        hits=hits, ranked=rows[0][0], tokens=sum(h.memory.token_count for h in hits)
-    )
+    return _turns(req.agent_id, session_id, turn_rows), _packed(req.agent_id, rows)
 
 
 async def main() -> None:

@@ -589,19 +589,7 @@ class PostgresStore:
                 self._q(SELECT_RECENT_TURNS), (agent_id, session_id, ttl_seconds, limit)
             )
             rows = await cur.fetchall()
-        return [
-            Turn(
-                id=r[0],
-                agent_id=agent_id,
-                session_id=session_id,
-                user_message=r[1],
-                assistant_message=r[2],
-                tool_results=r[3],
-                created_at=r[4].astimezone(UTC),
-                token_count=r[5],
-            )
-            for r in reversed(rows)
-        ]
+        return _turns(agent_id, session_id, rows)
 
     async def get_session(
         self, agent_id: str, session_id: str, *, ttl_seconds: float
@@ -1084,11 +1072,7 @@ class PostgresStore:
                 binary=True,
             )
             rows = await cur.fetchall()
-        # (ranked, the six explain columns, id, token_count, MEMORY_COLUMNS...)
-        hits = [_hit(request.agent_id, r[1:], r[9:]) for r in rows if r[7] is not None]
-        return PackedSearch(
-            hits=hits, ranked=rows[0][0], tokens=sum(h.memory.token_count for h in hits)
-        )
+        return _packed(request.agent_id, rows)
 
     async def _search_params(
         self, request: SearchRequest, *, content: bool
@@ -1145,6 +1129,31 @@ def ann_index_name(agent_id: str, embedder: str) -> str:
     """The name of an agent's HNSW index for one embedder (any ids give a valid identifier)."""
     digest = hashlib.sha256(f"{agent_id}\x00{embedder}".encode()).hexdigest()
     return f"ix_ann_{digest[:24]}"
+
+
+def _turns(agent_id: str, session_id: str, rows: Sequence[Sequence[Any]]) -> list[Turn]:
+    """SELECT_RECENT_TURNS' rows (newest first) as turns, oldest first."""
+    return [
+        Turn(
+            id=r[0],
+            agent_id=agent_id,
+            session_id=session_id,
+            user_message=r[1],
+            assistant_message=r[2],
+            tool_results=r[3],
+            created_at=r[4].astimezone(UTC),
+            token_count=r[5],
+        )
+        for r in reversed(rows)
+    ]
+
+
+def _packed(agent_id: str, rows: Sequence[Sequence[Any]]) -> PackedSearch:
+    """SEARCH_PACKED's rows: (ranked, the six explain columns, id, token_count, MEMORY_COLUMNS)."""
+    hits = [_hit(agent_id, r[1:], r[9:]) for r in rows if r[7] is not None]
+    return PackedSearch(
+        hits=hits, ranked=rows[0][0], tokens=sum(h.memory.token_count for h in hits)
+    )
 
 
 def _hit(agent_id: str, ranked: Sequence[Any], fields: Sequence[Any]) -> ScoredMemory:
