@@ -1,22 +1,38 @@
-"""Helpers for the migration scripts: the schema in force and SQL composed with psycopg.sql."""
+"""Helpers for the migration scripts: the schema in force, and SQL composed with psycopg.sql.
+
+Functions and views follow Alembic's "replaceable objects" recipe: a revision that creates or
+changes one installs its own pinned copy, ``sql/<revision>_<object>.sql`` beside this module
+(:func:`install`), and its downgrade installs the copy of the revision before it, or drops the
+object. A copy is never edited once its revision exists: the database at a given revision holds
+exactly what that revision was written with, whatever the library's version, and an old
+upgrade path keeps working when a later revision changes a function's arguments. Changing a
+function or a view means a new revision with a new copy (docs/postgres.md, "Changing a function
+or a view").
+"""
 
 from __future__ import annotations
+
+import re
+from importlib import resources
 
 from alembic import op
 from psycopg import sql
 
-from actrone_pg import sql as sql_files
 from actrone_pg.migrations import validate_schema
 
 __all__ = [
+    "drop_function",
+    "drop_view",
     "execute",
-    "install_hybrid_search",
-    "replace_hybrid_search",
-    "reset_hybrid_search_setting",
+    "install",
+    "pinned",
+    "pinned_names",
     "schema_name",
     "template",
     "vector_schema",
 ]
+
+_PINNED = re.compile(r"^(\d{4})_([a-z_]+)\.sql$")
 
 
 def schema_name() -> str:
@@ -50,45 +66,51 @@ def template(text: str, **identifiers: str) -> sql.Composed:
     return sql.SQL(text).format(**{k: sql.Identifier(v) for k, v in identifiers.items()})
 
 
-def replace_hybrid_search(previous_arguments: str) -> None:
-    """Drop ``hybrid_search`` with the argument types it had, then install the current one.
+def pinned(revision: str, name: str) -> str:
+    """The text of object ``name`` as ``revision`` pinned it (``sql/<revision>_<name>.sql``).
 
-    For revisions that change its argument list: PostgreSQL would otherwise keep the old one as
-    an overload. ``previous_arguments`` may name ``{vector_schema}``.
+    One ``CREATE OR REPLACE`` statement, whose ``{schema}`` and ``{vector_schema}``
+    placeholders :func:`install` fills with quoted identifiers.
     """
-    schema, vschema = schema_name(), vector_schema()
-    execute(
-        template(
-            "DROP FUNCTION IF EXISTS {schema}.hybrid_search(" + previous_arguments + ")",
-            schema=schema,
-            vector_schema=vschema,
-        )
-    )
-    install_hybrid_search()
-
-
-def install_hybrid_search() -> None:
-    """CREATE OR REPLACE ``hybrid_search`` from the current ``sql/hybrid_search.sql``.
-
-    For revisions that change only its body or settings (the argument list stays).
-    """
-    execute(
-        template(
-            sql_files.load("hybrid_search"), schema=schema_name(), vector_schema=vector_schema()
-        )
+    filename = f"{revision}_{name}.sql"
+    if not _PINNED.match(filename):
+        raise ValueError(f"not a pinned SQL file: {filename!r}")
+    return (
+        resources.files("actrone_pg.migrations")
+        .joinpath("sql", filename)
+        .read_text(encoding="utf-8")
     )
 
 
-def reset_hybrid_search_setting(setting: str) -> None:
-    """Drop one ``SET`` clause from ``hybrid_search`` (downgrades of revisions that added one).
+def pinned_names() -> list[tuple[str, str]]:
+    """Every pinned copy shipped, as ``(revision, object)`` pairs in revision order."""
+    folder = resources.files("actrone_pg.migrations").joinpath("sql")
+    found = (_PINNED.match(entry.name) for entry in folder.iterdir())
+    return sorted((m[1], m[2]) for m in found if m)
 
-    By name, without an argument list: the function is never overloaded (see
-    :func:`replace_hybrid_search`).
+
+def install(revision: str, name: str) -> None:
+    """CREATE OR REPLACE object ``name`` from the copy ``revision`` pinned."""
+    execute(template(pinned(revision, name), schema=schema_name(), vector_schema=vector_schema()))
+
+
+def drop_function(name: str, arguments: str) -> None:
+    """Drop the function ``name(arguments)``, if there is one.
+
+    ``arguments`` is its argument type list (overloads are told apart by it) and may name
+    ``{vector_schema}``. A revision that changes a function's argument list drops the old one
+    first: ``CREATE OR REPLACE`` would otherwise keep both as overloads.
     """
     execute(
         template(
-            "ALTER FUNCTION {schema}.hybrid_search RESET {setting}",
+            "DROP FUNCTION IF EXISTS {schema}.{name}(" + arguments + ")",
             schema=schema_name(),
-            setting=setting,
+            vector_schema=vector_schema(),
+            name=name,
         )
     )
+
+
+def drop_view(name: str) -> None:
+    """Drop the view ``name``, if there is one."""
+    execute(template("DROP VIEW IF EXISTS {schema}.{name}", schema=schema_name(), name=name))

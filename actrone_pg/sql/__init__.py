@@ -1,9 +1,13 @@
-"""The long SQL of the PostgreSQL backend, kept in ``.sql`` files beside this module.
+"""The long statements a store runs, kept in ``.sql`` files beside this module (none today).
 
-Files are read once (and cached) by :func:`load`. A file may contain ``{schema}`` placeholders;
-callers compose it with :func:`compose`, which quotes the schema with
-:class:`psycopg.sql.Identifier` (literal braces must therefore be written ``{{`` and ``}}``).
-A test fails if a file here is never loaded by the package.
+Files are read once (and cached) by :func:`load`. A file may contain ``{schema}`` placeholders,
+which the caller fills with :class:`psycopg.sql.Identifier` (literal braces must therefore be
+written ``{{`` and ``}}``). A test fails if a file here is never loaded by the package.
+
+Functions and views installed in the database are not here: each migration that creates or
+changes one carries its own pinned copy (``actrone_pg/migrations/sql/``), so the migrations
+never depend on the library's current SQL and each object has exactly one source at head (the
+copy of the newest revision that touched it); a test refuses a ``CREATE`` here.
 """
 
 from __future__ import annotations

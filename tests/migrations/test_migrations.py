@@ -1,4 +1,8 @@
-"""Migrations: upgrade, downgrade, seeded upgrades, drift, concurrency, and no pgvector."""
+"""Migrations: upgrade, downgrade, seeded upgrades, drift, concurrency, and no pgvector.
+
+What each revision pins (its functions and views, step by step up and down) is tested in
+``test_pinned.py``.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,12 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
 
 from actrone_pg import migrations
-from actrone_pg import sql as sql_files
 from actrone_pg.errors import SchemaError, ValidationError
 
 pytestmark = pytest.mark.postgres
@@ -51,118 +53,6 @@ def test_upgrade_downgrade_upgrade(postgres_dsn: str, scratch_schema: str) -> No
     assert _tables(postgres_dsn, scratch_schema) == set()
     migrations.migrate(postgres_dsn, scratch_schema)
     assert _tables(postgres_dsn, scratch_schema) == TABLES
-
-
-def _hybrid_search_column(dsn: str, schema: str, column: str) -> list[Any]:
-    """One pg_proc column of every ``hybrid_search`` in ``schema`` (overloads by arity)."""
-    with psycopg.connect(dsn) as conn:
-        rows = conn.execute(
-            sql.SQL(
-                "SELECT p.{} FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
-                " WHERE n.nspname = %s AND p.proname = 'hybrid_search' ORDER BY p.pronargs"
-            ).format(sql.Identifier(column)),
-            (schema,),
-        ).fetchall()
-    return [r[0] for r in rows]
-
-
-def _hybrid_search_catalog(dsn: str, schema: str, column: str) -> Any:
-    """One column of the (only) ``hybrid_search`` function's pg_proc row."""
-    values = _hybrid_search_column(dsn, schema, column)
-    assert len(values) == 1, values
-    return values[0]
-
-
-def test_hybrid_search_settings_come_and_go_with_their_revisions(
-    postgres_dsn: str, scratch_schema: str
-) -> None:
-    def settings() -> list[str]:
-        return list(_hybrid_search_catalog(postgres_dsn, scratch_schema, "proconfig"))
-
-    migrations.migrate(postgres_dsn, scratch_schema)
-    assert settings() == [
-        "jit=off",
-        "enable_nestloop=off",
-        "plan_cache_mode=force_generic_plan",
-    ]
-    migrations.downgrade(postgres_dsn, scratch_schema, revision="0008")
-    assert settings() == ["jit=off", "enable_nestloop=off"]
-    migrations.downgrade(postgres_dsn, scratch_schema, revision="0004")
-    assert settings() == ["jit=off"]
-
-
-def _hybrid_search_arities(dsn: str, schema: str) -> list[int]:
-    return [int(n) for n in _hybrid_search_column(dsn, schema, "pronargs")]
-
-
-def _older_body(arity: int) -> str:
-    """hybrid_search.sql as revisions before 0006 (12 arguments) or 0007 (13) installed it."""
-    body = sql_files.load("hybrid_search")
-    body = body.replace(",\n    p_candidates text[] DEFAULT NULL\n", "\n")
-    body = body.replace("p_candidates IS NULL", "true").replace("p_candidates IS NOT NULL", "false")
-    body = body.replace("ANY (p_candidates)", "ANY (NULL::text[])")
-    if arity == 12:
-        body = body.replace(",\n    p_content boolean DEFAULT true\n", "\n")
-        body = body.replace("CASE WHEN p_content THEN", "CASE WHEN true THEN")
-    assert "p_candidates text[]" not in body and "(p_candidates)" not in body
-    assert arity == 13 or ("p_content boolean" not in body and "WHEN p_content" not in body)
-    return body
-
-
-@pytest.mark.parametrize(("revision", "arity"), [("0005", 12), ("0006", 13)])
-def test_a_new_argument_list_replaces_the_old_function(
-    postgres_dsn: str, scratch_schema: str, revision: str, arity: int
-) -> None:
-    migrations.migrate(postgres_dsn, scratch_schema, revision=revision)
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP FUNCTION {}.hybrid_search").format(sql.Identifier(scratch_schema))
-        )
-        conn.execute(
-            sql.SQL(_older_body(arity)).format(
-                schema=sql.Identifier(scratch_schema), vector_schema=sql.Identifier("public")
-            )
-        )
-    assert _hybrid_search_arities(postgres_dsn, scratch_schema) == [arity]
-    migrations.migrate(postgres_dsn, scratch_schema)
-    assert _hybrid_search_arities(postgres_dsn, scratch_schema) == [14]
-    # Downgrading keeps the 14-argument function, which the older calls resolve to.
-    migrations.downgrade(postgres_dsn, scratch_schema, revision=revision)
-    with psycopg.connect(postgres_dsn) as conn:
-        rows = conn.execute(
-            sql.SQL(
-                "SELECT count(*) FROM {}.hybrid_search('a', 'e', ARRAY['x'], '[1,0]', 0.5, 10,"
-                " true, 60, ARRAY[1,1,1]::float8[], 0.7, 0.3, now())"
-            ).format(sql.Identifier(scratch_schema))
-        ).fetchone()
-    assert rows == (0,)
-    assert _hybrid_search_arities(postgres_dsn, scratch_schema) == [14]
-
-
-def test_0008_reinstalls_the_body_whose_bm25_sum_sorts_no_terms(
-    postgres_dsn: str, scratch_schema: str
-) -> None:
-    def body() -> str:
-        return str(_hybrid_search_catalog(postgres_dsn, scratch_schema, "prosrc"))
-
-    migrations.migrate(postgres_dsn, scratch_schema, revision="0007")
-    # 0007's body, as it installed it: the BM25 sum sorted the matching terms itself.
-    current = sql_files.load("hybrid_search")
-    older = current.replace(
-        "d.doc_len::float8 / st.avgdl))\n            )",
-        "d.doc_len::float8 / st.avgdl))\n                ORDER BY ti.ord\n            )",
-    )
-    assert older != current
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL(older).format(
-                schema=sql.Identifier(scratch_schema), vector_schema=sql.Identifier("public")
-            )
-        )
-    assert "ORDER BY ti.ord" in body()
-    migrations.migrate(postgres_dsn, scratch_schema)
-    assert "ORDER BY ti.ord" not in body()
-    assert "ORDER BY terms.ord" in body()
 
 
 def test_upgrade_of_a_seeded_database_keeps_the_data(

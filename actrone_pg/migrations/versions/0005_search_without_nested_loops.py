@@ -1,7 +1,7 @@
 """hybrid_search() plans its joins without nested loops.
 
-Reinstalls the function from ``sql/hybrid_search.sql``, which now carries
-``SET enable_nestloop = off``: without table statistics the planner joined the candidates by
+Installs the function as this revision pinned it (``sql/0005_hybrid_search.sql``): 0003's, plus
+``SET enable_nestloop = off``. Without table statistics the planner joined the candidates by
 nested loops (quadratic in the number of candidates). Results are unchanged; only plans differ.
 
 Revision ID: 0005
@@ -11,7 +11,7 @@ Create Date: 2026-11-30
 
 from __future__ import annotations
 
-from actrone_pg.migrations._ops import install_hybrid_search, reset_hybrid_search_setting
+from actrone_pg.migrations._ops import install
 
 revision: str = "0005"
 down_revision: str | None = "0004"
@@ -20,10 +20,10 @@ depends_on: str | None = None
 
 
 def upgrade() -> None:
-    """CREATE OR REPLACE the function from the current SQL file."""
-    install_hybrid_search()
+    """CREATE OR REPLACE the function with 0005's copy (same arguments as 0003)."""
+    install("0005", "hybrid_search")
 
 
 def downgrade() -> None:
-    """Drop the setting again (the function body is the same)."""
-    reset_hybrid_search_setting("enable_nestloop")
+    """Reinstall 0003's copy (without the setting)."""
+    install("0003", "hybrid_search")

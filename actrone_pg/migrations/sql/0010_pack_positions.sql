@@ -1,3 +1,4 @@
+-- Pinned by migration 0010. Never edited: a change is a new revision with its own copy.
 -- The memories of a ranking that fit a token budget, chosen exactly as
 -- actrone_pg.budget.pack_costs chooses them (spec §3.3): in rank order, each memory whose cost
 -- fits what is left of the budget is taken, one that does not is skipped and the next tried.

@@ -1,3 +1,4 @@
+-- Pinned by migration 0008. Never edited: a change is a new revision with its own copy.
 -- Hybrid search over one agent's memories, in one statement: admission, the dense, BM25 and
 -- recency rankings, and Reciprocal Rank Fusion (or the classic blend), exactly as
 -- actrone_pg/ranking.py defines them. Installed by the migrations as {schema}.hybrid_search.
@@ -66,12 +67,6 @@ SET jit = off
 -- loops, p_limit² comparisons: 100 ms for 500 candidates of 500 memories, 4-6 ms with this
 -- setting, and 3.9 ms either way once the tables are analysed (psql \timing, migration 0005).
 SET enable_nestloop = off
--- One plan per session, reused: PostgreSQL 18 caches the plans of SQL functions, but left to
--- choose it planned this body afresh for every call (0.88 ms of planning, EXPLAIN EXECUTE of
--- the body), the plan barely depending on the arguments' values. A generic plan is replanned
--- when the tables' statistics change (ANALYZE, VACUUM). The function alone: 8.51 -> 8.11 and
--- 8.70 -> 8.30 ms p50 (two A/B runs of 900 calls, 10 agents x 10,000, migration 0009).
-SET plan_cache_mode = force_generic_plan
 AS $$
 WITH
 -- Admission: cosine >= threshold, the nearest p_limit, ties newer first then id. The threshold

@@ -1,3 +1,4 @@
+-- Pinned by migration 0003. Never edited: a change is a new revision with its own copy.
 -- The distinct lower-case letter/digit runs of a query, in order of first appearance: the SQL
 -- twin of actrone_pg.ranking.query_terms, for people calling {schema}.hybrid_search from psql.
 -- It matches the Python tokenizer for ASCII text; for other scripts PostgreSQL's regex classes

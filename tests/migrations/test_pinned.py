@@ -1,0 +1,262 @@
+"""Each revision installs the functions and views it pinned, up and down, on a real server.
+
+``LIVE`` says, for every revision, which pinned copy (``migrations/sql/<rev>_<name>.sql``) of
+each function and view the schema holds there, as the revisions' docstrings describe them. The
+round trip upgrades an empty schema one revision at a time to head and back down to base and
+checks at every step that the schema holds exactly those objects, that installing those copies
+again changes nothing in the catalog, and that going down restores exactly what the way up had.
+"""
+
+from __future__ import annotations
+
+import pkgutil
+import re
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from actrone_pg import migrations
+from actrone_pg.migrations._ops import pinned, pinned_names
+
+VERSIONS = Path(migrations.__file__).parent / "versions"
+
+_AT_0003 = {
+    "hybrid_search": "0003",
+    "query_terms": "0003",
+    "session_overview": "0003",
+    "recent_turns": "0003",
+    "memory_overview": "0003",
+}
+#: revision -> {object: the revision whose pinned copy of it is installed there}
+LIVE: dict[str, dict[str, str]] = {
+    "0001": {},
+    "0002": {},
+    "0003": _AT_0003,
+    "0004": _AT_0003,
+    "0005": _AT_0003 | {"hybrid_search": "0005"},
+    "0006": _AT_0003 | {"hybrid_search": "0006"},
+    "0007": _AT_0003 | {"hybrid_search": "0007"},
+    "0008": _AT_0003 | {"hybrid_search": "0008"},
+    "0009": _AT_0003 | {"hybrid_search": "0009"},
+    "0010": _AT_0003 | {"hybrid_search": "0009", "pack_positions": "0010"},
+}
+#: hybrid_search's argument count at each revision that has it (0006 and 0007 each add one).
+ARITY = {
+    "0003": 12,
+    "0004": 12,
+    "0005": 12,
+    "0006": 13,
+    "0007": 14,
+    "0008": 14,
+    "0009": 14,
+    "0010": 14,
+}
+#: hybrid_search's SET clauses (0005 adds enable_nestloop, 0009 plan_cache_mode).
+_NESTLOOP = ["jit=off", "enable_nestloop=off"]
+_GENERIC = [*_NESTLOOP, "plan_cache_mode=force_generic_plan"]
+SETTINGS = {
+    "0003": ["jit=off"],
+    "0004": ["jit=off"],
+    "0005": _NESTLOOP,
+    "0006": _NESTLOOP,
+    "0007": _NESTLOOP,
+    "0008": _NESTLOOP,
+    "0009": _GENERIC,
+    "0010": _GENERIC,
+}
+
+
+def _chain() -> list[str]:
+    """Every shipped revision, oldest first."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory(str(VERSIONS.parent))
+    return [rev.revision for rev in reversed(list(script.walk_revisions()))]
+
+
+# -- without a server ---------------------------------------------------------------------------
+
+
+def test_live_covers_every_revision_and_every_pinned_copy() -> None:
+    chain = _chain()
+    assert list(LIVE) == chain
+    assert chain[-1] == migrations.head_revision()
+    # A copy is live from its own revision on (until a later one replaces it) ...
+    for revision, name in pinned_names():
+        assert LIVE[revision][name] == revision, (revision, name)
+    # ... and every live copy exists.
+    assert {(rev, name) for live in LIVE.values() for name, rev in live.items()} == set(
+        pinned_names()
+    )
+
+
+def test_each_pinned_copy_is_installed_by_its_own_revision_only() -> None:
+    calls: dict[str, set[tuple[str, str]]] = {}
+    for path in VERSIONS.glob("[0-9][0-9][0-9][0-9]_*.py"):
+        text = path.read_text(encoding="utf-8")
+        calls[path.name[:4]] = set(re.findall(r'install\("(\d{4})", "([a-z_]+)"\)', text))
+        # Migrations never read the library's current SQL.
+        assert "actrone_pg import sql" not in text and "sql_files" not in text, path.name
+    for revision, name in pinned_names():
+        assert (revision, name) in calls[revision], (revision, name)
+    # Every install names a pinned copy of its own revision (upgrade) or of an older one that
+    # LIVE says is in place just below it (downgrade).
+    chain = _chain()
+    for revision, installs in calls.items():
+        below = chain[chain.index(revision) - 1]
+        for source, name in installs:
+            assert source == revision or LIVE[below][name] == source, (revision, source, name)
+
+
+def test_pinned_copies_are_one_statement_with_identifier_placeholders_only() -> None:
+    for revision, name in pinned_names():
+        text = pinned(revision, name)
+        assert text.startswith(f"-- Pinned by migration {revision}.")
+        assert len(re.findall(r"^CREATE OR REPLACE ", text, flags=re.M)) == 1, name
+        assert re.search(rf"^CREATE OR REPLACE (FUNCTION|VIEW) {{schema}}\.{name}\b", text, re.M)
+        used = set(re.findall(r"(?<!\{)\{([a-z_]*)\}(?!\})", text))
+        assert used <= {"schema", "vector_schema"}, (name, used)
+    for bad in ("../0003", "0003/x", "x"):
+        with pytest.raises(ValueError):
+            pinned(bad, "hybrid_search")
+
+
+# -- on a server ---------------------------------------------------------------------------------
+
+
+def _fingerprint(conn: psycopg.Connection[Any], schema: str) -> dict[str, Any]:
+    """The schema's functions (full definitions), views, columns and indexes."""
+    functions = conn.execute(
+        "SELECT p.proname, pg_get_function_identity_arguments(p.oid), pg_get_functiondef(p.oid)"
+        " FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace"
+        " WHERE n.nspname = %s ORDER BY 1, 2",
+        (schema,),
+    ).fetchall()
+    views = conn.execute(
+        "SELECT viewname, definition FROM pg_views WHERE schemaname = %s ORDER BY 1", (schema,)
+    ).fetchall()
+    columns = conn.execute(
+        "SELECT table_name, column_name, data_type, is_nullable, column_default, collation_name"
+        " FROM information_schema.columns WHERE table_schema = %s ORDER BY 1, 2",
+        (schema,),
+    ).fetchall()
+    indexes = conn.execute(
+        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s ORDER BY 1", (schema,)
+    ).fetchall()
+    return {"functions": functions, "views": views, "columns": columns, "indexes": indexes}
+
+
+def _objects(fingerprint: dict[str, Any]) -> set[str]:
+    return {row[0] for row in fingerprint["functions"]} | {row[0] for row in fingerprint["views"]}
+
+
+def _hybrid_search(conn: psycopg.Connection[Any], schema: str) -> tuple[int, list[str]]:
+    row = conn.execute(
+        "SELECT p.pronargs, p.proconfig FROM pg_proc AS p"
+        " JOIN pg_namespace AS n ON n.oid = p.pronamespace"
+        " WHERE n.nspname = %s AND p.proname = 'hybrid_search'",
+        (schema,),
+    ).fetchone()
+    assert row is not None
+    return int(row[0]), list(row[1])
+
+
+def _reinstalled(conn: psycopg.Connection[Any], schema: str, live: dict[str, str]) -> Any:
+    """The fingerprint after installing ``live``'s copies again (rolled back)."""
+    vector_schema = conn.execute(
+        "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n"
+        " ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
+    ).fetchone()
+    assert vector_schema is not None
+    with conn.transaction(force_rollback=True):
+        for name, revision in live.items():
+            conn.execute(
+                sql.SQL(pinned(revision, name)).format(
+                    schema=sql.Identifier(schema), vector_schema=sql.Identifier(vector_schema[0])
+                )
+            )
+        return _fingerprint(conn, schema)
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_every_revision_holds_what_it_pinned_up_to_head_and_down_to_base(
+    postgres_dsn: str, scratch_schema: str
+) -> None:
+    chain = _chain()
+    seen: dict[str, Any] = {}
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        for revision in chain:
+            migrations.migrate(postgres_dsn, scratch_schema, revision=revision)
+            fingerprint = _fingerprint(conn, scratch_schema)
+            assert _objects(fingerprint) == set(LIVE[revision]), revision
+            assert _reinstalled(conn, scratch_schema, LIVE[revision]) == fingerprint, revision
+            if "hybrid_search" in LIVE[revision]:
+                arity, settings = _hybrid_search(conn, scratch_schema)
+                assert (arity, settings) == (ARITY[revision], SETTINGS[revision]), revision
+            seen[revision] = fingerprint
+        assert migrations.current_revision(postgres_dsn, scratch_schema) == chain[-1]
+
+        for revision in reversed(chain[:-1]):
+            migrations.downgrade(postgres_dsn, scratch_schema, revision=revision)
+            assert migrations.current_revision(postgres_dsn, scratch_schema) == revision
+            assert _fingerprint(conn, scratch_schema) == seen[revision], revision
+        migrations.downgrade(postgres_dsn, scratch_schema, revision="base")
+        assert migrations.current_revision(postgres_dsn, scratch_schema) is None
+        base = _fingerprint(conn, scratch_schema)
+        # Only the version table is left (empty), in the schema the migrations created.
+        assert base["functions"] == base["views"] == []
+        assert {row[0] for row in base["columns"]} == {migrations.VERSION_TABLE}
+        assert [row[0] for row in base["indexes"]] == [migrations.VERSION_TABLE + "_pkc"]
+
+        migrations.migrate(postgres_dsn, scratch_schema)
+        assert _fingerprint(conn, scratch_schema) == seen[chain[-1]]
+
+
+def _store_statements() -> dict[str, str]:
+    """Every statement the PostgreSQL store keeps as a module constant, by name."""
+    package = import_module("actrone_pg.stores.postgres")
+    modules = [package]
+    if hasattr(package, "__path__"):  # a package of modules by concern
+        modules += [
+            import_module(info.name)
+            for info in pkgutil.walk_packages(package.__path__, package.__name__ + ".")
+        ]
+    found: dict[str, str] = {}
+    for module in modules:
+        for name, value in vars(module).items():
+            texts = value if isinstance(value, list | tuple) else [value]
+            for i, text in enumerate(texts):
+                if not isinstance(text, str) or "{s}." not in text:
+                    continue
+                first = text.split(None, 1)[0].upper()
+                if first in {"SELECT", "WITH", "INSERT", "UPDATE", "DELETE"}:
+                    found[f"{module.__name__}.{name}[{i}]"] = text
+    return found
+
+
+@pytest.mark.postgres
+def test_head_serves_every_statement_of_the_store(postgres_dsn: str, postgres_schema: str) -> None:
+    """The server resolves each of the store's statements against the migrated head.
+
+    PREPARE parses and analyses a statement without running it: a function the head lacks, an
+    argument list it does not take, or a column its result does not have fails here.
+    """
+    statements = _store_statements()
+    names = " ".join(statements)
+    assert "SEARCH[0]" in names and "SEARCH_PACKED[0]" in names, names
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        for name, text in statements.items():
+            composed = sql.SQL(text).format(
+                s=sql.Identifier(postgres_schema), candidates=sql.SQL("NULL::text[]")
+            )
+            query = composed.as_string(conn)
+            assert "%%" not in query and "%(" not in query, name
+            pieces = query.split("%s")
+            numbered = pieces[0] + "".join(f"${i}{p}" for i, p in enumerate(pieces[1:], 1))
+            conn.execute(sql.SQL("PREPARE actrone_probe AS ") + sql.SQL(numbered))
+            conn.execute("DEALLOCATE actrone_probe")
