@@ -26,11 +26,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from actrone_pg.errors import SchemaError, StoreUnavailableError, ValidationError
+from actrone_pg.errors import (
+    ConfigurationError,
+    SchemaError,
+    StoreUnavailableError,
+    ValidationError,
+)
 
 __all__ = [
     "VERSION_TABLE",
     "check",
+    "check_text_search_config",
     "current_revision",
     "downgrade",
     "head_revision",
@@ -123,17 +129,52 @@ def advisory_lock(dsn: str, schema: str, *, timeout: float = 120.0) -> Iterator[
         conn.close()
 
 
-def migrate(dsn: str, schema: str = "actrone", *, revision: str = "head") -> None:
+def migrate(
+    dsn: str,
+    schema: str = "actrone",
+    *,
+    revision: str = "head",
+    text_search_config: str | None = None,
+) -> None:
     """Upgrade ``schema`` in the database at ``dsn`` to ``revision`` (default: the newest).
 
-    Safe to call concurrently from several processes. A server without pgvector raises
-    :class:`SchemaError` saying how to install it, before anything is created.
+    Safe to call concurrently from several processes. Before anything is created: a server
+    without pgvector raises :class:`SchemaError` saying how to install it, and
+    ``text_search_config`` (the store's ``postgres_text_search_config``), when given, must be a
+    text search configuration of the server, else :class:`ConfigurationError`.
     """
     from alembic import command
 
     cfg = make_config(dsn, schema)
+    if text_search_config is not None:
+        check_text_search_config(dsn, text_search_config)
     with advisory_lock(dsn, schema):
         _run(command.upgrade, cfg, revision)
+
+
+def check_text_search_config(dsn: str, name: str) -> None:
+    """Raise :class:`ConfigurationError` unless the server at ``dsn`` has configuration ``name``.
+
+    Only configurations on the connection's search path count, as for a ``regconfig`` cast
+    (``\\dF`` in psql lists them).
+    """
+    import psycopg
+
+    try:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+            row = conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM pg_ts_config"
+                " WHERE cfgname = %s AND pg_ts_config_is_visible(oid))",
+                (name,),
+            ).fetchone()
+    except psycopg.OperationalError as exc:
+        raise StoreUnavailableError(f"cannot connect to PostgreSQL to migrate: {exc}") from None
+    if not row or not row[0]:
+        raise ConfigurationError(
+            "postgres_text_search_config",
+            f"the server has no text search configuration {name!r} (see \\dF in psql); "
+            "nothing was created",
+        )
 
 
 def downgrade(dsn: str, schema: str = "actrone", *, revision: str = "base") -> None:

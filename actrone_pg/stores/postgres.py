@@ -489,7 +489,7 @@ class PostgresStore:
             )
         if self._auto_migrate:
             logger.info("migrating schema %s from %s to %s", self.schema, current, head)
-            migrations.migrate(dsn, self.schema)
+            migrations.migrate(dsn, self.schema, text_search_config=self._ts_config)
             return
         state = "has never been migrated" if current is None else f"is at revision {current}"
         raise SchemaError(

@@ -18,7 +18,7 @@ import pytest
 from psycopg import sql
 
 from actrone_pg import migrations
-from actrone_pg.errors import SchemaError, ValidationError
+from actrone_pg.errors import ConfigurationError, SchemaError, ValidationError
 
 pytestmark = pytest.mark.postgres
 
@@ -218,3 +218,35 @@ def test_runs_on_a_connection_the_caller_owns(postgres_dsn: str, scratch_schema:
         command.upgrade(cfg, "head")
     engine.dispose()
     assert migrations.current_revision(postgres_dsn, scratch_schema) == migrations.head_revision()
+
+
+@pytest.mark.postgres
+def test_an_unknown_text_search_config_creates_nothing(
+    postgres_dsn: str, scratch_schema: str
+) -> None:
+    with pytest.raises(ConfigurationError, match="no text search configuration 'klingon'"):
+        migrations.migrate(postgres_dsn, scratch_schema, text_search_config="klingon")
+    with psycopg.connect(postgres_dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = %s", (scratch_schema,)
+        ).fetchone()
+    assert row == (0,)
+    migrations.migrate(postgres_dsn, scratch_schema, text_search_config="english")
+    assert migrations.current_revision(postgres_dsn, scratch_schema) == migrations.head_revision()
+
+
+@pytest.mark.postgres
+async def test_store_setup_with_an_unknown_text_search_config_creates_nothing(
+    postgres_dsn: str, scratch_schema: str
+) -> None:
+    from actrone_pg.stores.postgres import PostgresStore
+
+    store = PostgresStore(postgres_dsn, schema=scratch_schema, text_search_config="klingon")
+    with pytest.raises(ConfigurationError, match="postgres_text_search_config"):
+        await store.setup()
+    await store.close()
+    async with await psycopg.AsyncConnection.connect(postgres_dsn) as conn:
+        cur = await conn.execute(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = %s", (scratch_schema,)
+        )
+        assert await cur.fetchone() == (0,)
