@@ -334,7 +334,9 @@ class MemoryManager:
         """Store many memories at once: all land or none does. Returns their ids in order.
 
         Each item is a string (the content) or a mapping with the keyword arguments of
-        :meth:`inject_memory` (``content`` required).
+        :meth:`inject_memory` (``content`` required). An item repeated in the batch is stored
+        once and its positions get the same id; one ``memory_id`` with two different contents
+        raises :class:`~actrone_pg.errors.ValidationError`.
         """
         v.check_id("agent_id", agent_id)
         if isinstance(items, (str, bytes, Mapping)):
@@ -342,14 +344,21 @@ class MemoryManager:
         memories = [self._build_memory(agent_id, item, i) for i, item in enumerate(items)]
         if not memories:
             return []
-        seen: set[str] = set()
+        # An item repeated in one batch (a conversation says "Thanks!" twice) is stored once, as
+        # two calls would store it; the later copy wins, as a second call's upsert would. One id
+        # with two different contents is a contradiction, not a repeat.
+        unique: dict[str, Memory] = {}
         for m in memories:
-            if m.id in seen:
-                raise ValidationError(f"memory id {m.id!r} appears twice in one batch")
-            seen.add(m.id)
-        vectors = await self._embed([m.content for m in memories])
+            earlier = unique.get(m.id)
+            if earlier is not None and earlier.content != m.content:
+                raise ValidationError(
+                    f"memory id {m.id!r} is given twice in one batch with different content"
+                )
+            unique[m.id] = m
+        vectors = await self._embed([m.content for m in unique.values()])
         records = [
-            MemoryRecord(memory=m, vector=vec) for m, vec in zip(memories, vectors, strict=True)
+            MemoryRecord(memory=m, vector=vec)
+            for m, vec in zip(unique.values(), vectors, strict=True)
         ]
         await self.store.upsert_memories(records)
         return [m.id for m in memories]
