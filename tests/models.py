@@ -71,8 +71,14 @@ def _tokenizer_json(path: Path) -> None:
     tok.save(str(path))
 
 
-def build_tiny_encoder(directory: Path, *, onnx_subdir: bool = False) -> Path:
-    """A tiny encoder directory: ``model.onnx`` (token -> EMBEDDINGS row) + ``tokenizer.json``."""
+def build_tiny_encoder(
+    directory: Path, *, onnx_subdir: bool = False, table: np.ndarray = EMBEDDINGS
+) -> Path:
+    """A tiny encoder directory: ``model.onnx`` (token -> ``table`` row) + ``tokenizer.json``.
+
+    ``table`` has a row per token of ``VOCAB``; its width is the model's dimension.
+    """
+    dim = int(table.shape[1])
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -80,7 +86,7 @@ def build_tiny_encoder(directory: Path, *, onnx_subdir: bool = False) -> Path:
     ids = helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"])
     mask = helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"])
     out = helper.make_tensor_value_info(
-        "last_hidden_state", TensorProto.FLOAT, ["batch", "seq", DIM]
+        "last_hidden_state", TensorProto.FLOAT, ["batch", "seq", dim]
     )
     # The mask is an input (as in real encoders) but the rows do not depend on it; pooling does.
     nodes = [
@@ -96,7 +102,7 @@ def build_tiny_encoder(directory: Path, *, onnx_subdir: bool = False) -> Path:
         [ids, mask],
         [out],
         initializer=[
-            numpy_helper.from_array(EMBEDDINGS, "table"),
+            numpy_helper.from_array(table.astype(np.float32), "table"),
             numpy_helper.from_array(np.array([2], dtype=np.int64), "axis2"),
             numpy_helper.from_array(np.zeros((1,), dtype=np.float32), "zero"),
         ],

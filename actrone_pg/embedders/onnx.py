@@ -5,9 +5,13 @@ Two presets carry calibrated thresholds (see ``docs/embeddings.md``):
 * ``sentence-transformers/all-MiniLM-L6-v2``: mean pooling, 384 dimensions, 256 tokens;
 * ``BAAI/bge-small-en-v1.5``: CLS pooling, 384 dimensions, 512 tokens.
 
-Any other BERT-like encoder exported to ONNX works given its pooling rule (``"mean"`` or
-``"cls"``); it declares no threshold, so the library default (0.72) applies until you calibrate it
-with ``actrone-pg calibrate``. Every vector is L2-normalised.
+A model is recognised as all-MiniLM-L6-v2 by what it computes (its vectors for a few fixed probe
+sentences, :mod:`actrone_pg.embedders._fingerprint`), so the calibrated threshold follows the
+model into any directory and any export; bge-small-en-v1.5, whose fingerprint is not recorded, is
+recognised by its id. Any other BERT-like encoder exported to ONNX works given its pooling rule
+(``"mean"`` or ``"cls"``); it declares no threshold, says so once in the log, and the library
+default (0.72) applies until you calibrate it with ``actrone-pg calibrate``. Every vector is
+L2-normalised.
 
 A model is a directory holding ``model.onnx`` (or ``onnx/model.onnx``) and ``tokenizer.json``,
 either given directly (:meth:`OnnxEmbedder.from_directory`) or fetched once from the Hugging Face
@@ -29,12 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from actrone_pg.embedders._fingerprint import FINGERPRINTS, PROBES, recognise
 from actrone_pg.errors import (
     ConfigurationError,
     EmbedderError,
     MissingDependencyError,
     ModelNotAvailableError,
 )
+from actrone_pg.ranking import DEFAULT_RELEVANCE_THRESHOLD
 
 if TYPE_CHECKING:
     from actrone_pg.config import MemoryConfig
@@ -264,15 +270,25 @@ class OnnxEmbedder:
         self._output, self._pooled = self._pick_output()
         self.dimensions = int(self._embed_sync(["dimension probe"]).shape[1])
         preset = _preset_for(model_id)
-        if relevance_threshold is _UNSET:
-            relevance_threshold = preset.relevance_threshold if preset else None
-        self.relevance_threshold: float | None = relevance_threshold
+        # The name is stored with every vector: it stays what the id says, so data written
+        # before models were recognised by their vectors is still found.
         self.name = name or f"onnx:{preset.model_id if preset else model_id}"
         if preset is not None and preset.dimensions != self.dimensions:
             raise ModelNotAvailableError(
                 f"{model_path} claims to be {preset.model_id} but gives {self.dimensions} "
                 f"dimensions, not {preset.dimensions}"
             )
+        #: The built-in model this one is (a ``PRESETS`` id), or ``None``.
+        self.recognised_as: str | None
+        #: How it was recognised: ``"vectors"`` (its fingerprint) or ``"model id"``.
+        self.recognised_by: str | None
+        self.recognised_as, self.recognised_by = _recognise(self, preset)
+        if relevance_threshold is _UNSET:
+            known = PRESETS.get(self.recognised_as or "")
+            relevance_threshold = known.relevance_threshold if known else None
+            if known is None:
+                _notice_unrecognised(self, preset)
+        self.relevance_threshold: float | None = relevance_threshold
 
     def _pick_output(self) -> tuple[str, bool]:
         outputs = self._session.get_outputs()
@@ -309,9 +325,10 @@ class OnnxEmbedder:
         ``pooling`` and ``max_length`` default to what the directory says (``actrone_model.json``,
         sentence-transformers' ``1_Pooling/config.json`` and ``sentence_bert_config.json``), then
         to the preset of ``model_id``, then to mean pooling and the model's position limit.
-        ``model_id`` defaults to the hub id a snapshot path encodes, else the directory's name; a
-        preset's id (or a directory named like one, such as ``all-MiniLM-L6-v2``) brings that
-        preset's calibrated threshold.
+        ``model_id`` defaults to the hub id a snapshot path encodes, else the directory's name, and
+        names the embedder. The calibrated threshold comes from what the model computes: the
+        vectors of all-MiniLM-L6-v2 are recognised wherever the files lie and whatever the
+        directory is called; bge-small-en-v1.5 (no fingerprint recorded) by its id.
         """
         directory = Path(path).expanduser()
         if not directory.is_dir():
@@ -445,6 +462,51 @@ class OnnxEmbedder:
             f"OnnxEmbedder(name={self.name!r}, pooling={self.pooling!r}, "
             f"dimensions={self.dimensions}, max_length={self.max_length})"
         )
+
+
+def _recognise(embedder: OnnxEmbedder, claimed: Preset | None) -> tuple[str | None, str | None]:
+    """Which built-in model ``embedder`` is, and how that is known.
+
+    Its vectors for the probe sentences decide for every model whose fingerprint is recorded,
+    whatever the id claims; a preset without a recorded fingerprint is taken at its id's word.
+    """
+    if any(PRESETS[m].dimensions == embedder.dimensions for m in FINGERPRINTS):
+        found = recognise(embedder._embed_sync(list(PROBES)))
+        if found is not None:
+            return found, "vectors"
+    if claimed is not None and claimed.model_id not in FINGERPRINTS:
+        return claimed.model_id, "model id"
+    return None, None
+
+
+_noticed_unrecognised: set[str] = set()
+
+
+def _notice_unrecognised(embedder: OnnxEmbedder, claimed: Preset | None) -> None:
+    """Say once per model file which threshold an unrecognised model gets and how to measure one."""
+    key = str(embedder.model_path.resolve())
+    if key in _noticed_unrecognised:
+        return
+    _noticed_unrecognised.add(key)
+    directory = embedder.model_path.parent
+    if directory.name == "onnx":  # the hub's layout: <model>/onnx/model.onnx
+        directory = directory.parent
+    if claimed is not None:
+        what = (
+            f"is named like {claimed.model_id} but its vectors differ from that model's (a "
+            "fine-tuned, quantised or different model), so it has no calibrated threshold"
+        )
+    else:
+        what = "is not a built-in model, so it has no calibrated threshold"
+    logger.warning(
+        "ONNX model %s %s: admission uses relevance_threshold if you set one, else %s. Measure "
+        "its own with `actrone-pg calibrate --embedder onnx:%s` (add --pairs your_pairs.jsonl for "
+        "your data) and set ACTRONE_RELEVANCE_THRESHOLD to the result.",
+        embedder.model_path,
+        what,
+        DEFAULT_RELEVANCE_THRESHOLD,
+        directory,
+    )
 
 
 def hub_snapshot(
