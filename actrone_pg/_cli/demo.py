@@ -1,4 +1,11 @@
-"""``actrone-pg demo``: store a conversation and a few memories, then show what retrieval picks."""
+"""``actrone-pg demo``: store a conversation and a few memories, then show what retrieval picks.
+
+The story: the user plans this week's meals, and their sister Ana comes to dinner on Friday. The
+default query is what the user would ask next; the memories it needs are the user's peanut
+allergy and Ana's lactose intolerance, and the hashing embedder and all-MiniLM-L6-v2 both admit
+them (MiniLM also the diet). Every memory left out is listed with the reason: below the
+admission threshold (its cosine), or over the L2 token share.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +14,18 @@ import asyncio
 import importlib.util
 import json
 import os
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import numpy as np
 
 from actrone_pg.config import BACKENDS, EMBEDDING_PROVIDERS, MemoryConfig
 from actrone_pg.manager import MemoryManager
 from actrone_pg.models import Memory, RetrievedContext
 
 AGENT = "actrone-demo"
-DEFAULT_QUERY = "Any food allergies or diet preferences for dinner tonight?"
+DEFAULT_QUERY = "Friday dinner with Ana: which foods, allergies or dairy should we avoid?"
 
 # Two earlier sessions and today's; the demo erases its own agent first so reruns start clean.
 CONVERSATION: list[tuple[str, str, str]] = [
@@ -57,6 +67,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--query", default=DEFAULT_QUERY, help="the query to retrieve context for")
     parser.add_argument("--budget", type=int, default=320, help="token budget (default 320)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A memory retrieval did not hand back, and why."""
+
+    content: str
+    cosine: float
+    token_count: int
+    #: ``"below_threshold"`` (not admitted) or ``"over_budget"`` (admitted, did not fit)
+    reason: str
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "content": self.content,
+            "cosine": self.cosine,
+            "token_count": self.token_count,
+            "reason": self.reason,
+            "detail": self.detail,
+        }
 
 
 def _pick_backend(choice: str) -> str:
@@ -104,15 +136,70 @@ async def _demo(config: MemoryConfig, query: str, budget: int) -> dict[str, Any]
         )
         ctx = await mm.retrieve_context(AGENT, "today", query, budget, explain=True)
         ranked = await mm.search_memories(AGENT, query, limit=len(MEMORIES), explain=True)
+        left_out = await _left_out(mm, ctx, ranked)
         dsn = getattr(mm.store, "dsn", None)
         info = {
             "backend": mm.backend,
             "embedder": mm.embedder.name,
             "relevance_threshold": mm.relevance_threshold,
+            "rrf_k": mm.config.rrf_k,
+            "rrf_weights": list(mm.config.rrf_weights),
             "dsn": dsn if isinstance(dsn, str) else None,
         }
-    payload = {**info, "context": ctx.to_dict(), "ranked_candidates": [_row(m) for m in ranked]}
-    return {"info": info, "ctx": ctx, "ranked": ranked, "json": payload}
+    payload = {
+        **info,
+        "context": ctx.to_dict(),
+        "ranked_candidates": [_row(m) for m in ranked],
+        "left_out": [x.as_dict() for x in left_out],
+    }
+    return {"info": info, "ctx": ctx, "ranked": ranked, "left_out": left_out, "json": payload}
+
+
+async def _left_out(
+    mm: MemoryManager, ctx: RetrievedContext, ranked: list[Memory]
+) -> list[LeftOut]:
+    """The demo's memories missing from ``ctx``, each with the reason, in the demo's order.
+
+    An admitted memory that is missing was skipped by the packing (§3: a memory that does not
+    fit the L2 share is skipped and the next one tried); any other scored below the threshold.
+    Their cosines are computed here with the same embedder, as the store never returns them.
+    """
+    chosen = {m.id for m in ctx.episodic_memories}
+    out: list[LeftOut] = []
+    used = 0
+    for m in ranked:  # best first: replay the packing to say how much of the share was left
+        if m.id in chosen:
+            used += m.token_count
+            continue
+        assert m.explain is not None
+        left = ctx.episodic_budget - used
+        out.append(
+            LeftOut(
+                m.content,
+                m.explain.cosine,
+                m.token_count,
+                "over_budget",
+                f"over budget: {m.token_count} tokens, {left} of the "
+                f"{ctx.episodic_budget}-token L2 share left",
+            )
+        )
+    admitted = {m.content for m in ranked}
+    contents = [c for c, *_ in MEMORIES if c not in admitted]
+    if contents:
+        raw = np.asarray(await mm.embedder.embed_batch([ctx.query, *contents]), dtype=np.float64)
+        unit = raw / np.linalg.norm(raw, axis=1, keepdims=True)
+        threshold = ctx.relevance_threshold
+        for content, cosine in zip(contents, unit[1:] @ unit[0], strict=True):
+            out.append(
+                LeftOut(
+                    content,
+                    float(cosine),
+                    mm.count_tokens(content),
+                    "below_threshold",
+                    f"below threshold: cosine {cosine:.3f} < {threshold:.3f}",
+                )
+            )
+    return out
 
 
 def _row(m: Memory) -> dict[str, Any]:
@@ -164,7 +251,7 @@ def _render(result: dict[str, Any]) -> None:
 
     mems = Table(
         title=f"L2 · memories admitted at cosine ≥ {ctx.relevance_threshold:.3f}, best first "
-        f"(✓ in the {ctx.episodic_budget}-token share)"
+        f"(✓ in the {ctx.episodic_budget}-token share, ✗ over it)"
     )
     for col, justify in [
         ("", "center"),
@@ -181,7 +268,7 @@ def _render(result: dict[str, Any]) -> None:
         e = m.explain
         assert e is not None
         mems.add_row(
-            "[green]✓[/]" if m.id in chosen else "[dim]–[/]",
+            "[green]✓[/]" if m.id in chosen else "[red]✗[/]",
             m.content,
             f"{e.cosine:.3f}",
             _rank(e.dense_rank),
@@ -193,9 +280,21 @@ def _render(result: dict[str, Any]) -> None:
     if not ranked:
         mems.add_row("", "[dim](no memory reached the threshold)[/]", "", "", "", "", "", "")
     console.print(mems)
+
+    left_out: list[LeftOut] = result["left_out"]
+    if left_out:
+        gone = Table(title="left out, and why")
+        gone.add_column("memory")
+        gone.add_column("cosine", justify="right")
+        gone.add_column("why")
+        for x in sorted(left_out, key=lambda x: (x.reason != "over_budget", -x.cosine)):
+            gone.add_row(x.content, f"{x.cosine:.3f}", x.detail)
+        console.print(gone)
+    weights = ", ".join(f"{w:g}" for w in info["rrf_weights"])
     console.print(
-        f"[dim]retrieved in {ctx.retrieval_ms:.1f} ms · fused = Σ 1/(60 + rank) over dense, "
-        "lexical and recency · a rank of – means absent from that ranking[/]"
+        f"[dim]retrieved in {ctx.retrieval_ms:.1f} ms · fused = Σ w / ({info['rrf_k']} + rank) "
+        f"over dense, lexical and recency, w = {weights} · a rank of – means absent from that "
+        "ranking · a smaller --budget shows the L2 share overflow[/]"
     )
 
 
