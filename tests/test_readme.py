@@ -1,20 +1,52 @@
-"""The README's quickstart and its psql examples run as written (test server, scratch schema)."""
+"""The README's quickstart and its psql examples run as written (test server, scratch schema).
+
+Each runs with the two embedders a newcomer meets: the hashing embedder (no model installed) and
+all-MiniLM-L6-v2 (after ``scripts/demo`` or ``scripts/test`` exported it into the models
+directory, where ``embedding_provider="local"``, the default, finds it).
+"""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 
 from actrone_pg.cli import main
+from actrone_pg.manager import MemoryManager
+from actrone_pg.models import RetrievedContext
 
 README = Path(__file__).parent.parent / "README.md"
+MINILM = "onnx:sentence-transformers/all-MiniLM-L6-v2"
+
+
+@pytest.fixture(params=["hashing", pytest.param("minilm", marks=pytest.mark.model)])
+def default_embedder(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    isolated_model_caches: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> str:
+    """The default provider's models directory: empty, or holding MiniLM as the scripts leave it.
+
+    Returns the name of the embedder the library will pick by itself.
+    """
+    for var in ("ACTRONE_EMBEDDING_PROVIDER", "ACTRONE_EMBEDDING_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    if request.param == "hashing":
+        return "hashing-v1-256"
+    minilm_dir: Path = request.getfixturevalue("minilm_dir")
+    # isolated_model_caches points models_dir() at tmp_path / "models"
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "all-MiniLM-L6-v2").symlink_to(minilm_dir)
+    return MINILM
 
 
 @pytest.mark.postgres
-def test_quickstart_runs(
+def test_quickstart_surfaces_the_memory_it_shows(
+    default_embedder: str,
     postgres_dsn: str,
     scratch_schema: str,
     monkeypatch: pytest.MonkeyPatch,
@@ -24,28 +56,47 @@ def test_quickstart_runs(
     # deployment would (ACTRONE_POSTGRES_DSN), and keeps it out of other tests' schema.
     monkeypatch.setenv("ACTRONE_POSTGRES_DSN", postgres_dsn)
     monkeypatch.setenv("ACTRONE_POSTGRES_SCHEMA", scratch_schema)
-    monkeypatch.setenv("ACTRONE_EMBEDDING_PROVIDER", "hashing")
+    seen: list[tuple[MemoryManager, RetrievedContext]] = []
+    original = MemoryManager.retrieve_context
+
+    async def keep(self: MemoryManager, *args: Any, **kwargs: Any) -> RetrievedContext:
+        ctx = await original(self, *args, **kwargs)
+        seen.append((self, ctx))
+        return ctx
+
+    monkeypatch.setattr(MemoryManager, "retrieve_context", keep)
     match = re.search(r"## Quickstart\n\n```python\n(.*?)```", README.read_text(), re.S)
     assert match is not None
     exec(compile(match.group(1), "README quickstart", "exec"), {"__name__": "quickstart"})
+    ((mm, ctx),) = seen
+    assert mm.embedder.name == default_embedder
+    assert [m.content for m in ctx.episodic_memories] == ["The user is allergic to peanuts"]
+    (memory,) = ctx.episodic_memories
+    assert memory.explain is not None and memory.explain.cosine >= mm.relevance_threshold
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "Plan dinner? -> Sure, for how many?"
-    # tokens used / shares of the 2,000-token budget: the turn is ceil(12/4) + ceil(19/4) = 8;
-    # the hashing embedder shares no word between the query and the memory, so L2 uses 0
-    assert out[-1] == "8 / 700 0 / 500"
+    assert out[0] == "I'm baking for a party on Saturday. -> Fun! What would you like to bake?"
+    assert out[1].startswith("The user is allergic to peanuts Explain(cosine=")
+    # tokens used / shares of the 2,000-token budget: the turn is ceil(35/4) + ceil(33/4) = 18,
+    # the memory ceil(31/4) = 8; the L1 share is floor(0.35 * 2000), the L2 share floor(0.25 * 2000)
+    assert out[-1] == "18 / 700 8 / 500"
+    # the cosines the README quotes (hashing: 1 shared feature of 4 and 3, 1/sqrt(12))
+    quoted = {"hashing-v1-256": "0.289", MINILM: "0.445"}[default_embedder]
+    assert f"{memory.explain.cosine:.3f}" == quoted
+    assert f"{quoted} against {mm.relevance_threshold:.3f}" in README.read_text().replace("\n", " ")
 
 
 @pytest.mark.postgres
 def test_the_readme_sql_runs_on_the_demo_data(
+    default_embedder: str,
     postgres_dsn: str,
     scratch_schema: str,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv("ACTRONE_POSTGRES_SCHEMA", scratch_schema)
-    args = ["demo", "--backend", "postgres", "--dsn", postgres_dsn, "--embedder", "hashing"]
-    assert main(args) == 0
-    capsys.readouterr()
+    # the demo as a user runs it: no embedder chosen, so the default provider picks
+    assert main(["demo", "--backend", "postgres", "--dsn", postgres_dsn, "--json"]) == 0
+    assert f'"embedder": "{default_embedder}"' in capsys.readouterr().out
     block = re.search(r"```sql\n(SELECT session_id.*?)```", README.read_text(), re.S)
     assert block is not None
     code = re.sub(r"--[^\n]*", "", block.group(1))  # the block's comments hold no SQL
@@ -56,6 +107,10 @@ def test_the_readme_sql_runs_on_the_demo_data(
             conn.execute(q.replace("actrone.", f"{scratch_schema}.")).fetchall() for q in statements
         ]
     assert all(results[:4]), [len(r) for r in results]
-    # the hybrid search finds the allergy memory first; the packing example gives what it says
-    assert str(results[3][0][-1]).startswith("Food allergies")
+    # the hybrid search finds the allergy memory by its own vector: cosine 1, first by dense
+    # rank (its fused position also depends on recency: it is the demo's oldest memory but one)
+    found = {str(row[-1]): row for row in results[3]}
+    allergy = found["Food allergies: the user is allergic to peanuts."]
+    assert allergy[1] == pytest.approx(1.0) and allergy[2] == 1
+    # the packing example gives what it says
     assert results[4] == [([1, 3],)]
