@@ -290,6 +290,10 @@ class OnnxEmbedder:
                 _notice_unrecognised(self, preset)
         self.relevance_threshold: float | None = relevance_threshold
 
+    def _truncate_at(self, max_length: int) -> None:
+        self.max_length = max_length
+        self._tokenizer.enable_truncation(max_length=max_length)
+
     def _pick_output(self) -> tuple[str, bool]:
         outputs = self._session.get_outputs()
         by_name = {o.name: o for o in outputs}
@@ -355,9 +359,12 @@ class OnnxEmbedder:
             pooling = meta.get("pooling") or _pooling_from_st(directory)
         if pooling is None:
             pooling = preset.pooling if preset else "mean"
+        guess_length = (
+            max_length is None and preset is None and not _declared_length(directory, meta)
+        )
         if max_length is None:
             max_length = _max_length(directory, meta, preset)
-        return cls(
+        embedder = cls(
             onnx_file,
             tokenizer_file,
             model_id=model_id,
@@ -368,6 +375,11 @@ class OnnxEmbedder:
             relevance_threshold=relevance_threshold,
             name=name,
         )
+        if guess_length and embedder.recognised_by == "vectors" and embedder.recognised_as:
+            # Nothing in the directory says how long a text may be, but the model is known:
+            # truncate where it was trained to (MiniLM: 256, not its 512 positions).
+            embedder._truncate_at(PRESETS[embedder.recognised_as].max_length)
+        return embedder
 
     @classmethod
     def from_pretrained(
@@ -640,6 +652,12 @@ def _max_length(directory: Path, meta: dict[str, Any], preset: Preset | None) ->
     if isinstance(positions, int) and positions > 0:
         length = min(int(length), positions)
     return int(length)
+
+
+def _declared_length(directory: Path, meta: dict[str, Any]) -> bool:
+    """Whether the directory's own files say how many tokens the model takes."""
+    st = _read_json(directory / "sentence_bert_config.json").get("max_seq_length")
+    return bool(meta.get("max_length") or st)
 
 
 def _looks_like_path(model: str) -> bool:

@@ -135,6 +135,11 @@ async def test_minilm_under_a_neutral_name_keeps_its_calibrated_threshold(
     assert (emb.recognised_as, emb.recognised_by) == (MINILM, "vectors")
     assert emb.relevance_threshold == onnx_module.MINILM_THRESHOLD
     assert emb.name == "onnx:encoder"  # the stored name is unchanged: existing data stays found
+    # nothing in the copy gives a length: the recognised model's own (not its 512 positions)
+    assert emb.max_length == 256
+    long_text = "word " * 400
+    original = OnnxEmbedder.from_directory(minilm_dir)
+    assert np.allclose(emb.embed_sync([long_text]), original.embed_sync([long_text]), atol=1e-5)
     # the same through the configuration a user writes, up to the manager's threshold
     monkeypatch.setenv("ACTRONE_EMBEDDING_MODEL", str(copy))
     assert create_embedder(MemoryConfig(embedding_provider="onnx")).relevance_threshold == (
