@@ -8,7 +8,9 @@ and an invalid one raises :class:`~actrone_pg.errors.ConfigurationError` naming 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
+import logging
 import math
 import os
 import re
@@ -18,16 +20,37 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from actrone_pg.errors import ConfigurationError
 
-__all__ = ["BACKENDS", "EMBEDDING_PROVIDERS", "MemoryConfig", "default_data_dir"]
+__all__ = ["BACKENDS", "EMBEDDING_PROVIDERS", "MemoryConfig", "default_data_dir", "redact"]
 
 BACKENDS = ("memory", "postgres", "redis_qdrant")
 EMBEDDING_PROVIDERS = ("local", "hashing", "onnx", "openai")
 ENV_PREFIX = "ACTRONE_"
+#: ``ACTRONE_*`` variables that are not settings: the test suite's servers and model
+#: (``ACTRONE_TEST_*``), the benchmark's reference interpreter, the model export script's venv.
+NOT_SETTINGS_PREFIXES = ("ACTRONE_TEST_", "ACTRONE_BENCH_", "ACTRONE_EXPORT_")
 
-_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+logger = logging.getLogger("actrone_pg.config")
+
+# Every pattern here validates a whole value, so each is used with fullmatch: ``$`` also matches
+# before a trailing newline, and "actrone\n" would pass as a schema name.
+_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_TEXT_SEARCH_CONFIG = re.compile(r"[a-z_][a-z0-9_]*")
+_COLLECTION_PREFIX = re.compile(r"[A-Za-z0-9_-]{1,64}")
+#: Schemas PostgreSQL reserves: pg_catalog, pg_toast, pg_temp_N, ... (any pg_ name) and the SQL
+#: standard's information_schema.
+_SYSTEM_SCHEMA = re.compile(r"pg_.*|information_schema")
+_SECRET_FIELDS = ("qdrant_api_key", "embedding_api_key")
+_URL_FIELDS = ("postgres_dsn", "redis_url", "qdrant_url", "embedding_api_url")
+_SECRET_PARAMS = {"password", "api_key", "apikey", "token"}
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
+# key=value connection strings: password=secret or password='it''s secret' (libpq's quoting);
+# not preceded by ? or &, where it is a URL's query parameter, masked with its URL.
+_KV_PASSWORD = re.compile(r"(?<![?&\w])(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
+_warned_env: set[str] = set()
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -136,12 +159,50 @@ class MemoryConfig:
         return _build(type(self), values, {})
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields as a plain dict (secrets masked)."""
+        """The fields as a plain dict (secrets masked: API keys, passwords in DSNs and URLs)."""
         out = dataclasses.asdict(self)
-        for key in ("qdrant_api_key", "embedding_api_key"):
+        for key in _SECRET_FIELDS:
             if out.get(key):
                 out[key] = "***"
+        for key in _URL_FIELDS:
+            if out.get(key):
+                out[key] = redact(out[key])
         return out
+
+    def __repr__(self) -> str:
+        # Written by hand (the dataclass keeps it) so that a config printed or logged shows no
+        # API key and no password.
+        fields = ", ".join(f"{k}={v!r}" for k, v in self.to_dict().items())
+        return f"{type(self).__name__}({fields})"
+
+
+def redact(text: str) -> str:
+    """``text`` with the passwords of the connection strings and URLs in it replaced by ``***``.
+
+    Handles URLs (``postgresql://user:secret@host/db``, ``redis://:secret@host``, a
+    ``?password=`` or ``?api_key=`` query parameter) and libpq's key=value form
+    (``host=h password=secret``), anywhere in ``text``, so it also serves for log lines.
+    """
+    return _KV_PASSWORD.sub(r"\1***", _URL.sub(lambda m: _redact_url(m.group(0)), text))
+
+
+def _redact_url(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. an invalid IPv6 host: mask everything between :// and @
+        return re.sub(r"(://)[^@]*@", r"\1***@", url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        if ":" in userinfo:
+            netloc = f"{userinfo.split(':', 1)[0]}:***@{host}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(k.lower() in _SECRET_PARAMS for k, _ in pairs):
+            masked = [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in pairs]
+            query = urlencode(masked, safe="*/:")
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 # The dataclass machinery generated a typed ``__init__``; keep it, and make the public constructor
@@ -174,6 +235,7 @@ def _resolve(
         raise ConfigurationError(
             unknown[0], f"unknown setting; valid ones are {', '.join(sorted(fields))}"
         )
+    _warn_unknown_env(fields, environ)
     hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
     for name, f in fields.items():
@@ -189,6 +251,33 @@ def _resolve(
             assert f.default_factory is not dataclasses.MISSING
             values[name] = f.default_factory()
     return values
+
+
+def _warn_unknown_env(fields: Mapping[str, Any], environ: Mapping[str, str]) -> None:
+    """Log once per variable an ``ACTRONE_*`` variable that names no setting (a typo, usually).
+
+    A log record rather than a warning: a stray variable is the environment's business, and it
+    must not turn into an exception where warnings are errors.
+    """
+    known = {ENV_PREFIX + name.upper() for name in fields}
+    for var in environ:
+        if (
+            not var.startswith(ENV_PREFIX)
+            or var in known
+            or var in _warned_env
+            or var.startswith(NOT_SETTINGS_PREFIXES)
+        ):
+            continue
+        _warned_env.add(var)
+        # Compared without the prefix, which every name shares and would make all look alike.
+        names = sorted(name.upper() for name in fields)
+        close = difflib.get_close_matches(var.removeprefix(ENV_PREFIX), names, n=1)
+        hint = (
+            f"did you mean {ENV_PREFIX}{close[0]}?"
+            if close
+            else "the settings are listed in the README's Configuration table"
+        )
+        logger.warning("%s is not a setting of actrone_pg and is ignored; %s", var, hint)
 
 
 def _coerce(name: str, hint: Any, value: Any, *, from_env: bool) -> Any:
@@ -288,20 +377,29 @@ def _validate(cfg: MemoryConfig) -> None:
             f"unknown provider {cfg.embedding_provider!r}; "
             f"choose one of {', '.join(EMBEDDING_PROVIDERS)}",
         )
-    if not _IDENTIFIER.match(cfg.postgres_schema):
+    if not _IDENTIFIER.fullmatch(cfg.postgres_schema):
         fail(
             "postgres_schema",
             f"{cfg.postgres_schema!r} is not a plain identifier "
             "(lower-case letters, digits and underscores, starting with a letter or underscore, "
             "at most 63 characters)",
         )
-    if not re.match(r"^[a-z_][a-z0-9_]*$", cfg.postgres_text_search_config):
+    if _SYSTEM_SCHEMA.fullmatch(cfg.postgres_schema):
+        fail(
+            "postgres_schema",
+            f"{cfg.postgres_schema!r} is a PostgreSQL system schema (pg_* and "
+            "information_schema are the server's own); choose a schema of your own, such as "
+            "the default 'actrone'",
+        )
+    if not _TEXT_SEARCH_CONFIG.fullmatch(cfg.postgres_text_search_config):
         fail(
             "postgres_text_search_config",
             f"{cfg.postgres_text_search_config!r} is not a plain identifier",
         )
-    if not re.match(r"^[A-Za-z0-9_-]{1,64}$", cfg.qdrant_collection_prefix):
+    if not _COLLECTION_PREFIX.fullmatch(cfg.qdrant_collection_prefix):
         fail("qdrant_collection_prefix", "use letters, digits, '_' or '-' (at most 64)")
+    if cfg.postgres_dsn is not None:
+        _validate_dsn(cfg.postgres_dsn)
     for name in (
         "max_session_turns",
         "max_episodic_memories",
@@ -358,3 +456,38 @@ def _validate(cfg: MemoryConfig) -> None:
         )
     if not cfg.rerank_model.strip():
         fail("rerank_model", "must name a model id or directory")
+
+
+DSN_EXAMPLES = (
+    "a URI such as postgresql://user:password@localhost:5432/dbname or key=value pairs such as "
+    "'host=localhost port=5432 dbname=actrone user=actrone'; leave it unset for the embedded server"
+)
+
+
+def _validate_dsn(dsn: str) -> None:
+    """Refuse a ``postgres_dsn`` that is no connection string, before anything connects.
+
+    Without this, ``ACTRONE_POSTGRES_DSN=localhost`` fails later with an error about the
+    schema. psycopg's own parser (libpq's rules) is used where installed; it is imported here,
+    only for a DSN that is set, so the memory backend still needs no driver.
+    """
+    shown = redact(dsn)
+    if not dsn.strip():
+        raise ConfigurationError("postgres_dsn", f"is empty; expected {DSN_EXAMPLES}")
+    try:
+        from psycopg import conninfo
+    except ImportError:
+        words = dsn.split()
+        if re.match(r"postgres(ql)?://", dsn) or (words and all("=" in w for w in words)):
+            return
+        reason = "neither a postgresql:// URI nor key=value pairs"
+    else:
+        try:
+            conninfo.conninfo_to_dict(dsn)
+            return
+        except Exception as exc:  # psycopg.ProgrammingError, raised for any unparsable string
+            reason = redact(str(exc).strip())
+    raise ConfigurationError(
+        "postgres_dsn",
+        f"{shown!r} is not a PostgreSQL connection string ({reason}); expected {DSN_EXAMPLES}",
+    )

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 import actrone_pg
-from actrone_pg.config import MemoryConfig
+from actrone_pg import config as config_module
+from actrone_pg.config import MemoryConfig, redact
 from actrone_pg.errors import ConfigurationError
 
 
@@ -83,6 +86,17 @@ def test_from_env_with_explicit_mapping() -> None:
         ({"embedding_provider": "magic"}, "embedding_provider"),
         ({"postgres_schema": "x; drop table y"}, "postgres_schema"),
         ({"postgres_schema": 'a"b'}, "postgres_schema"),
+        # "$" matches before a trailing newline: these passed and migrated into "actrone\n".
+        ({"postgres_schema": "actrone\n"}, "postgres_schema"),
+        ({"postgres_text_search_config": "simple\n"}, "postgres_text_search_config"),
+        ({"qdrant_collection_prefix": "actrone\n"}, "qdrant_collection_prefix"),
+        ({"postgres_schema": "information_schema"}, "postgres_schema"),
+        ({"postgres_schema": "pg_catalog"}, "postgres_schema"),
+        ({"postgres_schema": "pg_toast"}, "postgres_schema"),
+        ({"postgres_schema": "pg_mine"}, "postgres_schema"),
+        ({"postgres_dsn": "localhost"}, "postgres_dsn"),
+        ({"postgres_dsn": "http://localhost:5432"}, "postgres_dsn"),
+        ({"postgres_dsn": "  "}, "postgres_dsn"),
         ({"rrf_weights": (1.0, -1.0, 1.0)}, "rrf_weights"),
         ({"rrf_weights": (1.0, 1.0)}, "rrf_weights"),
         ({"max_session_turns": "ten"}, "max_session_turns"),
@@ -138,3 +152,112 @@ def test_readme_documents_every_field() -> None:
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     for f in dataclasses.fields(MemoryConfig):
         assert f"| `{f.name}` | `ACTRONE_{f.name.upper()}` |" in readme, f.name
+
+
+def test_system_schemas_are_refused_with_the_reason() -> None:
+    with pytest.raises(ConfigurationError, match="system schema.*'actrone'"):
+        MemoryConfig(postgres_schema="information_schema")
+    assert MemoryConfig(postgres_schema="public").postgres_schema == "public"
+    assert MemoryConfig(postgres_schema="_pg_like").postgres_schema == "_pg_like"
+
+
+def test_a_host_alone_is_not_a_dsn_and_the_message_shows_what_one_looks_like(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ACTRONE_POSTGRES_DSN", "localhost")
+    with pytest.raises(ConfigurationError) as info:
+        MemoryConfig(backend="postgres")
+    assert info.value.field == "postgres_dsn"
+    assert "'localhost' is not a PostgreSQL connection string" in str(info.value)
+    assert "postgresql://user:password@localhost:5432/dbname" in str(info.value)
+    for good in ("postgresql://u:p@h:5432/db", "postgres://h/db", "host=h dbname=d user=u"):
+        assert MemoryConfig(postgres_dsn=good).postgres_dsn == good
+
+
+def test_a_refused_dsn_does_not_echo_its_password() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        MemoryConfig(postgres_dsn="host=h password=hunter2 oops")
+    assert "hunter2" not in str(info.value)
+
+
+DSN = "postgresql://app:hunter2@db.example:5432/mem?sslmode=require"
+
+
+def test_repr_and_str_mask_every_secret() -> None:
+    c = MemoryConfig(
+        postgres_dsn=DSN,
+        qdrant_api_key="qkey-123",
+        embedding_api_key="sk-456",
+        redis_url="redis://default:redispw@cache:6379/0",
+    )
+    for text in (repr(c), str(c), f"{c}", str(c.to_dict())):
+        for secret in ("hunter2", "qkey-123", "sk-456", "redispw"):
+            assert secret not in text, (secret, text)
+    assert "postgres_dsn='postgresql://app:***@db.example:5432/mem?sslmode=require'" in repr(c)
+    assert "redis_url='redis://default:***@cache:6379/0'" in repr(c)
+    assert "qdrant_api_key='***'" in repr(c) and "embedding_api_key='***'" in repr(c)
+    assert c.postgres_dsn == DSN  # the value itself is untouched
+    kv = MemoryConfig(postgres_dsn="host=db password=hunter2 dbname=mem")
+    assert "postgres_dsn='host=db password=*** dbname=mem'" in repr(kv)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (DSN, "postgresql://app:***@db.example:5432/mem?sslmode=require"),
+        ("postgresql://app@db/mem", "postgresql://app@db/mem"),
+        ("postgresql://:pw@db/mem", "postgresql://:***@db/mem"),
+        ("postgresql://db/m?password=pw&sslmode=require", "postgresql://db/m?password=***&sslmode=require"),
+        ("host=db password=pw dbname=mem", "host=db password=*** dbname=mem"),
+        ("host=db password = 'p w\\' x' dbname=mem", "host=db password = *** dbname=mem"),
+        ("redis://:pw@cache:6379", "redis://:***@cache:6379"),
+        ("http://q:6333/?api_key=k", "http://q:6333/?api_key=***"),
+        ("at postgresql://u:pw@h/d: refused", "at postgresql://u:***@h/d: refused"),
+    ],
+)  # fmt: skip
+def test_redact(text: str, expected: str) -> None:
+    assert redact(text) == expected
+
+
+@pytest.fixture
+def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(config_module, "_warned_env", set())
+
+
+@pytest.mark.usefixtures("fresh_warnings")
+def test_a_misspelled_variable_is_logged_once_with_the_closest_setting(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("ACTRONE_RERANK_ENABLE", "true")
+    monkeypatch.setenv("ACTRONE_POSTGRES_SHEMA", "mine")
+    monkeypatch.setenv("ACTRONE_ZZZ", "1")
+    with caplog.at_level(logging.WARNING, logger="actrone_pg.config"):
+        c = MemoryConfig()
+        MemoryConfig()  # once per variable, not once per config
+    assert c.rerank_enabled is False and c.postgres_schema == "actrone"
+    messages = sorted(r.getMessage() for r in caplog.records if r.name == "actrone_pg.config")
+    assert messages == [
+        "ACTRONE_POSTGRES_SHEMA is not a setting of actrone_pg and is ignored; "
+        "did you mean ACTRONE_POSTGRES_SCHEMA?",
+        "ACTRONE_RERANK_ENABLE is not a setting of actrone_pg and is ignored; "
+        "did you mean ACTRONE_RERANK_ENABLED?",
+        "ACTRONE_ZZZ is not a setting of actrone_pg and is ignored; "
+        "the settings are listed in the README's Configuration table",
+    ]
+
+
+@pytest.mark.usefixtures("fresh_warnings")
+def test_variables_of_the_tests_and_scripts_are_not_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    environ = {
+        "ACTRONE_TEST_POSTGRES_DSN": "postgresql://x@y/z",
+        "ACTRONE_TEST_MODEL_DIR": "/m",
+        "ACTRONE_BENCH_REFERENCE_PYTHON": "/p",
+        "ACTRONE_EXPORT_VENV": "/v",
+        "ACTRONE_RRF_K": "10",
+        "OTHER_RRF_KK": "1",
+    }
+    with caplog.at_level(logging.WARNING, logger="actrone_pg.config"):
+        assert MemoryConfig.from_env(environ).rrf_k == 10
+    assert [r for r in caplog.records if r.name == "actrone_pg.config"] == []
