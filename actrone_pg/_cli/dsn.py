@@ -13,7 +13,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the DSN (starting the embedded server if needed)."""
-    dsn, _ = resolve(args)
-    print(dsn)
+    """Print the DSN (starting the embedded server if it has a cluster but is stopped)."""
+    print(resolve(args).dsn)
     return 0

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
-from actrone_pg._cli._pg import add_connection_arguments, resolve
+from actrone_pg._cli._pg import add_connection_arguments, connection_errors, resolve
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +32,8 @@ def run(args: argparse.Namespace) -> int:
 
     from actrone_pg.migrations import fetch_revision
 
-    dsn, schema = resolve(args)
+    target = resolve(args)  # a mistyped --data-dir is an error, not a new server
+    dsn, schema = target.dsn, target.schema
     console = Console()
     queries = [
         (
@@ -53,7 +55,11 @@ def run(args: argparse.Namespace) -> int:
             "created_at DESC",
         ),
     ]
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    timeout = max(1, math.ceil(target.config.postgres_connect_timeout))
+    with (
+        connection_errors(dsn),
+        psycopg.connect(dsn, autocommit=True, connect_timeout=timeout) as conn,
+    ):
         if fetch_revision(conn, schema) is None:
             console.print(f"schema {schema!r} has no actrone tables; run `actrone-pg migrate`")
             return 1

@@ -3,31 +3,64 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-from actrone_pg._cli._pg import add_connection_arguments, resolve
+from actrone_pg._cli._pg import add_connection_arguments, connection_errors, resolve
+from actrone_pg.errors import ConfigurationError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``actrone-pg migrate``."""
     add_connection_arguments(parser)
     parser.add_argument(
-        "--revision", default="head", help="target revision (default: head, the newest)"
+        "--revision", default=None, help="target revision (default: head, the newest)"
     )
     parser.add_argument(
-        "--downgrade", action="store_true", help="downgrade to --revision (e.g. 'base')"
+        "--downgrade",
+        action="store_true",
+        help="downgrade to --revision, which is then required ('base' removes everything)",
     )
+    # run() reports a missing --revision the way argparse reports its own errors.
+    parser.set_defaults(_parser_error=parser.error)
 
 
 def run(args: argparse.Namespace) -> int:
     """Migrate; prints the revision before and after."""
     from actrone_pg import migrations
 
-    dsn, schema = resolve(args)
-    before = migrations.current_revision(dsn, schema)
-    if args.downgrade:
-        migrations.downgrade(dsn, schema, revision=args.revision)
-    else:
-        migrations.migrate(dsn, schema, revision=args.revision)
-    after = migrations.current_revision(dsn, schema)
+    if args.downgrade and not args.revision:
+        # Downgrading "to head" would do nothing and say nothing: make the target explicit.
+        args._parser_error(
+            "--downgrade needs --revision: 'base' removes every actrone table, or one of "
+            f"{', '.join(sorted(migrations.known_revisions()))} to go back to that revision"
+        )
+    revision = args.revision or "head"
+    target = resolve(args, create=not args.downgrade)
+    dsn, schema = target.dsn, target.schema
+    with connection_errors(dsn), _revision_errors(revision):
+        before = migrations.current_revision(dsn, schema)
+        if args.downgrade:
+            migrations.downgrade(dsn, schema, revision=revision)
+        else:
+            migrations.migrate(dsn, schema, revision=revision)
+        after = migrations.current_revision(dsn, schema)
     print(f"schema {schema}: {before or 'empty'} -> {after or 'empty'}")
     return 0
+
+
+@contextmanager
+def _revision_errors(revision: str) -> Iterator[None]:
+    """Alembic's errors about the target revision as a ConfigurationError of ``--revision``."""
+    from alembic.util import CommandError
+
+    from actrone_pg import migrations
+
+    try:
+        yield
+    except CommandError as exc:
+        known = ", ".join(sorted(migrations.known_revisions()))
+        raise ConfigurationError(
+            "--revision",
+            f"{revision!r}: {' '.join(str(exc).split())} (known revisions: base, {known}, head)",
+        ) from None

@@ -3,6 +3,10 @@
 An expired session already reads as empty; this gives its storage back. It uses the configured
 backend (``ACTRONE_BACKEND`` and the other ``ACTRONE_*`` settings, or the options below) and the
 configured ``session_ttl_hours``, and deletes in batches until nothing expired is left.
+
+It refuses the ``memory`` backend (the default when nothing is configured): that store lives
+in one process, so a sweep from cron would sweep a new, empty one and report success. It creates
+nothing: no embedded cluster in a directory without one, no schema, no migration.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import asyncio
 from typing import Any
 
 from actrone_pg.config import BACKENDS, MemoryConfig
+from actrone_pg.errors import ConfigurationError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,6 +26,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--dsn", help="PostgreSQL DSN (default: ACTRONE_POSTGRES_DSN)")
     parser.add_argument("--schema", help="PostgreSQL schema (default: ACTRONE_POSTGRES_SCHEMA)")
+    parser.add_argument(
+        "--data-dir",
+        help="data directory of the embedded server, without --dsn "
+        "(default: ACTRONE_POSTGRES_DATA_DIR or the per-user data directory)",
+    )
     parser.add_argument(
         "--ttl-hours",
         type=float,
@@ -44,9 +54,24 @@ def run(args: argparse.Namespace) -> int:
         overrides["postgres_dsn"] = args.dsn
     if args.schema:
         overrides["postgres_schema"] = args.schema
+    if args.data_dir:
+        overrides["postgres_data_dir"] = args.data_dir
     if args.ttl_hours is not None:
         overrides["session_ttl_hours"] = args.ttl_hours
     config = MemoryConfig(**overrides)
+    if config.backend == "memory":
+        raise ConfigurationError(
+            "backend",
+            "the memory backend keeps sessions inside one process, so there is nothing to sweep; "
+            "name the store that holds them: --backend postgres (with --dsn or the embedded "
+            "server) or --backend redis_qdrant, or set ACTRONE_BACKEND",
+        )
+    if config.backend == "postgres":
+        from actrone_pg._cli._pg import start_embedded
+
+        # Sweeping never creates or migrates: a wrong schema is a SchemaError naming it.
+        dsn = config.postgres_dsn or start_embedded(config.postgres_data_dir, create=False)
+        config = config.replace(postgres_dsn=dsn, postgres_auto_migrate=False)
 
     async def sweep() -> int:
         store = create_store(config)

@@ -6,6 +6,7 @@ import asyncio
 import time
 
 import psycopg
+import psycopg.conninfo
 import pytest
 from psycopg import sql
 
@@ -72,3 +73,46 @@ def test_sweep_removes_expired_sessions_and_their_turns(
     assert main([*args, "--ttl-hours", str(1 / 3600), "--batch", "1"]) == 0  # one second
     assert "removed 2 expired session(s) from the postgres store" in capsys.readouterr().out
     assert turns() == 0  # the turns went with their sessions
+
+
+@pytest.mark.parametrize("command", ["migrate", "inspect"])
+def test_a_login_the_server_refuses_is_one_line_without_the_password(
+    command: str, postgres_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A role that does not exist is refused at login like a wrong password (the test server
+    # trusts local logins, so a wrong password alone would be let in).
+    dsn = psycopg.conninfo.make_conninfo(postgres_dsn, user="no_such_role", password="hunter2")
+    assert main([command, "--dsn", dsn]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert f"actrone-pg {command}: StoreUnavailableError: cannot connect to PostgreSQL" in err
+    assert 'role "no_such_role" does not exist' in err
+    assert "hunter2" not in err and "password=***" in err
+
+
+@pytest.mark.parametrize("downgrade", [False, True])
+def test_an_unknown_revision_is_a_configuration_error(
+    downgrade: bool, postgres_dsn: str, scratch_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["migrate", "--dsn", postgres_dsn, "--schema", scratch_schema, "--revision", "9999"]
+    assert main([*args, *(["--downgrade"] if downgrade else [])]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "ConfigurationError: --revision: '9999': Can't locate revision" in err
+    assert "known revisions: base, 0001, " in err and f"{migrations.head_revision()}, head" in err
+    assert migrations.current_revision(postgres_dsn, scratch_schema) is None  # nothing written
+
+
+def test_sweep_creates_no_schema(
+    postgres_dsn: str, scratch_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["sweep", "--backend", "postgres", "--dsn", postgres_dsn, "--schema", scratch_schema]
+    assert main(args) == 2
+    assert f"SchemaError: schema {scratch_schema!r} has never been migrated" in (
+        capsys.readouterr().err
+    )
+    with psycopg.connect(postgres_dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = %s", (scratch_schema,)
+        ).fetchone()
+    assert row == (0,)
