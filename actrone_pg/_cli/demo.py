@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from actrone_pg.config import BACKENDS, EMBEDDING_PROVIDERS, MemoryConfig
+from actrone_pg.config import BACKENDS, EMBEDDING_PROVIDERS, MemoryConfig, redact
 from actrone_pg.manager import MemoryManager
 from actrone_pg.models import Memory, RetrievedContext
 
@@ -144,7 +144,7 @@ async def _demo(config: MemoryConfig, query: str, budget: int) -> dict[str, Any]
             "relevance_threshold": mm.relevance_threshold,
             "rrf_k": mm.config.rrf_k,
             "rrf_weights": list(mm.config.rrf_weights),
-            "dsn": dsn if isinstance(dsn, str) else None,
+            "dsn": redact(dsn) if isinstance(dsn, str) else None,  # shown: no password
         }
     payload = {
         **info,

@@ -116,3 +116,19 @@ def test_sweep_creates_no_schema(
             "SELECT count(*) FROM pg_namespace WHERE nspname = %s", (scratch_schema,)
         ).fetchone()
     assert row == (0,)
+
+
+def test_demo_shows_the_dsn_without_its_password(
+    postgres_dsn: str,
+    scratch_schema: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The test server trusts local logins: the password is sent and ignored.
+    dsn = psycopg.conninfo.make_conninfo(postgres_dsn, password="hunter2")
+    monkeypatch.setenv("ACTRONE_POSTGRES_SCHEMA", scratch_schema)
+    for extra in (["--json"], []):
+        args = ["demo", "--backend", "postgres", "--dsn", dsn, "--embedder", "hashing", *extra]
+        assert main(args) == 0
+        out = capsys.readouterr().out
+        assert "hunter2" not in out and "***" in out
