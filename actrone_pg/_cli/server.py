@@ -39,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     from actrone_pg import _embedded
 
     overrides = {"postgres_data_dir": args.data_dir} if args.data_dir else {}
-    data_dir = Path(MemoryConfig(**overrides).postgres_data_dir).expanduser().resolve()
+    config = MemoryConfig(**overrides)
+    data_dir = Path(config.postgres_data_dir).expanduser().resolve()
     status = _embedded.server_status(data_dir)
     if args.action == "stop":
         if _embedded.stop_embedded(data_dir):  # raises if the directory holds no cluster
@@ -63,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
             rows.append(("server", "stopped"))
         if status.shared_buffers:
             rows.append(("shared_buffers", status.shared_buffers))
+    if config.postgres_dsn:
+        rows.append(("note", "ACTRONE_POSTGRES_DSN is set: stores and commands use that server"))
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
