@@ -56,10 +56,9 @@ def run(args: argparse.Namespace) -> int:
         ),
     ]
     timeout = max(1, math.ceil(target.config.postgres_connect_timeout))
-    with (
-        connection_errors(dsn),
-        psycopg.connect(dsn, autocommit=True, connect_timeout=timeout) as conn,
-    ):
+    with connection_errors(dsn):
+        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=timeout)
+    with conn:
         if fetch_revision(conn, schema) is None:
             console.print(f"schema {schema!r} has no actrone tables; run `actrone-pg migrate`")
             return 1

@@ -21,6 +21,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="downgrade to --revision, which is then required ('base' removes everything)",
     )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="change nothing: say whether the schema is at head (exit 0) or behind (exit 1)",
+    )
     # run() reports a missing --revision the way argparse reports its own errors.
     parser.set_defaults(_parser_error=parser.error)
 
@@ -35,9 +40,22 @@ def run(args: argparse.Namespace) -> int:
             "--downgrade needs --revision: 'base' removes every actrone table, or one of "
             f"{', '.join(sorted(migrations.known_revisions()))} to go back to that revision"
         )
+    if args.check and (args.downgrade or args.revision):
+        args._parser_error("--check compares with head; it takes no --revision or --downgrade")
     revision = args.revision or "head"
-    target = resolve(args, create=not args.downgrade)
+    # Only an upgrade may create the embedded cluster: the others would find nothing in a new one.
+    target = resolve(args, create=not (args.downgrade or args.check))
     dsn, schema = target.dsn, target.schema
+    if args.check:
+        with connection_errors(dsn):
+            current = migrations.current_revision(dsn, schema)
+        head = migrations.head_revision()
+        if current == head:
+            print(f"schema {schema}: at {head}, the newest")
+            return 0
+        state = "empty" if current is None else f"at {current}"
+        print(f"schema {schema}: {state}, the newest is {head}; run `actrone-pg migrate`")
+        return 1
     with connection_errors(dsn), _revision_errors(revision):
         before = migrations.current_revision(dsn, schema)
         if args.downgrade:

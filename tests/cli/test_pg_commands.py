@@ -132,3 +132,16 @@ def test_demo_shows_the_dsn_without_its_password(
         assert main(args) == 0
         out = capsys.readouterr().out
         assert "hunter2" not in out and "***" in out
+
+
+def test_migrate_check_says_whether_the_schema_is_at_head_and_changes_nothing(
+    postgres_dsn: str, scratch_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["migrate", "--check", "--dsn", postgres_dsn, "--schema", scratch_schema]
+    head = migrations.head_revision()
+    assert main(args) == 1
+    assert f"schema {scratch_schema}: empty, the newest is {head}" in capsys.readouterr().out
+    assert migrations.current_revision(postgres_dsn, scratch_schema) is None
+    migrations.migrate(postgres_dsn, scratch_schema)
+    assert main(args) == 0
+    assert f"schema {scratch_schema}: at {head}, the newest" in capsys.readouterr().out

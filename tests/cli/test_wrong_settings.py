@@ -65,7 +65,15 @@ def test_sweep_refuses_the_in_process_store(
 
 
 @pytest.mark.parametrize(
-    "command", [["inspect"], ["dsn"], ["sweep", "--backend", "postgres"], ["server", "stop"]]
+    "command",
+    [
+        ["inspect"],
+        ["dsn"],
+        ["sweep", "--backend", "postgres"],
+        ["server", "stop"],
+        ["migrate", "--check"],
+        ["migrate", "--downgrade", "--revision", "base"],
+    ],
 )
 def test_read_only_commands_do_not_create_a_cluster_in_a_mistyped_directory(
     command: list[str],
