@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     if args.check and (args.downgrade or args.revision):
         args._parser_error("--check compares with head; it takes no --revision or --downgrade")
     revision = args.revision or "head"
+    _check_revision(revision)
     # Only an upgrade may create the embedded cluster: the others would find nothing in a new one.
     target = resolve(args, create=not (args.downgrade or args.check))
     dsn, schema = target.dsn, target.schema
@@ -67,18 +68,36 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_revision(revision: str) -> None:
+    """Refuse a revision no shipped migration has before anything starts or connects.
+
+    Names and ids Alembic resolves against the database (relative ``-1``, ``+2``, branch
+    ``@`` forms) are left to Alembic, whose errors :func:`_revision_errors` maps.
+    """
+    from actrone_pg import migrations
+
+    if revision in ("head", "heads", "base") or revision[:1] in "+-" or "@" in revision:
+        return
+    if not any(known.startswith(revision) for known in migrations.known_revisions()):
+        raise _bad_revision(revision, f"Can't locate revision identified by {revision!r}")
+
+
 @contextmanager
 def _revision_errors(revision: str) -> Iterator[None]:
     """Alembic's errors about the target revision as a ConfigurationError of ``--revision``."""
     from alembic.util import CommandError
 
-    from actrone_pg import migrations
-
     try:
         yield
     except CommandError as exc:
-        known = ", ".join(sorted(migrations.known_revisions()))
-        raise ConfigurationError(
-            "--revision",
-            f"{revision!r}: {' '.join(str(exc).split())} (known revisions: base, {known}, head)",
-        ) from None
+        raise _bad_revision(revision, str(exc)) from None
+
+
+def _bad_revision(revision: str, reason: str) -> ConfigurationError:
+    from actrone_pg import migrations
+
+    known = ", ".join(sorted(migrations.known_revisions()))
+    return ConfigurationError(
+        "--revision",
+        f"{revision!r}: {' '.join(reason.split())} (known revisions: base, {known}, head)",
+    )

@@ -98,3 +98,14 @@ def test_server_status_of_a_directory_without_a_cluster(
     assert f"data directory  {tmp_path / 'none'}" in out
     assert "cluster         none" in out
     assert not (tmp_path / "none").exists()
+
+
+def test_an_unknown_revision_is_refused_before_a_cluster_is_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("ACTRONE_POSTGRES_DSN", raising=False)
+    new = tmp_path / "pgdata"
+    assert main(["migrate", "--data-dir", str(new), "--revision", "12"]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "ConfigurationError: --revision: '12': Can't locate revision identified by '12'" in line
+    assert not new.exists()
