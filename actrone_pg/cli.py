@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "actrone_pg._cli.calibrate",
         "measure an embedder's relevance threshold on labelled query-memory pairs",
     ),
+    "eval": ("actrone_pg._cli.eval", "measure evidence retrieval quality on conversations"),
     "demo": ("actrone_pg._cli.demo", "store a short conversation and show what retrieval picks"),
     "migrate": ("actrone_pg._cli.migrate", "apply the PostgreSQL schema migrations"),
     "inspect": ("actrone_pg._cli.inspect", "show sessions, recent turns and memories (PostgreSQL)"),

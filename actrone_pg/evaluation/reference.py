@@ -1,0 +1,134 @@
+"""The reference system, actrone-memory 0.3.0, on the evaluation's conversations in the same run.
+
+actrone-memory is never imported here: it lives in its own virtual environment (the one
+``actrone-pg bench --setup-reference`` creates, see :mod:`actrone_pg._bench_reference`) and
+``benchmarks/eval_reference_driver.py`` runs there as a subprocess. This module writes the
+conversations and the vectors actrone_pg's embedder computed for them (so both systems rank
+identical vectors), launches the driver and turns its ranked ids into a :class:`ConfigResult`
+scored exactly as actrone_pg's own.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from actrone_pg.errors import ActroneError
+from actrone_pg.evaluation.loader import Conversation
+from actrone_pg.evaluation.metrics import QueryResult
+from actrone_pg.evaluation.runner import SEARCH_LIMIT, CachingEmbedder, ConfigResult
+
+__all__ = ["ReferenceRunError", "find_eval_driver", "run_reference_eval", "write_eval_data"]
+
+DRIVER = "eval_reference_driver.py"
+
+
+class ReferenceRunError(ActroneError):
+    """The reference system could not be run; the message says what to do."""
+
+
+def find_eval_driver(explicit: str | None = None) -> Path:
+    """``benchmarks/eval_reference_driver.py`` of this source checkout (or the given path)."""
+    candidates = [Path(explicit)] if explicit else []
+    candidates += [
+        Path(__file__).resolve().parents[2] / "benchmarks" / DRIVER,
+        Path.cwd() / "benchmarks" / DRIVER,
+    ]
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise ReferenceRunError(
+        f"benchmarks/{DRIVER} not found; run the evaluation from a source checkout of "
+        "actrone-pg or pass --reference-driver PATH"
+    )
+
+
+def write_eval_data(
+    conversations: Sequence[Conversation],
+    embedder: CachingEmbedder,
+    directory: Path,
+    *,
+    captions: bool,
+) -> None:
+    """Write ``meta.json`` and ``vectors.f32`` (one little-endian float32 row per text)."""
+    convs = []
+    texts: dict[str, None] = {}
+    for c in conversations:
+        turns = []
+        for t in c.turns:
+            content = t.content(captions=captions)
+            texts[content] = None
+            turns.append(
+                {
+                    "id": t.id,
+                    "session": t.session,
+                    "content": content,
+                    "created_at": t.created_at.isoformat(),
+                }
+            )
+        for q in c.questions:
+            texts[q.text] = None
+        convs.append({"id": c.id, "turns": turns, "questions": [q.text for q in c.questions]})
+    ordered = list(texts)
+    vectors = np.stack([embedder.vector(t) for t in ordered]).astype("<f4")
+    directory.mkdir(parents=True, exist_ok=True)
+    vectors.tofile(directory / "vectors.f32")
+    meta = {
+        "embedder": embedder.name,
+        "dimensions": embedder.dimensions,
+        "threshold": embedder.relevance_threshold,
+        "limit": SEARCH_LIMIT,
+        "texts": ordered,
+        "conversations": convs,
+    }
+    (directory / "meta.json").write_text(json.dumps(meta))
+
+
+def run_reference_eval(
+    python: Path,
+    driver: Path,
+    conversations: Sequence[Conversation],
+    embedder: CachingEmbedder,
+    *,
+    captions: bool,
+    threshold: float | None = None,
+) -> ConfigResult:
+    """Run the driver (texts already embedded by ``embedder``); its results as a config."""
+    if not python.exists():
+        raise ReferenceRunError(
+            f"reference Python {python} does not exist; create the environment with "
+            "--setup-reference or point --reference-python at one with actrone-memory 0.3.0"
+        )
+    with tempfile.TemporaryDirectory(prefix="actrone-eval-ref-") as tmp:
+        write_eval_data(conversations, embedder, Path(tmp), captions=captions)
+        cmd = [str(python), str(driver), "--data", tmp]
+        if threshold is not None:
+            cmd += ["--threshold", repr(threshold)]
+        # stderr goes straight to the terminal; stdout is the JSON result.
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
+    if proc.returncode != 0:
+        raise ReferenceRunError(
+            f"the reference driver failed (exit {proc.returncode}); its error is printed above"
+        )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    try:
+        raw = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        raise ReferenceRunError("the reference driver printed no JSON result") from None
+    label = f"{raw['system']} {raw['version']} default"
+    if threshold is not None:
+        label += f" (threshold {threshold:g})"
+    result = ConfigResult(label, {}, float(raw["threshold"]))
+    pairs = [(c, q) for c in conversations for q in c.questions]
+    if len(pairs) != len(raw["results"]):
+        raise ReferenceRunError("the reference driver answered a different number of questions")
+    for (conv, q), got in zip(pairs, raw["results"], strict=True):
+        result.results.append(
+            QueryResult(conv.id, q.category, q.evidence, tuple(got["ranked"]), float(got["ms"]))
+        )
+    return result

@@ -1,0 +1,260 @@
+"""Running the evaluation: every configuration over every conversation, through the public API.
+
+Each conversation becomes an agent: its turns are written with ``inject_memories`` (each turn's
+``created_at`` the time it was said, its id the turn's id), then each question is asked with
+``search_memories(limit=10)``, which is what a user gets (admission threshold, candidate cap,
+ranking of the configuration in force). Texts are embedded once, before anything is timed, and
+the vectors reused by every configuration (:class:`CachingEmbedder`), so the search time is the
+store's and the ranking's, without the query embedding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from actrone_pg.config import ENV_PREFIX, MemoryConfig
+from actrone_pg.embedders import Embedder, as_vectors
+from actrone_pg.errors import ConfigurationError
+from actrone_pg.evaluation.loader import Conversation
+from actrone_pg.evaluation.metrics import OVERALL, QueryResult, Scores, score
+
+__all__ = [
+    "SEARCH_LIMIT",
+    "CachingEmbedder",
+    "ConfigResult",
+    "EvalConfig",
+    "EvalReport",
+    "build_config",
+    "parse_overrides",
+    "run_eval",
+    "total_steps",
+]
+
+#: Memories each question asks for (recall@10 and MRR are measured on them).
+SEARCH_LIMIT = 10
+#: The label of the configuration without overrides, always measured first.
+DEFAULT_LABEL = "default"
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(MemoryConfig))
+
+
+def parse_overrides(spec: str) -> dict[str, str]:
+    """``"rrf_weights=1,1,0.3 relevance_threshold=0.3"`` (space or ``;`` apart) as a dict."""
+    out: dict[str, str] = {}
+    for part in re.split(r"[;\s]+", spec.strip()):
+        if not part:
+            continue
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigurationError(
+                "config", f"expected FIELD=VALUE (e.g. rrf_weights=1,1,0.3), got {part!r}"
+            )
+        if key not in _FIELDS:
+            raise ConfigurationError(
+                key, f"unknown setting; valid ones are {', '.join(sorted(_FIELDS))}"
+            )
+        out[key] = value
+    if not out:
+        raise ConfigurationError("config", "an empty --config; give FIELD=VALUE pairs")
+    return out
+
+
+def build_config(
+    overrides: Mapping[str, str],
+    *,
+    backend: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> MemoryConfig:
+    """The environment's configuration with ``backend`` and the text ``overrides`` on top.
+
+    Values are read exactly as ``ACTRONE_*`` variables are, so a bad one fails the same way,
+    naming the field.
+    """
+    env = dict(os.environ if environ is None else environ)
+    if backend is not None:
+        env[ENV_PREFIX + "BACKEND"] = backend
+    for key, value in overrides.items():
+        if key not in _FIELDS:
+            raise ConfigurationError(key, "unknown setting")
+        env[ENV_PREFIX + key.upper()] = value
+    return MemoryConfig.from_env(env)
+
+
+@dataclass(frozen=True, slots=True)
+class EvalConfig:
+    """One configuration to measure: its label, the overrides it was built from, the config."""
+
+    label: str
+    overrides: Mapping[str, str]
+    config: MemoryConfig
+
+
+class CachingEmbedder:
+    """Wraps an embedder so each distinct text is embedded once, whatever the configuration."""
+
+    def __init__(self, inner: Embedder, batch_size: int = 64) -> None:
+        self.inner = inner
+        self.name: str = inner.name
+        self.dimensions: int = inner.dimensions
+        self.relevance_threshold: float | None = getattr(inner, "relevance_threshold", None)
+        self._batch = batch_size
+        self._cache: dict[str, np.ndarray] = {}
+
+    async def warm(
+        self, texts: Sequence[str], on_batch: Callable[[int], None] | None = None
+    ) -> None:
+        """Embed every text not seen yet, ``batch_size`` at a time (``on_batch(n)`` after each)."""
+        todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        for start in range(0, len(todo), self._batch):
+            chunk = todo[start : start + self._batch]
+            raw = await self.inner.embed_batch(chunk)
+            vectors = as_vectors(raw, len(chunk), self.dimensions, self.name)
+            self._cache.update(zip(chunk, vectors, strict=True))
+            if on_batch is not None:
+                on_batch(len(chunk))
+
+    def vector(self, text: str) -> np.ndarray:
+        """The cached vector of ``text`` (embedded by :meth:`warm` before)."""
+        return self._cache[text]
+
+    async def embed_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """The cached vectors (a text not seen yet is embedded now)."""
+        await self.warm(texts)
+        return [self._cache[t] for t in texts]
+
+
+@dataclass
+class ConfigResult:
+    """Every question's result under one configuration."""
+
+    label: str
+    overrides: Mapping[str, str]
+    threshold: float
+    results: list[QueryResult] = field(default_factory=list)
+
+    def scores(self) -> dict[str, Scores]:
+        """Per category and overall."""
+        return score(self.results)
+
+    def by_conversation(self) -> dict[str, Scores]:
+        """Overall scores of each conversation."""
+        groups: dict[str, list[QueryResult]] = {}
+        for r in self.results:
+            groups.setdefault(r.conversation, []).append(r)
+        return {conv: score(rs)[OVERALL] for conv, rs in groups.items()}
+
+    @property
+    def p50_search_ms(self) -> float:
+        """Median time of one ``search_memories`` call (query embedding excluded)."""
+        return statistics.median(r.search_ms for r in self.results) if self.results else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary."""
+        return {
+            "label": self.label,
+            "overrides": dict(self.overrides),
+            "threshold": self.threshold,
+            "p50_search_ms": self.p50_search_ms,
+            "scores": {k: s.as_dict() for k, s in self.scores().items()},
+            "per_conversation": {k: s.as_dict() for k, s in self.by_conversation().items()},
+        }
+
+
+@dataclass
+class EvalReport:
+    """The result of one run: the data it saw and each configuration's scores."""
+
+    embedder: str
+    backend: str
+    conversations: list[dict[str, Any]]
+    configs: list[ConfigResult]
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary."""
+        return {
+            "embedder": self.embedder,
+            "backend": self.backend,
+            "search_limit": SEARCH_LIMIT,
+            "conversations": self.conversations,
+            "configs": [c.as_dict() for c in self.configs],
+        }
+
+
+def total_steps(conversations: Sequence[Conversation], configs: int, *, captions: bool) -> int:
+    """Units of progress of :func:`run_eval`: texts to embed plus questions asked."""
+    texts = {t.content(captions=captions) for c in conversations for t in c.turns}
+    texts.update(q.text for c in conversations for q in c.questions)
+    return len(texts) + configs * sum(len(c.questions) for c in conversations)
+
+
+def _agent_id(conv: Conversation) -> str:
+    return f"eval-{conv.id}"
+
+
+async def run_eval(
+    conversations: Sequence[Conversation],
+    configs: Sequence[EvalConfig],
+    embedder: Embedder,
+    *,
+    captions: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> EvalReport:
+    """Measure every configuration on every conversation; ``progress(n)`` as work is done."""
+    from actrone_pg.manager import MemoryManager
+
+    cached = embedder if isinstance(embedder, CachingEmbedder) else CachingEmbedder(embedder)
+    texts = [t.content(captions=captions) for c in conversations for t in c.turns]
+    texts += [q.text for c in conversations for q in c.questions]
+    await cached.warm(texts, progress)
+    out: list[ConfigResult] = []
+    backend = configs[0].config.backend if configs else "memory"
+    for ec in configs:
+        mm = await MemoryManager.create(ec.config, embedder=cached)
+        result = ConfigResult(ec.label, ec.overrides, mm.relevance_threshold)
+        try:
+            for conv in conversations:
+                agent = _agent_id(conv)
+                await mm.erase_agent(agent)
+                await mm.inject_memories(
+                    agent,
+                    [
+                        {
+                            "content": t.content(captions=captions),
+                            "memory_id": t.id,
+                            "session_id": f"session-{t.session}" if t.session else None,
+                            "created_at": t.created_at,
+                            "source": "eval",
+                        }
+                        for t in conv.turns
+                    ],
+                )
+                for q in conv.questions:
+                    started = time.perf_counter()
+                    hits = await mm.search_memories(agent, q.text, limit=SEARCH_LIMIT)
+                    elapsed = (time.perf_counter() - started) * 1000.0
+                    result.results.append(
+                        QueryResult(
+                            conv.id, q.category, q.evidence, tuple(h.id for h in hits), elapsed
+                        )
+                    )
+                    if progress is not None:
+                        progress(1)
+                await mm.erase_agent(agent)
+        finally:
+            await mm.close()
+        out.append(result)
+    summary = [
+        {"id": c.id, "turns": len(c.turns), "questions": len(c.questions), "skipped": c.skipped}
+        for c in conversations
+    ]
+    return EvalReport(cached.name, backend, summary, out)

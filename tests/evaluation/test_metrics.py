@@ -1,0 +1,48 @@
+"""The scores, on rankings small enough to work out by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from actrone_pg.evaluation.metrics import (
+    OVERALL,
+    QueryResult,
+    hit_at,
+    recall_at,
+    reciprocal_rank,
+    score,
+)
+
+RANKED = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j")
+
+
+def test_recall_hit_and_reciprocal_rank() -> None:
+    relevant = frozenset({"c", "g", "z"})
+    assert recall_at(RANKED, relevant, 5) == pytest.approx(1 / 3)  # c
+    assert recall_at(RANKED, relevant, 10) == pytest.approx(2 / 3)  # c, g; z never returned
+    assert hit_at(RANKED, relevant, 5) == 1.0
+    assert hit_at(RANKED, relevant, 2) == 0.0
+    assert reciprocal_rank(RANKED, relevant) == pytest.approx(1 / 3)
+    assert reciprocal_rank(RANKED, frozenset({"z"})) == 0.0
+    assert reciprocal_rank((), relevant) == 0.0
+
+
+def test_scores_per_category_and_overall() -> None:
+    results = [
+        QueryResult("c1", "single-hop", frozenset({"a"}), RANKED, 1.0),  # rr 1, r@5 1
+        QueryResult("c1", "single-hop", frozenset({"f"}), RANKED, 2.0),  # rr 1/6, r@5 0, r@10 1
+        QueryResult("c2", "multi-hop", frozenset({"b", "x"}), RANKED, 3.0),  # rr 1/2, r 1/2
+    ]
+    s = score(results)
+    assert list(s) == ["multi-hop", "single-hop", OVERALL]
+    single = s["single-hop"]
+    assert single.questions == 2
+    assert single.recall_at_5 == pytest.approx(0.5)
+    assert single.recall_at_10 == pytest.approx(1.0)
+    assert single.hit_at_5 == pytest.approx(0.5)
+    assert single.mrr == pytest.approx((1 + 1 / 6) / 2)
+    overall = s[OVERALL]
+    assert overall.questions == 3
+    assert overall.recall_at_10 == pytest.approx((1 + 1 + 0.5) / 3)
+    assert overall.mrr == pytest.approx((1 + 1 / 6 + 1 / 2) / 3)
+    assert s["multi-hop"].as_dict()["recall@5"] == pytest.approx(0.5)
