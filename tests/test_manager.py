@@ -60,7 +60,7 @@ async def test_retrieve_context_end_to_end_with_explain() -> None:
     assert e is not None
     assert e.cosine == pytest.approx(0.8, abs=1e-6)
     assert (e.dense_rank, e.lexical_rank, e.recency_rank) == (1, None, 1)
-    assert e.fused_score == pytest.approx(2 / 61)
+    assert e.fused_score == pytest.approx((1.0 + 0.1) / 61)  # default weights: dense 1, recency 0.1
     assert e.rerank_score is None
     assert [t.user_message for t in ctx.recent_turns] == ["hi"]
     assert (ctx.token_budget, ctx.session_budget, ctx.episodic_budget) == (1000, 350, 250)
