@@ -1,11 +1,15 @@
-"""Argument checks shared by the manager. Each raises ValidationError before anything is written."""
+"""Argument checks shared by the manager. Each raises ValidationError before anything is written.
+
+The numeric ranges are the ones every backend's column and command types hold, so that the
+memory, PostgreSQL and Redis + Qdrant stores accept and refuse exactly the same calls.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from actrone_pg.errors import ValidationError
@@ -13,6 +17,15 @@ from actrone_pg.errors import ValidationError
 MAX_ID_CHARS = 256
 MAX_LABEL_CHARS = 128
 MAX_TAGS = 64
+#: Limits and token budgets: PostgreSQL's ``integer`` (the type of LIMIT arguments and token counts
+#: in the search function).
+MAX_INT = 2**31 - 1
+#: Lock TTLs: one year, far inside PostgreSQL's interval and Redis's millisecond expiry.
+MAX_TTL_SECONDS = 365 * 24 * 3600
+#: Whole numbers inside metadata and tool results: a signed 64-bit integer (Qdrant payloads).
+MIN_JSON_INT, MAX_JSON_INT = -(2**63), 2**63 - 1
+#: Lists and objects nested inside metadata and tool results (``{"a": [1]}`` is depth 2).
+MAX_JSON_DEPTH = 32
 
 
 def check_id(name: str, value: object) -> str:
@@ -27,6 +40,7 @@ def check_id(name: str, value: object) -> str:
         )
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
         raise ValidationError(f"{name} must not contain NUL or other control characters")
+    _check_surrogates(name, value)
     return value
 
 
@@ -65,26 +79,46 @@ def check_label(name: str, value: object) -> str:
 
 
 def check_budget(value: object) -> int:
-    """A positive whole number of tokens."""
+    """A whole number of tokens in [1, 2,147,483,647]."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValidationError(f"token_budget must be a whole number, got {value!r}")
     if value <= 0:
         raise ValidationError(f"token_budget must be greater than 0, got {value}")
+    if value > MAX_INT:
+        raise ValidationError(f"token_budget must lie in [1, {MAX_INT:,}], got {value:,}")
     return value
 
 
 def check_limit(name: str, value: object) -> int:
-    """A whole number ≥ 1."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValidationError(f"{name} must be a whole number of at least 1, got {value!r}")
+    """A whole number in [1, 2,147,483,647]."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_INT:
+        raise ValidationError(f"{name} must be a whole number in [1, {MAX_INT:,}], got {value!r}")
     return value
+
+
+def check_ttl(name: str, value: object) -> float:
+    """A number of seconds in (0, one year]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValidationError(f"{name} must be a number of seconds, got {value!r}")
+    try:
+        out = float(value)
+    except OverflowError:
+        out = math.inf
+    if not (math.isfinite(out) and 0.0 < out <= MAX_TTL_SECONDS):
+        raise ValidationError(
+            f"{name} must lie in (0, {MAX_TTL_SECONDS:,}] seconds (one year), got {value!r}"
+        )
+    return out
 
 
 def check_importance(value: object) -> float:
     """A number in [0, 1]."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValidationError(f"importance must be a number, got {value!r}")
-    out = float(value)
+    try:
+        out = float(value)
+    except OverflowError:
+        out = math.inf
     if not math.isfinite(out) or not 0.0 <= out <= 1.0:
         raise ValidationError(f"importance must lie in [0, 1], got {value!r}")
     return out
@@ -106,26 +140,81 @@ def check_datetime(name: str, value: object) -> datetime:
     """A timezone-aware datetime."""
     if not isinstance(value, datetime):
         raise ValidationError(f"{name} must be a datetime, got {type(value).__name__}")
-    if value.tzinfo is None or value.utcoffset() is None:
+    try:
+        aware = value.tzinfo is not None and value.utcoffset() is not None
+        utc = value.astimezone(UTC) if aware else None
+    except OverflowError:
+        raise ValidationError(
+            f"{name} {value.isoformat()} lies outside the years 1–9999 once converted to UTC"
+        ) from None
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"{name} has a broken time zone: {exc}") from exc
+    if utc is None:
         raise ValidationError(
             f"{name} must be timezone-aware (for example datetime.now(timezone.utc))"
         )
-    return value
+    return utc
 
 
 def check_json(name: str, value: object, *, max_chars: int) -> Any:
-    """A JSON-serialisable value without NUL characters, at most ``max_chars`` once encoded."""
-    try:
-        encoded = json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(f"{name} must be JSON-serialisable: {exc}") from None
-    if "\\u0000" in encoded:
-        raise ValidationError(f"{name} contains a NUL character, which PostgreSQL cannot store")
+    """A JSON value, returned as plain dict, list, str, int, float, bool and None.
+
+    Objects need string keys; strings hold no NUL and no lone surrogates; whole numbers fit a
+    signed 64-bit integer; floats are finite; nesting is at most ``MAX_JSON_DEPTH`` deep; and
+    the encoded JSON is at most ``max_chars`` long.
+    """
+    out = _plain_json(name, value, 0)
+    encoded = json.dumps(out, ensure_ascii=False)
     if len(encoded) > max_chars:
         raise ValidationError(
             f"{name} is {len(encoded):,} characters as JSON; the limit is {max_chars:,}"
         )
-    return json.loads(encoded)
+    return out
+
+
+def _plain_json(where: str, value: object, depth: int) -> Any:
+    # Checked by walking rather than by json.dumps: dumps silently turns {1: x} into {"1": x},
+    # escapes lone surrogates that PostgreSQL then refuses, and recurses until RecursionError.
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValidationError(
+                f"{where} contains a NUL character, which PostgreSQL cannot store"
+            )
+        _check_surrogates(where, value)
+        return str(value)
+    if isinstance(value, int):
+        if not MIN_JSON_INT <= value <= MAX_JSON_INT:
+            raise ValidationError(
+                f"{where}: whole numbers must fit a signed 64-bit integer"
+                f" [{MIN_JSON_INT}, {MAX_JSON_INT}]"
+            )
+        return int(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValidationError(f"{where} contains NaN or an infinite number, which JSON has not")
+        return float(value)
+    if isinstance(value, (Mapping, list, tuple)):
+        if depth >= MAX_JSON_DEPTH:
+            raise ValidationError(
+                f"{where} nests lists and objects more than {MAX_JSON_DEPTH} levels deep"
+            )
+        if isinstance(value, Mapping):
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise ValidationError(
+                        f"{where}: object keys must be strings, got {type(key).__name__}"
+                    )
+                _plain_json(f"{where} key", key, depth)
+                out[str(key)] = _plain_json(f"{where}[{key!r}]", item, depth + 1)
+            return out
+        return [_plain_json(f"{where}[{i}]", item, depth + 1) for i, item in enumerate(value)]
+    raise ValidationError(
+        f"{where} must be JSON (dict, list, str, int, float, bool or None),"
+        f" got {type(value).__name__}"
+    )
 
 
 def check_metadata(value: object, *, max_chars: int) -> dict[str, Any]:
@@ -134,6 +223,6 @@ def check_metadata(value: object, *, max_chars: int) -> dict[str, Any]:
         return {}
     if not isinstance(value, Mapping):
         raise ValidationError("metadata must be a dict")
-    out = check_json("metadata", dict(value), max_chars=max_chars)
+    out = check_json("metadata", value, max_chars=max_chars)
     assert isinstance(out, dict)
     return out

@@ -23,10 +23,17 @@ from typing import Any
 import numpy as np
 
 from actrone_pg import _validation as v
+from actrone_pg._guard import guard_public_methods
 from actrone_pg.budget import pack_turns, split_budget
 from actrone_pg.config import MemoryConfig
 from actrone_pg.embedders import Embedder, Reranker, as_vectors, create_embedder
-from actrone_pg.errors import ConfigurationError, RerankerError, ValidationError
+from actrone_pg.errors import (
+    ActroneError,
+    ConfigurationError,
+    EmbedderError,
+    RerankerError,
+    ValidationError,
+)
 from actrone_pg.models import Memory, RetrievedContext, ScoredMemory, SessionInfo, Turn
 from actrone_pg.ranking import DEFAULT_RELEVANCE_THRESHOLD, RankingParams, query_terms
 from actrone_pg.stores import MemoryRecord, SearchRequest, Store, create_store
@@ -57,10 +64,13 @@ _MEMORY_FIELDS = frozenset(
 )
 
 
+@guard_public_methods
 class MemoryManager:
     """Stores turns and memories for agents and assembles their context inside a token budget.
 
     Build one with :meth:`create` (or :func:`create_memory_manager`), not with the constructor.
+    Every public method raises only :class:`~actrone_pg.errors.ActroneError` subclasses, the
+    original exception chained as ``__cause__`` (see ``actrone_pg._guard``).
     """
 
     def __init__(
@@ -162,7 +172,14 @@ class MemoryManager:
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` by the counter in force."""
-        n = self._count(text)
+        try:
+            n = self._count(text)
+        except ActroneError:
+            raise
+        except Exception as exc:
+            raise ConfigurationError(
+                "token_counter", f"raised {type(exc).__name__}: {exc}"
+            ) from exc
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ConfigurationError("token_counter", f"must return a whole number ≥ 0, got {n!r}")
         return n
@@ -276,12 +293,9 @@ class MemoryManager:
         """
         v.check_id("agent_id", agent_id)
         v.check_id("name", name)
-        if not (
-            isinstance(ttl_seconds, (int, float)) and math.isfinite(ttl_seconds) and ttl_seconds > 0
-        ):
-            raise ValidationError("ttl_seconds must be a positive number")
+        ttl = v.check_ttl("ttl_seconds", ttl_seconds)
         token = str(uuid.uuid4())
-        ok = await self.store.acquire_lock(agent_id, name, token, float(ttl_seconds))
+        ok = await self.store.acquire_lock(agent_id, name, token, ttl)
         return token if ok else None
 
     async def release_lock(self, agent_id: str, token: str, name: str = "maintenance") -> bool:
@@ -339,7 +353,7 @@ class MemoryManager:
         raises :class:`~actrone_pg.errors.ValidationError`.
         """
         v.check_id("agent_id", agent_id)
-        if isinstance(items, (str, bytes, Mapping)):
+        if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
             raise ValidationError("items must be a list of memories (strings or dicts)")
         memories = [self._build_memory(agent_id, item, i) for i, item in enumerate(items)]
         if not memories:
@@ -593,7 +607,14 @@ class MemoryManager:
         out: list[Vector] = []
         for start in range(0, len(texts), size):
             chunk = texts[start : start + size]
-            raw = await self.embedder.embed_batch(chunk)
+            try:
+                raw = await self.embedder.embed_batch(chunk)
+            except ActroneError:
+                raise
+            except Exception as exc:
+                raise EmbedderError(
+                    f"embedder {self.embedder.name!r} failed: {type(exc).__name__}: {exc}"
+                ) from exc
             out.extend(as_vectors(raw, len(chunk), self.embedder.dimensions, self.embedder.name))
         return out
 

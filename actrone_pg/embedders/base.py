@@ -41,10 +41,17 @@ class Reranker(Protocol):
 
 
 def normalise(vector: Any, dimensions: int, *, what: str = "vector") -> Vector:
-    """A finite, non-zero vector of ``dimensions`` floats, scaled to unit length (float32)."""
+    """A finite, non-zero vector of ``dimensions`` floats, scaled to unit length (float32).
+
+    The vector is first divided by its largest absolute component, so that neither a huge one
+    (whose squared norm overflows) nor a tiny one (whose squared norm underflows to zero) is lost.
+    """
     try:
-        arr = np.asarray(vector, dtype=np.float64)
-    except (TypeError, ValueError):
+        arr = np.asarray(vector)
+        if arr.dtype.kind not in "iuf":
+            raise TypeError(arr.dtype)
+        arr = arr.astype(np.float64)
+    except (TypeError, ValueError, OverflowError):
         raise ValidationError(f"{what} must be a sequence of numbers") from None
     if arr.ndim != 1:
         raise ValidationError(f"{what} must be one-dimensional, got shape {arr.shape}")
@@ -54,14 +61,19 @@ def normalise(vector: Any, dimensions: int, *, what: str = "vector") -> Vector:
         )
     if not np.all(np.isfinite(arr)):
         raise ValidationError(f"{what} contains NaN or infinite values")
-    norm = math.sqrt(float(arr @ arr))
-    if norm == 0.0:
+    scale = float(np.max(np.abs(arr))) if dimensions else 0.0
+    if scale == 0.0:
         raise ValidationError(f"{what} is all zeros; its cosine to anything is undefined")
-    return (arr / norm).astype(np.float32)
+    arr = arr / scale
+    return (arr / math.sqrt(float(arr @ arr))).astype(np.float32)
 
 
 def as_vectors(raw: Any, count: int, dimensions: int, embedder: str) -> list[Vector]:
-    """Check an embedder's output (``count`` vectors of ``dimensions``) and normalise each."""
+    """Check an embedder's output (``count`` vectors of ``dimensions``) and normalise each.
+
+    A vector of the wrong length is a :class:`DimensionMismatchError`; anything else unusable
+    (not a list of vectors, the wrong count, non-numbers, NaN, all zeros) an :class:`EmbedderError`.
+    """
     try:
         rows = list(raw)
     except TypeError:
@@ -74,6 +86,8 @@ def as_vectors(raw: Any, count: int, dimensions: int, embedder: str) -> list[Vec
     for i, row in enumerate(rows):
         try:
             out.append(normalise(row, dimensions, what=f"vector {i} from embedder {embedder!r}"))
+        except DimensionMismatchError:
+            raise
         except ValidationError as exc:
             raise EmbedderError(str(exc)) from None
     return out
