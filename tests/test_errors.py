@@ -332,6 +332,7 @@ async def test_lone_surrogates_are_refused_everywhere(store: Store, call: Any) -
         (lambda mm: mm.inject_memory("ag", "c", importance=10**400), "importance"),
         (lambda mm: mm.inject_memory("ag", "c", metadata={"n": 2**63}), "64-bit"),
         (lambda mm: mm.store_turn("ag", "s", "u", "a", tool_results=[-(2**63) - 1]), "64-bit"),
+        (lambda mm: mm.set_session_metadata("ag", "s", {"f": 2.0**60}), "1e16"),
     ],
 )
 async def test_numbers_past_the_ranges_are_refused_naming_the_range(call: Any, names: str) -> None:
@@ -346,7 +347,8 @@ async def test_numbers_at_the_ranges_work_on_every_backend(store: Store) -> None
     mm = await MemoryManager.create(CFG, store=store, embedder=HashingEmbedder())
     top = v.MAX_INT
     await mm.store_turn("ag", "s", "u", "a", tool_results=[2**63 - 1, -(2**63)])
-    mid = await mm.inject_memory("ag", "cats", importance=1, metadata={"n": -(2**63)})
+    edge = {"n": -(2**63), "f": 9999999999999998.0, "g": -9999999999999998.0, "t": 5e-324}
+    mid = await mm.inject_memory("ag", "cats", importance=1, metadata=edge)
     assert [m.id for m in await mm.search_memories("ag", "cats", top)] == [mid]
     assert len(await mm.get_recent_turns("ag", "s", top)) == 1
     ctx = await mm.retrieve_context("ag", "s", "cats", top)
@@ -355,7 +357,7 @@ async def test_numbers_at_the_ranges_work_on_every_backend(store: Store) -> None
     token = await mm.try_lock("ag", ttl_seconds=v.MAX_TTL_SECONDS)
     assert token is not None and await mm.release_lock("ag", token)
     got = await mm.get_memory("ag", mid)
-    assert got is not None and got.metadata == {"n": -(2**63)} and got.importance == 1.0
+    assert got is not None and got.metadata == edge and got.importance == 1.0
     (turn,) = await mm.get_recent_turns("ag", "s")
     assert turn.tool_results == [2**63 - 1, -(2**63)]
 
