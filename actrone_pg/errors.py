@@ -16,6 +16,8 @@ The tree::
     └── RerankerError                          a reranker failed
 
 A rejected call writes nothing: every ``ValidationError`` is raised before any store is touched.
+Every public method of ``MemoryManager`` raises only these: an exception of a store, embedder,
+reranker or token counter arrives as the matching class above, the original as ``__cause__``.
 """
 
 from __future__ import annotations

@@ -155,6 +155,35 @@ async def test_two_failures_at_once_give_one_error_noting_the_other() -> None:
     assert any(other in note for note in getattr(err, "__notes__", []))
 
 
+async def test_a_closed_store_is_one_store_error_on_every_backend(store: Store) -> None:
+    mm = await MemoryManager.create(CFG, store=store, embedder=HashingEmbedder())
+    await mm.inject_memory("ag", "cats")
+    await store.close()
+    if store.backend == "memory":
+        return  # the in-process store has nothing to lose by closing
+    with pytest.raises(StoreError) as info:
+        await mm.retrieve_context("ag", "s", "cats", 1000)
+    assert not isinstance(info.value, BaseExceptionGroup)
+    with pytest.raises(StoreError):
+        await mm.inject_memory("ag", "dogs")
+
+
+class GarbageReranker:
+    def __init__(self, scores: Any) -> None:
+        self.scores = scores
+
+    async def score(self, query: str, texts: Sequence[str]) -> Any:
+        return self.scores
+
+
+@pytest.mark.parametrize("scores", [None, "high", [1.0, 2.0], [math.nan], [[1.0, 2.0]], {"a": 1}])
+async def test_a_reranker_returning_garbage_is_a_reranker_error(scores: Any) -> None:
+    mm = await make(reranker=GarbageReranker(scores))
+    await mm.inject_memory("ag", "query")
+    with pytest.raises(RerankerError):
+        await mm.retrieve_context("ag", "s", "query", 1000)
+
+
 class RaisingReranker:
     async def score(self, query: str, texts: Sequence[str]) -> list[float]:
         raise KeyError("no such head")
