@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Iterator
-from types import TracebackType
 from typing import Any, TypeVar
 
 from actrone_pg.errors import (
@@ -113,10 +112,8 @@ def to_actrone_error(
     if isinstance(exc, TypeError) and tb is not None and tb.tb_next is None:
         # Raised by the call itself (wrong or missing arguments), before the method body ran.
         err: ActroneError = ValidationError(str(exc))
-    elif (kind := _origin(tb, components)) is None:
-        err = ActroneError(
-            f"unexpected {type(exc).__name__}: {exc} (a bug in actrone_pg: please report it)"
-        )
+    elif (kind := _origin(exc, components)) is None:
+        err = ActroneError(f"unexpected {type(exc).__name__}: {exc}")
     else:
         what = {StoreError: "store", EmbedderError: "embedder", RerankerError: "reranker"}[kind]
         err = kind(f"the {what} failed: {type(exc).__name__}: {exc}")
@@ -148,10 +145,14 @@ def _components(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[int, type
 
 
 def _origin(
-    tb: TracebackType | None, components: dict[int, type[ActroneError]]
+    exc: BaseException, components: dict[int, type[ActroneError]]
 ) -> type[ActroneError] | None:
+    # A component that lacks a method the manager calls is that component's failure.
+    if isinstance(exc, AttributeError) and id(exc.obj) in components:
+        return components[id(exc.obj)]
     # The outermost frame that belongs to a component names it: a store method that calls a
     # driver is the store's failure even though the exception was raised inside the driver.
+    tb = exc.__traceback__
     while tb is not None:
         frame = tb.tb_frame
         owner = frame.f_locals.get("self")

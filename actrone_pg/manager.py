@@ -172,6 +172,8 @@ class MemoryManager:
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` by the counter in force."""
+        if not isinstance(text, str):
+            raise ValidationError(f"text must be a string, got {type(text).__name__}")
         try:
             n = self._count(text)
         except ActroneError:

@@ -283,8 +283,23 @@ async def test_a_failing_token_counter_is_a_configuration_error() -> None:
     assert await mm.get_recent_turns("ag", "s") == []
 
 
+async def test_a_store_missing_a_method_is_a_store_error() -> None:
+    class Incomplete:
+        backend = "incomplete"
+
+        async def setup(self) -> None:
+            pass
+
+    with pytest.raises(StoreError, match="count_memories") as info:
+        mm = await MemoryManager.create(CFG, store=Incomplete(), embedder=FixedEmbedder())  # type: ignore[arg-type]
+        await mm.count_memories("ag")
+    assert isinstance(info.value.__cause__, AttributeError)
+
+
 async def test_wrong_arguments_are_a_validation_error() -> None:
     mm = await make()
+    with pytest.raises(ValidationError, match="string"):
+        mm.count_tokens(None)  # type: ignore[arg-type]
     with pytest.raises(ValidationError):
         await mm.store_turn("ag")  # type: ignore[call-arg]
     with pytest.raises(ValidationError):
