@@ -1,0 +1,199 @@
+"""The blocking MemoryManager: derived from the async one, usable from threads and running loops."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+import actrone_pg
+from actrone_pg import MemoryConfig, ValidationError
+from actrone_pg import MemoryManager as AsyncMemoryManager
+from actrone_pg.stores.memory import InMemoryStore
+from actrone_pg.sync import MemoryManager, create_memory_manager
+from tests.helpers import FixedEmbedder
+
+CFG = MemoryConfig(backend="memory", embedding_provider="hashing")
+
+
+def public_coroutines(cls: type) -> dict[str, object]:
+    out = {}
+    for name, member in inspect.getmembers_static(cls):
+        if isinstance(member, classmethod):
+            member = member.__func__
+        if not name.startswith("_") and inspect.iscoroutinefunction(member):
+            out[name] = member
+    return out
+
+
+def test_every_public_coroutine_has_a_blocking_twin_with_its_signature_and_docstring() -> None:
+    methods = public_coroutines(AsyncMemoryManager)
+    # a sample of the contract, so that an empty derivation cannot pass
+    assert {"create", "close", "store_turn", "retrieve_context", "inject_memories"} <= set(methods)
+    for name in methods:
+        twin = getattr(MemoryManager, name)
+        original = getattr(AsyncMemoryManager, name)
+        assert not inspect.iscoroutinefunction(twin), name
+        assert inspect.signature(twin).parameters == inspect.signature(original).parameters, name
+        if name not in {"create", "close"}:  # these two also own the loop thread
+            assert inspect.signature(twin) == inspect.signature(original), name
+            assert twin.__doc__ == original.__doc__, name
+    assert MemoryManager.create.__doc__ == AsyncMemoryManager.create.__doc__
+    assert (
+        inspect.signature(create_memory_manager).parameters
+        == inspect.signature(AsyncMemoryManager.create).parameters
+    )
+
+
+def test_a_method_added_to_the_async_manager_appears_in_the_sync_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import actrone_pg.sync as sync_module
+
+    async def shout(self: AsyncMemoryManager, text: str, *, times: int = 2) -> str:
+        """Repeat ``text``."""
+        return text.upper() * times
+
+    monkeypatch.setattr(AsyncMemoryManager, "shout", shout, raising=False)
+    monkeypatch.setattr(AsyncMemoryManager, "_hidden", shout, raising=False)
+    before = dict(vars(MemoryManager))
+    try:
+        sync_module._derive()
+        assert inspect.signature(MemoryManager.shout) == inspect.signature(shout)  # type: ignore[attr-defined]
+        assert not hasattr(MemoryManager, "_hidden")
+        with MemoryManager.create(CFG, store=InMemoryStore()) as mm:
+            assert mm.shout("ab", times=3) == "ABABAB"
+    finally:
+        for name in set(vars(MemoryManager)) - set(before):
+            delattr(MemoryManager, name)
+
+
+def test_properties_and_plain_methods_are_forwarded() -> None:
+    with create_memory_manager(CFG, embedder=FixedEmbedder(), store=InMemoryStore()) as mm:
+        assert mm.backend == "memory"
+        assert mm.relevance_threshold == mm.async_manager.relevance_threshold
+        assert mm.count_tokens("abcdefgh") == 2  # ceil(8 / 4)
+    assert MemoryManager.relevance_threshold.__doc__ == (
+        AsyncMemoryManager.relevance_threshold.__doc__
+    )
+
+
+def roundtrip(mm: MemoryManager) -> None:
+    turn = mm.store_turn("a1", "s1", "Plan dinner?", "Sure, for how many?")
+    assert turn.token_count == 8  # ceil(12 / 4) + ceil(19 / 4)
+    mid = mm.inject_memory("a1", "The user is allergic to peanuts", importance=0.9)
+    assert mm.get_memory("a1", mid) is not None
+    ctx = mm.retrieve_context("a1", "s1", "peanuts allergic", token_budget=2000)
+    assert [t.id for t in ctx.recent_turns] == [turn.id]
+    assert [m.id for m in ctx.episodic_memories] == [mid]
+    assert [m.id for m in mm.search_memories("a1", "allergic peanuts")] == [mid]
+    assert mm.delete_memory("a1", mid) is True
+    assert mm.get_memory("a1", mid) is None
+
+
+def test_from_plain_code() -> None:
+    mm = MemoryManager.create(CFG, store=InMemoryStore())
+    try:
+        roundtrip(mm)
+    finally:
+        mm.close()
+    mm.close()  # twice is fine
+    with pytest.raises(RuntimeError, match="closed"):
+        mm.get_recent_turns("a1", "s1")
+
+
+async def test_from_inside_a_running_event_loop() -> None:
+    # What a Jupyter cell is: code on a thread whose event loop is running.
+    asyncio.get_running_loop()
+    coro = asyncio.sleep(0)
+    with pytest.raises(RuntimeError):
+        asyncio.run(coro)  # what a naive blocking wrapper would do
+    coro.close()
+    with create_memory_manager(CFG, store=InMemoryStore()) as mm:
+        roundtrip(mm)
+
+
+def test_errors_come_through_unchanged() -> None:
+    with create_memory_manager(CFG, store=InMemoryStore()) as mm:
+        with pytest.raises(ValidationError, match="token_budget") as info:
+            mm.retrieve_context("a1", "s1", "q", token_budget=0)
+        assert isinstance(info.value, actrone_pg.ActroneError)
+        with pytest.raises(ValidationError):
+            mm.store_turn("", "s1", "hi", "hello")
+        assert mm.get_recent_turns("a1", "s1") == []  # nothing written
+
+
+def test_a_failed_create_raises_its_error_and_leaves_no_thread() -> None:
+    before = {t.ident for t in threading.enumerate()}
+    with pytest.raises(actrone_pg.ConfigurationError, match="config"):
+        MemoryManager.create("not a config")  # type: ignore[arg-type]
+    leftover = [
+        t
+        for t in threading.enumerate()
+        if t.ident not in before and t.name == "actrone-pg-sync-loop"
+    ]
+    assert leftover == []
+
+
+def test_close_stops_the_loop_thread() -> None:
+    mm = MemoryManager.create(CFG, store=InMemoryStore())
+    thread = mm._runner._thread
+    assert thread.is_alive()
+    mm.close()
+    assert not thread.is_alive()
+    assert mm._runner.loop.is_closed()
+
+
+def test_many_threads_at_once() -> None:
+    threads, turns_each = 8, 25
+    with create_memory_manager(CFG.replace(max_session_turns=1000), store=InMemoryStore()) as mm:
+
+        def work(i: int) -> int:
+            for j in range(turns_each):
+                mm.store_turn("a1", f"s{i}", f"question {j}", f"answer {j}")
+                mm.inject_memory("a1", f"fact {i} {j}")
+            return len(mm.get_recent_turns("a1", f"s{i}", limit=1000))
+
+        with ThreadPoolExecutor(threads) as pool:
+            counts = list(pool.map(work, range(threads)))
+        assert counts == [turns_each] * threads
+        assert mm.count_memories("a1") == threads * turns_each
+        # each session's turns in the order its thread wrote them
+        turns = mm.get_recent_turns("a1", "s3", limit=1000)
+        assert [t.user_message for t in turns] == [f"question {j}" for j in range(turns_each)]
+
+
+@pytest.mark.postgres
+async def test_postgres_from_a_running_loop_and_threads(
+    postgres_dsn: str, scratch_schema: str
+) -> None:
+    # The connection pool belongs to the manager's own loop, not to the caller's.
+    cfg = MemoryConfig(
+        backend="postgres",
+        postgres_dsn=postgres_dsn,
+        postgres_schema=scratch_schema,
+        embedding_provider="hashing",
+    )
+    with create_memory_manager(cfg) as mm:
+        roundtrip(mm)
+        with ThreadPoolExecutor(4) as pool:
+            turns = list(
+                pool.map(lambda i: mm.store_turn("a2", "s", f"q{i}", f"a{i}").id, range(20))
+            )
+        assert {t.id for t in mm.get_recent_turns("a2", "s")} == set(turns)
+
+
+def test_the_readme_example_runs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    match = re.search(r"### Without `await`.*?```python\n(.*?)```", readme, re.S)
+    assert match is not None
+    monkeypatch.setenv("ACTRONE_EMBEDDING_PROVIDER", "hashing")
+    exec(compile(match.group(1), "README sync example", "exec"), {"__name__": "sync_example"})
+    assert capsys.readouterr().out == "['Plan dinner?']\n"
