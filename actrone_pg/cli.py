@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "eval": ("actrone_pg._cli.eval", "measure evidence retrieval quality on conversations"),
     "demo": ("actrone_pg._cli.demo", "store a short conversation and show what retrieval picks"),
+    "mcp": ("actrone_pg._cli.mcp", "serve memory to MCP clients over stdio or streamable HTTP"),
     "migrate": ("actrone_pg._cli.migrate", "apply the PostgreSQL schema migrations"),
     "inspect": ("actrone_pg._cli.inspect", "show sessions, recent turns and memories (PostgreSQL)"),
     "dsn": ("actrone_pg._cli.dsn", 'print the PostgreSQL DSN (for psql "$(actrone-pg dsn)")'),

@@ -1,0 +1,8 @@
+"""Adapters between actrone_pg and the frameworks agents run in; each needs its own extra.
+
+- ``actrone_pg.integrations.mcp``: a Model Context Protocol server (``[mcp]``), also run by
+  ``actrone-pg mcp``.
+
+Each module imports its framework when imported itself, and a missing extra fails with the exact
+``pip install "actrone-pg[extra]"`` line.
+"""

@@ -1,0 +1,354 @@
+"""A Model Context Protocol server over a :class:`~actrone_pg.MemoryManager` (``[mcp]`` extra).
+
+``actrone-pg mcp`` runs it (stdio for a local client, streamable HTTP for a shared one);
+:func:`build_server` gives the :class:`mcp.server.MCPServer` to embed in your own process.
+
+Tools: ``retrieve_context``, ``search_memories``, ``store_turn``, ``inject_memory``,
+``delete_memory``, ``get_memory``, ``get_recent_turns``. Every tool takes the ``agent_id`` it acts
+for; a server built with ``agents=`` refuses any other agent. A library error (bad input, a store
+that is down) comes back as a tool error result carrying its type and message, never as a crash of
+the server. Over HTTP every request needs ``Authorization: Bearer <token>``
+(:func:`streamable_http_app`).
+"""
+
+# No ``from __future__ import annotations``: the tools' parameter annotations are evaluated when
+# build_server() defines them, so that their descriptions can name the agents it serves.
+
+import hmac
+import logging
+from collections.abc import Awaitable, Callable, Collection
+from typing import Annotated, Any, TypeVar
+
+from actrone_pg.errors import ActroneError, ConfigurationError, MissingDependencyError
+from actrone_pg.manager import MemoryManager
+from actrone_pg.models import Turn, memory_to_dict
+
+try:
+    from mcp.server import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp_types import ToolAnnotations
+    from pydantic import Field
+    from starlette.types import ASGIApp, Receive, Scope, Send
+except ImportError:  # pragma: no cover - exercised by installs without the extra
+    raise MissingDependencyError("mcp", "mcp") from None
+
+__all__ = [
+    "MIN_TOKEN_LENGTH",
+    "build_server",
+    "check_token",
+    "serve_http",
+    "serve_stdio",
+    "streamable_http_app",
+]
+
+logger = logging.getLogger("actrone_pg.mcp")
+
+T = TypeVar("T")
+
+#: A bearer token shorter than this is refused: it would be guessable.
+MIN_TOKEN_LENGTH = 16
+
+_INSTRUCTIONS = (
+    "Long-term memory and recent conversation for agents. Before answering, call "
+    "retrieve_context with the user's message to get the session's recent turns and the "
+    "relevant memories within a token budget; after answering, call store_turn with the "
+    "exchange. Use inject_memory to remember a durable fact, search_memories to look one up."
+)
+
+_READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+_WRITE = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+)
+_DELETE = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+)
+
+
+def _turn(t: Turn) -> dict[str, Any]:
+    return {
+        "id": t.id,
+        "session_id": t.session_id,
+        "user_message": t.user_message,
+        "assistant_message": t.assistant_message,
+        "tool_results": t.tool_results,
+        "created_at": t.created_at.isoformat(),
+        "token_count": t.token_count,
+    }
+
+
+def build_server(
+    manager: MemoryManager,
+    *,
+    agents: Collection[str] | None = None,
+    name: str = "actrone-pg",
+) -> MCPServer:
+    """An MCP server whose tools call ``manager``.
+
+    With ``agents`` the server acts only for those agent ids: a call naming another agent is a
+    tool error and touches nothing. ``None`` serves every agent (for a local stdio server).
+    """
+    served = None if agents is None else frozenset(agents)
+    if served is not None and not served:
+        raise ConfigurationError("agents", "name at least one agent, or None for every agent")
+    server: MCPServer = MCPServer(name, instructions=_INSTRUCTIONS, log_level="WARNING")
+
+    agent_help = "Id of the agent whose memory to use."
+    if served is not None:
+        agent_help += " This server serves: " + ", ".join(sorted(served)) + "."
+    AgentId = Annotated[str, Field(description=agent_help)]
+    SessionId = Annotated[
+        str, Field(description="Id of the conversation (session) whose recent turns to use.")
+    ]
+    MemoryId = Annotated[str, Field(description="Id of a memory, as returned by inject_memory.")]
+    Explain = Annotated[
+        bool,
+        Field(description="Add each memory's ranking details (cosine, ranks, fused score)."),
+    ]
+
+    async def call(agent_id: str, work: Callable[[], Awaitable[T]]) -> T:
+        if served is not None and agent_id not in served:
+            raise ToolError(f"this server does not serve agent {agent_id!r}")
+        try:
+            return await work()
+        except ActroneError as exc:
+            # What the model can correct (a bad argument) or report (a store that is down).
+            raise ToolError(f"{type(exc).__name__}: {exc}") from None
+
+    async def retrieve_context(
+        agent_id: AgentId,
+        session_id: SessionId,
+        query: Annotated[
+            str, Field(description="What the agent is about to answer: usually the user's message.")
+        ],
+        token_budget: Annotated[
+            int,
+            Field(
+                description="Tokens the agent can spend on memory and the prompt; 35% goes to "
+                "recent turns, 25% to memories, the rest is left for the system prompt and reply."
+            ),
+        ],
+        explain: Explain = False,
+    ) -> dict[str, Any]:
+        """Recent turns of the session (oldest first) and the long-term memories most relevant to
+        the query (best first), each inside its share of the token budget."""
+
+        async def work() -> dict[str, Any]:
+            ctx = await manager.retrieve_context(
+                agent_id, session_id, query, token_budget, explain=explain
+            )
+            return ctx.to_dict()
+
+        return await call(agent_id, work)
+
+    async def search_memories(
+        agent_id: AgentId,
+        query: Annotated[str, Field(description="What to look for, in natural language.")],
+        limit: Annotated[int, Field(description="Most memories to return.")] = 10,
+        explain: Explain = False,
+    ) -> dict[str, Any]:
+        """The agent's long-term memories most relevant to the query, best first, without a
+        token budget. Returns {"memories": [...]}; an empty list when nothing is relevant."""
+
+        async def work() -> dict[str, Any]:
+            hits = await manager.search_memories(agent_id, query, limit, explain=explain)
+            return {"memories": [memory_to_dict(m) for m in hits]}
+
+        return await call(agent_id, work)
+
+    async def store_turn(
+        agent_id: AgentId,
+        session_id: SessionId,
+        user_message: Annotated[str, Field(description="What the user said.")],
+        assistant_message: Annotated[str, Field(description="What the assistant answered.")],
+        tool_results: Annotated[
+            list[Any] | None,
+            Field(description="Results of tools called during the turn (JSON values)."),
+        ] = None,
+        turn_id: Annotated[
+            str | None,
+            Field(description="Your id for the turn; retrying with the same id stores it once."),
+        ] = None,
+    ) -> dict[str, Any]:
+        """Append one exchange (user message and assistant answer) to the session's recent
+        turns. Returns the stored turn with its id and token count."""
+
+        async def work() -> dict[str, Any]:
+            turn = await manager.store_turn(
+                agent_id,
+                session_id,
+                user_message,
+                assistant_message,
+                tool_results=tool_results,
+                turn_id=turn_id,
+            )
+            return _turn(turn)
+
+        return await call(agent_id, work)
+
+    async def inject_memory(
+        agent_id: AgentId,
+        content: Annotated[
+            str, Field(description="The fact to remember, as a self-contained sentence.")
+        ],
+        session_id: Annotated[
+            str | None, Field(description="The session it came from, if any.")
+        ] = None,
+        content_type: Annotated[
+            str, Field(description="A label such as fact, preference, event.")
+        ] = "injected",
+        importance: Annotated[float, Field(description="From 0 (trivia) to 1 (critical).")] = 0.5,
+        tags: Annotated[
+            list[str] | None, Field(description="Short labels to file it under.")
+        ] = None,
+        metadata: Annotated[
+            dict[str, Any] | None, Field(description="Any JSON object to keep with it.")
+        ] = None,
+        memory_id: Annotated[
+            str | None,
+            Field(description="Replace the memory with this id instead of adding a new one."),
+        ] = None,
+    ) -> dict[str, Any]:
+        """Store a long-term memory for the agent. The same content injected twice is stored
+        once. Returns {"id": ...}, the id to get or delete it by."""
+
+        async def work() -> dict[str, Any]:
+            mid = await manager.inject_memory(
+                agent_id,
+                content,
+                session_id=session_id,
+                content_type=content_type,
+                importance=importance,
+                tags=tags or (),
+                source="mcp",
+                metadata=metadata,
+                memory_id=memory_id,
+            )
+            return {"id": mid}
+
+        return await call(agent_id, work)
+
+    async def delete_memory(agent_id: AgentId, memory_id: MemoryId) -> dict[str, Any]:
+        """Delete one of the agent's long-term memories. Returns {"deleted": true} if it
+        existed, {"deleted": false} if the agent had no such memory."""
+
+        async def work() -> dict[str, Any]:
+            return {"deleted": await manager.delete_memory(agent_id, memory_id)}
+
+        return await call(agent_id, work)
+
+    async def get_memory(agent_id: AgentId, memory_id: MemoryId) -> dict[str, Any]:
+        """One of the agent's long-term memories by id. Returns {"memory": {...}}, or
+        {"memory": null} if the agent has no such memory."""
+
+        async def work() -> dict[str, Any]:
+            m = await manager.get_memory(agent_id, memory_id)
+            return {"memory": None if m is None else memory_to_dict(m)}
+
+        return await call(agent_id, work)
+
+    async def get_recent_turns(
+        agent_id: AgentId,
+        session_id: SessionId,
+        limit: Annotated[
+            int | None, Field(description="Most turns to return (default: the session cap).")
+        ] = None,
+    ) -> dict[str, Any]:
+        """The session's most recent turns, oldest first, without a token budget. Returns
+        {"turns": [...]}; an empty list for a new or expired session."""
+
+        async def work() -> dict[str, Any]:
+            turns = await manager.get_recent_turns(agent_id, session_id, limit)
+            return {"turns": [_turn(t) for t in turns]}
+
+        return await call(agent_id, work)
+
+    server.add_tool(retrieve_context, annotations=_READ)
+    server.add_tool(search_memories, annotations=_READ)
+    server.add_tool(store_turn, annotations=_WRITE)
+    server.add_tool(inject_memory, annotations=_WRITE)
+    server.add_tool(delete_memory, annotations=_DELETE)
+    server.add_tool(get_memory, annotations=_READ)
+    server.add_tool(get_recent_turns, annotations=_READ)
+    return server
+
+
+class _BearerToken:
+    """ASGI middleware: an HTTP request without ``Authorization: Bearer <token>`` gets a 401."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
+            if not hmac.compare_digest(given, self.expected):
+                body = b'{"error": "missing or wrong bearer token"}'
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"www-authenticate", b'Bearer realm="actrone-pg"'),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def check_token(token: str | None) -> str:
+    """The bearer token, or a :class:`ConfigurationError` if it is missing or too short."""
+    if not token:
+        raise ConfigurationError(
+            "token", "serving over HTTP needs a bearer token (--token or ACTRONE_MCP_TOKEN)"
+        )
+    if len(token) < MIN_TOKEN_LENGTH or token != token.strip():
+        raise ConfigurationError(
+            "token",
+            f"use at least {MIN_TOKEN_LENGTH} characters without surrounding spaces "
+            '(python -c "import secrets; print(secrets.token_urlsafe(32))")',
+        )
+    return token
+
+
+def streamable_http_app(
+    manager: MemoryManager,
+    *,
+    token: str,
+    agents: Collection[str],
+    path: str = "/mcp",
+    host: str = "127.0.0.1",
+) -> ASGIApp:
+    """The streamable HTTP app: only the given ``agents``, only with the bearer ``token``."""
+    if not agents:
+        raise ConfigurationError("agents", "an HTTP server must name the agents it serves")
+    server = build_server(manager, agents=agents)
+    app = server.streamable_http_app(streamable_http_path=path, host=host)
+    return _BearerToken(app, check_token(token))
+
+
+async def serve_stdio(manager: MemoryManager, *, agents: Collection[str] | None = None) -> None:
+    """Serve MCP over stdin/stdout until the client closes the connection."""
+    await build_server(manager, agents=agents).run_stdio_async()
+
+
+async def serve_http(
+    manager: MemoryManager,
+    *,
+    token: str,
+    agents: Collection[str],
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    path: str = "/mcp",
+) -> None:
+    """Serve MCP over streamable HTTP on ``host:port`` until interrupted."""
+    import uvicorn
+
+    app = streamable_http_app(manager, token=token, agents=agents, path=path, host=host)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    logger.info("serving MCP on http://%s:%d%s for %d agent(s)", host, port, path, len(agents))
+    await uvicorn.Server(config).serve()

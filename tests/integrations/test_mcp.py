@@ -1,0 +1,281 @@
+"""``actrone-pg mcp``: the tools, their errors and the agent allow-list, through the SDK's client.
+
+In process (``Client(server)``), over stdio (the command spawned as a client would) and over
+streamable HTTP (the command on a free loopback port, with and without its bearer token).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from actrone_pg import MemoryConfig, MemoryManager
+from actrone_pg.cli import main
+from actrone_pg.integrations.mcp import build_server
+from actrone_pg.stores.memory import InMemoryStore
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOLS = {
+    "retrieve_context",
+    "search_memories",
+    "store_turn",
+    "inject_memory",
+    "delete_memory",
+    "get_memory",
+    "get_recent_turns",
+}
+TOKEN = "test-token-0123456789abcdef"
+SERVER_ENV = {"ACTRONE_BACKEND": "memory", "ACTRONE_EMBEDDING_PROVIDER": "hashing"}
+
+
+@pytest.fixture
+async def manager() -> AsyncIterator[MemoryManager]:
+    mm = await MemoryManager.create(
+        MemoryConfig(backend="memory", embedding_provider="hashing"), store=InMemoryStore()
+    )
+    yield mm
+    await mm.close()
+
+
+def text(result: Any) -> str:
+    return "".join(c.text for c in result.content)
+
+
+async def exercise(client: Client, agent: str = "a1") -> None:
+    """The tools one after another, as an agent would use them; checks every answer."""
+    tools = await client.list_tools()
+    assert {t.name for t in tools.tools} == TOOLS
+    turn = await client.call_tool(
+        "store_turn",
+        {
+            "agent_id": agent,
+            "session_id": "s1",
+            "user_message": "Plan dinner?",
+            "assistant_message": "Sure, for how many?",
+        },
+    )
+    assert not turn.is_error, text(turn)
+    assert turn.structured_content["token_count"] == 8  # ceil(12 / 4) + ceil(19 / 4)
+    injected = await client.call_tool(
+        "inject_memory",
+        {"agent_id": agent, "content": "The user is allergic to peanuts", "tags": ["health"]},
+    )
+    mid = injected.structured_content["id"]
+    ctx = await client.call_tool(
+        "retrieve_context",
+        {"agent_id": agent, "session_id": "s1", "query": "peanuts allergic", "token_budget": 2000},
+    )
+    body = ctx.structured_content
+    assert [t["user_message"] for t in body["recent_turns"]] == ["Plan dinner?"]
+    assert [m["id"] for m in body["episodic_memories"]] == [mid]
+    assert (body["session_budget"], body["episodic_budget"]) == (700, 500)  # 35 % and 25 %
+    # the text content is the same JSON, for clients that only read text
+    assert json.loads(text(ctx))["episodic_memories"][0]["tags"] == ["health"]
+    found = await client.call_tool(
+        "search_memories", {"agent_id": agent, "query": "allergic", "explain": True}
+    )
+    [hit] = found.structured_content["memories"]
+    assert hit["id"] == mid and hit["explain"]["lexical_rank"] == 1
+    got = await client.call_tool("get_memory", {"agent_id": agent, "memory_id": mid})
+    assert got.structured_content["memory"]["content"] == "The user is allergic to peanuts"
+    turns = await client.call_tool("get_recent_turns", {"agent_id": agent, "session_id": "s1"})
+    assert [t["id"] for t in turns.structured_content["turns"]] == [turn.structured_content["id"]]
+    deleted = await client.call_tool("delete_memory", {"agent_id": agent, "memory_id": mid})
+    assert deleted.structured_content == {"deleted": True}
+    gone = await client.call_tool("get_memory", {"agent_id": agent, "memory_id": mid})
+    assert gone.structured_content == {"memory": None}
+
+
+async def test_tools_work_in_process(manager: MemoryManager) -> None:
+    async with Client(build_server(manager)) as client:
+        await exercise(client)
+
+
+async def test_every_tool_and_parameter_is_described_for_a_model(manager: MemoryManager) -> None:
+    async with Client(build_server(manager, agents=["a1", "a2"])) as client:
+        tools = (await client.list_tools()).tools
+    for tool in tools:
+        assert tool.description and len(tool.description) > 40, tool.name
+        schema = tool.input_schema
+        assert schema["type"] == "object"
+        assert "agent_id" in schema["required"], tool.name
+        for name, prop in schema["properties"].items():
+            assert prop.get("description"), f"{tool.name}.{name}"
+        assert "a1, a2" in schema["properties"]["agent_id"]["description"]
+    by_name = {t.name: t for t in tools}
+    assert by_name["retrieve_context"].input_schema["required"] == [
+        "agent_id",
+        "session_id",
+        "query",
+        "token_budget",
+    ]
+    assert by_name["delete_memory"].annotations.destructive_hint is True
+    assert by_name["search_memories"].annotations.read_only_hint is True
+
+
+async def test_library_errors_are_tool_errors_and_the_server_goes_on(
+    manager: MemoryManager,
+) -> None:
+    async with Client(build_server(manager)) as client:
+        bad_budget = await client.call_tool(
+            "retrieve_context",
+            {"agent_id": "a1", "session_id": "s1", "query": "q", "token_budget": 0},
+        )
+        assert bad_budget.is_error
+        assert "ValidationError: token_budget" in text(bad_budget)
+        nul = await client.call_tool("inject_memory", {"agent_id": "a1", "content": "a\x00b"})
+        assert nul.is_error and "ValidationError" in text(nul)
+        blank = await client.call_tool(
+            "store_turn",
+            {"agent_id": " ", "session_id": "s", "user_message": "hi", "assistant_message": ""},
+        )
+        assert blank.is_error and "agent_id" in text(blank)
+        wrong_type = await client.call_tool(
+            "search_memories", {"agent_id": "a1", "query": "q", "limit": "many"}
+        )
+        assert wrong_type.is_error and "limit" in text(wrong_type)
+        # nothing was written, and the server still answers
+        assert await manager.count_memories("a1") == 0
+        await exercise(client)
+
+
+async def test_an_agent_not_served_is_refused_and_nothing_is_written(
+    manager: MemoryManager,
+) -> None:
+    async with Client(build_server(manager, agents=["a1"])) as client:
+        for tool, args in [
+            ("inject_memory", {"content": "secret"}),
+            ("store_turn", {"session_id": "s", "user_message": "hi", "assistant_message": "yo"}),
+            ("search_memories", {"query": "secret"}),
+            ("get_recent_turns", {"session_id": "s"}),
+        ]:
+            result = await client.call_tool(tool, {"agent_id": "a2", **args})
+            assert result.is_error, tool
+            assert "does not serve agent 'a2'" in text(result)
+        assert await manager.count_memories("a2") == 0
+        assert await manager.get_recent_turns("a2", "s") == []
+        await exercise(client, "a1")
+
+
+def test_build_server_refuses_an_empty_allow_list(manager: MemoryManager) -> None:
+    from actrone_pg import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="agents"):
+        build_server(manager, agents=[])
+
+
+async def test_over_stdio_with_the_sdk_client() -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "actrone_pg.cli", "mcp", "--agent", "a1"],
+        env=SERVER_ENV,
+        cwd=ROOT,
+    )
+    async with Client(params) as client:
+        await exercise(client)
+        refused = await client.call_tool(
+            "get_recent_turns", {"agent_id": "other", "session_id": "s"}
+        )
+        assert refused.is_error and "does not serve agent 'other'" in text(refused)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[str]:
+    """``actrone-pg mcp --transport http`` on a free loopback port; yields its URL."""
+    port = free_port()
+    log = (tmp_path / "server.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "actrone_pg.cli", "mcp", "--transport", "http"]
+        + ["--port", str(port), "--agent", "a1", "--agent", "a2"],
+        env={**os.environ, **SERVER_ENV, "ACTRONE_MCP_TOKEN": TOKEN},
+        cwd=ROOT,
+        stderr=log,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise AssertionError((tmp_path / "server.log").read_text())
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+async def test_over_http_with_the_token(http_server: str) -> None:
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(http_server, http_client=http)) as client,
+    ):
+        await exercise(client, "a2")
+        refused = await client.call_tool(
+            "inject_memory", {"agent_id": "a3", "content": "not for this server"}
+        )
+        assert refused.is_error and "does not serve agent 'a3'" in text(refused)
+
+
+@pytest.mark.parametrize("token", [None, "wrong-token-0123456789abcdef", TOKEN + "x"])
+async def test_over_http_without_the_right_token_is_401(
+    http_server: str, token: str | None
+) -> None:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    async with httpx2.AsyncClient(headers=headers) as http:
+        response = await http.post(
+            http_server,
+            json=body,
+            headers={"Accept": "application/json, text/event-stream"},
+        )
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith("Bearer")
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (["--agent", "a1"], {}, "needs a bearer token"),
+        (["--agent", "a1"], {"ACTRONE_MCP_TOKEN": "short"}, "at least 16 characters"),
+        ([], {"ACTRONE_MCP_TOKEN": TOKEN}, "must name the agents"),
+    ],
+)
+def test_http_refuses_to_start_without_token_or_agents(
+    argv: list[str],
+    env: dict[str, str],
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.delenv("ACTRONE_MCP_TOKEN", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert main(["mcp", "--transport", "http", "--port", str(free_port()), *argv]) == 2
+    assert message in capsys.readouterr().err
