@@ -2,6 +2,8 @@
 
 - ``actrone_pg.integrations.mcp``: a Model Context Protocol server (``[mcp]``), also run by
   ``actrone-pg mcp``.
+- ``actrone_pg.integrations.langchain``: ``ActroneChatMessageHistory``, a LangChain chat history
+  over L1 (``[langchain]``).
 
 Each module imports its framework when imported itself, and a missing extra fails with the exact
 ``pip install "actrone-pg[extra]"`` line.

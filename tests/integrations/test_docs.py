@@ -33,7 +33,7 @@ def run(title: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixtur
 
 
 def test_the_page_has_the_examples_these_tests_run() -> None:
-    assert set(examples()) == {"MCP server (`actrone-pg mcp`)"}
+    assert set(examples()) == {"MCP server (`actrone-pg mcp`)", "LangChain chat history"}
 
 
 def test_mcp_example(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
@@ -53,3 +53,10 @@ def test_mcp_example(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixtu
     )
     assert out[1] == '["The customer\'s plan is Pro"]'
     assert out[2].startswith("True ") and "does not serve agent 'sales-bot'" in out[2]
+
+
+def test_langchain_example(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    out = run("LangChain chat history", monkeypatch, capfd)
+    assert out == "['system', 'human', 'ai', 'human']\n"
