@@ -4,6 +4,8 @@
   ``actrone-pg mcp``.
 - ``actrone_pg.integrations.langchain``: ``ActroneChatMessageHistory``, a LangChain chat history
   over L1 (``[langchain]``).
+- ``actrone_pg.integrations.openai_agents``: ``ActroneSession``, the OpenAI Agents SDK's
+  ``Session`` over L1 (``[openai-agents]``).
 
 Each module imports its framework when imported itself, and a missing extra fails with the exact
 ``pip install "actrone-pg[extra]"`` line.

@@ -33,7 +33,11 @@ def run(title: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixtur
 
 
 def test_the_page_has_the_examples_these_tests_run() -> None:
-    assert set(examples()) == {"MCP server (`actrone-pg mcp`)", "LangChain chat history"}
+    assert set(examples()) == {
+        "MCP server (`actrone-pg mcp`)",
+        "LangChain chat history",
+        "OpenAI Agents SDK session",
+    }
 
 
 def test_mcp_example(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
@@ -60,3 +64,13 @@ def test_langchain_example(
 ) -> None:
     out = run("LangChain chat history", monkeypatch, capfd)
     assert out == "['system', 'human', 'ai', 'human']\n"
+
+
+def test_openai_agents_example(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    out = run("OpenAI Agents SDK session", monkeypatch, capfd).splitlines()
+    assert out == [
+        "[{'role': 'assistant', 'content': 'Sure, for how many?'}]",
+        "[('Plan dinner?', 'Sure, for how many?')]",
+    ]
