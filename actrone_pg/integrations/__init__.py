@@ -6,6 +6,8 @@
   over L1 (``[langchain]``).
 - ``actrone_pg.integrations.openai_agents``: ``ActroneSession``, the OpenAI Agents SDK's
   ``Session`` over L1 (``[openai-agents]``).
+- ``actrone_pg.integrations.llamaindex``: ``ActroneMemoryBlock``, a LlamaIndex memory block
+  filled by ``retrieve_context`` (``[llamaindex]``).
 
 Each module imports its framework when imported itself, and a missing extra fails with the exact
 ``pip install "actrone-pg[extra]"`` line.

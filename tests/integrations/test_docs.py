@@ -37,6 +37,7 @@ def test_the_page_has_the_examples_these_tests_run() -> None:
         "MCP server (`actrone-pg mcp`)",
         "LangChain chat history",
         "OpenAI Agents SDK session",
+        "LlamaIndex memory block",
     }
 
 
@@ -74,3 +75,10 @@ def test_openai_agents_example(
         "[{'role': 'assistant', 'content': 'Sure, for how many?'}]",
         "[('Plan dinner?', 'Sure, for how many?')]",
     ]
+
+
+def test_llamaindex_example(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    out = run("LlamaIndex memory block", monkeypatch, capfd)
+    assert out == "system True\n"
