@@ -67,7 +67,15 @@ class _LoopThread:
             raise
 
     def stop(self) -> None:
-        """Stop the loop, wait for the thread and close the loop."""
+        """Cancel what still runs (its callers get ``CancelledError``), stop and close the loop."""
+
+        async def cancel_the_rest() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(cancel_the_rest(), self.loop).result()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join()
         self.loop.close()

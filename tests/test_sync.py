@@ -6,8 +6,9 @@ import asyncio
 import inspect
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from actrone_pg import MemoryConfig, ValidationError
 from actrone_pg import MemoryManager as AsyncMemoryManager
 from actrone_pg.stores.memory import InMemoryStore
 from actrone_pg.sync import MemoryManager, create_memory_manager
-from tests.helpers import FixedEmbedder
+from tests.helpers import FixedEmbedder, SlowStore
 
 CFG = MemoryConfig(backend="memory", embedding_provider="hashing")
 
@@ -147,6 +148,39 @@ def test_close_stops_the_loop_thread() -> None:
     mm.close()
     assert not thread.is_alive()
     assert mm._runner.loop.is_closed()
+
+
+class BlockingRead(SlowStore):
+    """A store whose L1 read says when it has started, then takes its time."""
+
+    def __init__(self) -> None:
+        super().__init__(InMemoryStore(), delay=30.0)
+        self.started = threading.Event()
+
+    async def recent_turns(self, *args: Any, **kwargs: Any) -> Any:
+        self.started.set()
+        return await super().recent_turns(*args, **kwargs)
+
+
+def test_close_while_another_thread_waits_ends_its_call() -> None:
+    store = BlockingRead()
+    mm = MemoryManager.create(CFG, store=store)
+    outcome: list[BaseException] = []
+
+    def wait_for_turns() -> None:
+        try:
+            mm.get_recent_turns("a1", "s1")
+        except BaseException as exc:
+            outcome.append(exc)
+
+    # a daemon thread: if the call were left waiting for a stopped loop, the test fails below
+    waiter = threading.Thread(target=wait_for_turns, daemon=True)
+    waiter.start()
+    assert store.started.wait(timeout=30)
+    mm.close()
+    waiter.join(timeout=10)
+    assert not waiter.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], CancelledError)
 
 
 def test_many_threads_at_once() -> None:
