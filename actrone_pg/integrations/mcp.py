@@ -92,6 +92,12 @@ def build_server(
         raise ConfigurationError("agents", "name at least one agent, or None for every agent")
     server: MCPServer = MCPServer(name, instructions=_INSTRUCTIONS, log_level="WARNING")
 
+    session_share = round(manager.config.budget_fraction_session * 100)
+    memory_share = round(manager.config.budget_fraction_episodic * 100)
+    budget_help = (
+        f"Tokens the agent can spend on its context: {session_share}% go to recent turns, "
+        f"{memory_share}% to memories, the rest is left for the system prompt and the reply."
+    )
     agent_help = "Id of the agent whose memory to use."
     if served is not None:
         agent_help += " This server serves: " + ", ".join(sorted(served)) + "."
@@ -120,13 +126,7 @@ def build_server(
         query: Annotated[
             str, Field(description="What the agent is about to answer: usually the user's message.")
         ],
-        token_budget: Annotated[
-            int,
-            Field(
-                description="Tokens the agent can spend on memory and the prompt; 35% goes to "
-                "recent turns, 25% to memories, the rest is left for the system prompt and reply."
-            ),
-        ],
+        token_budget: Annotated[int, Field(description=budget_help)],
         explain: Explain = False,
     ) -> dict[str, Any]:
         """Recent turns of the session (oldest first) and the long-term memories most relevant to

@@ -22,10 +22,11 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from actrone_pg import MemoryConfig, MemoryManager
+from actrone_pg import MemoryConfig, MemoryManager, StoreUnavailableError
 from actrone_pg.cli import main
 from actrone_pg.integrations.mcp import build_server
 from actrone_pg.stores.memory import InMemoryStore
+from tests.helpers import SlowStore
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = {
@@ -122,6 +123,8 @@ async def test_every_tool_and_parameter_is_described_for_a_model(manager: Memory
         "query",
         "token_budget",
     ]
+    budget = by_name["retrieve_context"].input_schema["properties"]["token_budget"]
+    assert "35% go to recent turns, 25% to memories" in budget["description"]
     assert by_name["delete_memory"].annotations.destructive_hint is True
     assert by_name["search_memories"].annotations.read_only_hint is True
 
@@ -150,6 +153,32 @@ async def test_library_errors_are_tool_errors_and_the_server_goes_on(
         # nothing was written, and the server still answers
         assert await manager.count_memories("a1") == 0
         await exercise(client)
+
+
+class DownForReads(SlowStore):
+    """A store whose L1 reads fail as a lost server's would (a fault a test cannot cause)."""
+
+    async def recent_turns(self, *args: Any, **kwargs: Any) -> Any:
+        raise StoreUnavailableError("cannot reach the server: connection refused")
+
+
+async def test_a_store_that_is_down_is_a_tool_error_too() -> None:
+    store = DownForReads(InMemoryStore(), delay=0)
+    mm = await MemoryManager.create(
+        MemoryConfig(backend="memory", embedding_provider="hashing"), store=store
+    )
+    try:
+        async with Client(build_server(mm)) as client:
+            result = await client.call_tool(
+                "get_recent_turns", {"agent_id": "a1", "session_id": "s1"}
+            )
+            assert result.is_error
+            assert "StoreUnavailableError: cannot reach the server" in text(result)
+            # the writes and L2 still work on the same server
+            ok = await client.call_tool("inject_memory", {"agent_id": "a1", "content": "x y"})
+            assert not ok.is_error
+    finally:
+        await mm.close()
 
 
 async def test_an_agent_not_served_is_refused_and_nothing_is_written(
