@@ -365,6 +365,25 @@ def _parse_env(name: str, hint: Any, text: str) -> Any:
     return text
 
 
+def schema_problem(schema: object) -> str | None:
+    """Why ``schema`` cannot hold the actrone tables, or ``None`` if it can.
+
+    The one rule for a schema name, used by the config and by the migrations: a plain lower-case
+    identifier that is not one of the server's own schemas.
+    """
+    if not isinstance(schema, str) or not _IDENTIFIER.fullmatch(schema):
+        return (
+            f"{schema!r} is not a plain identifier (lower-case letters, digits and underscores, "
+            "starting with a letter or underscore, at most 63 characters)"
+        )
+    if _SYSTEM_SCHEMA.fullmatch(schema):
+        return (
+            f"{schema!r} is a PostgreSQL system schema (pg_* and information_schema are the "
+            "server's own); choose a schema of your own, such as the default 'actrone'"
+        )
+    return None
+
+
 def _validate(cfg: MemoryConfig) -> None:
     def fail(field_name: str, message: str) -> None:
         raise ConfigurationError(field_name, message)
@@ -377,20 +396,9 @@ def _validate(cfg: MemoryConfig) -> None:
             f"unknown provider {cfg.embedding_provider!r}; "
             f"choose one of {', '.join(EMBEDDING_PROVIDERS)}",
         )
-    if not _IDENTIFIER.fullmatch(cfg.postgres_schema):
-        fail(
-            "postgres_schema",
-            f"{cfg.postgres_schema!r} is not a plain identifier "
-            "(lower-case letters, digits and underscores, starting with a letter or underscore, "
-            "at most 63 characters)",
-        )
-    if _SYSTEM_SCHEMA.fullmatch(cfg.postgres_schema):
-        fail(
-            "postgres_schema",
-            f"{cfg.postgres_schema!r} is a PostgreSQL system schema (pg_* and "
-            "information_schema are the server's own); choose a schema of your own, such as "
-            "the default 'actrone'",
-        )
+    problem = schema_problem(cfg.postgres_schema)
+    if problem is not None:
+        fail("postgres_schema", problem)
     if not _TEXT_SEARCH_CONFIG.fullmatch(cfg.postgres_text_search_config):
         fail(
             "postgres_text_search_config",

@@ -62,7 +62,12 @@ def run(args: argparse.Namespace) -> int:
         if args.downgrade:
             migrations.downgrade(dsn, schema, revision=revision)
         else:
-            migrations.migrate(dsn, schema, revision=revision)
+            migrations.migrate(
+                dsn,
+                schema,
+                revision=revision,
+                text_search_config=target.config.postgres_text_search_config,
+            )
         after = migrations.current_revision(dsn, schema)
     print(f"schema {schema}: {before or 'empty'} -> {after or 'empty'}")
     return 0

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from actrone_pg.config import schema_problem
 from actrone_pg.errors import (
     ConfigurationError,
     SchemaError,
@@ -49,7 +49,6 @@ __all__ = [
 #: Alembic's version table for these migrations (inside the actrone schema).
 VERSION_TABLE = "actrone_alembic_version"
 
-_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _SCRIPT_LOCATION = str(Path(__file__).resolve().parent)
 
 PGVECTOR_HINT = (
@@ -62,12 +61,11 @@ PGVECTOR_HINT = (
 
 
 def validate_schema(schema: object) -> str:
-    """``schema`` if it is a plain lower-case identifier; otherwise :class:`ValidationError`."""
-    if not isinstance(schema, str) or not _IDENTIFIER.match(schema):
-        raise ValidationError(
-            f"schema {schema!r} is not a plain identifier (lower-case letters, digits and "
-            "underscores, starting with a letter or underscore, at most 63 characters)"
-        )
+    """``schema`` if it may hold the actrone tables; otherwise :class:`ValidationError`."""
+    problem = schema_problem(schema)
+    if problem is not None:
+        raise ValidationError(f"schema {problem}")
+    assert isinstance(schema, str)
     return schema
 
 

@@ -156,3 +156,20 @@ def test_migrate_check_says_whether_the_schema_is_at_head_and_changes_nothing(
     migrations.migrate(postgres_dsn, scratch_schema)
     assert main(args) == 0
     assert f"schema {scratch_schema}: at {head}, the newest" in capsys.readouterr().out
+
+
+def test_migrate_checks_the_text_search_config_before_creating_anything(
+    postgres_dsn: str,
+    scratch_schema: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ACTRONE_POSTGRES_TEXT_SEARCH_CONFIG", "klingon")
+    assert main(["migrate", "--dsn", postgres_dsn, "--schema", scratch_schema]) == 2
+    err = capsys.readouterr().err
+    assert "ConfigurationError" in err and "klingon" in err
+    with psycopg.connect(postgres_dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = %s", (scratch_schema,)
+        ).fetchone()
+    assert row == (0,)

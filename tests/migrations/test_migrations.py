@@ -265,3 +265,10 @@ async def test_store_setup_with_an_unknown_text_search_config_creates_nothing(
             "SELECT count(*) FROM pg_namespace WHERE nspname = %s", (scratch_schema,)
         )
         assert await cur.fetchone() == (0,)
+
+
+@pytest.mark.parametrize("schema", ["actrone\n", "pg_catalog", "information_schema", "Actrone"])
+def test_migrate_refuses_what_the_config_refuses(schema: str) -> None:
+    # The same rule as MemoryConfig.postgres_schema, for callers of migrate() from Python.
+    with pytest.raises(ValidationError, match="schema"):
+        migrations.validate_schema(schema)
