@@ -16,7 +16,6 @@ import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,10 +26,10 @@ from actrone_pg.budget import pack_turns, split_budget
 from actrone_pg.config import MemoryConfig
 from actrone_pg.embedders import Embedder, Reranker, as_vectors, create_embedder
 from actrone_pg.errors import ConfigurationError, RerankerError, ValidationError
-from actrone_pg.models import Memory, RetrievedContext, ScoredMemory, SessionInfo, Turn
+from actrone_pg.models import Memory, RetrievedContext, ScoredMemory, SessionInfo, Turn, Vector
+from actrone_pg.pipeline import PackedSearch, SearchRequest, pack_hits, rerank
 from actrone_pg.ranking import DEFAULT_RELEVANCE_THRESHOLD, RankingParams, query_terms
-from actrone_pg.stores import MemoryRecord, SearchRequest, Store, create_store
-from actrone_pg.stores.base import PackedSearch, Vector, pack_hits
+from actrone_pg.stores import MemoryRecord, Store, create_store
 from actrone_pg.tokens import TokenCounter, heuristic_token_count
 
 __all__ = ["MemoryManager", "create_memory_manager"]
@@ -429,7 +428,7 @@ class MemoryManager:
         v.check_id("agent_id", agent_id)
         v.check_text("query", query, self.config.max_text_chars)
         v.check_limit("limit", limit)
-        packed = await self._search_packed(agent_id, query, None, limit)
+        packed = await self._search(agent_id, query, None, limit)
         return [self._present(h, explain) for h in packed.hits]
 
     async def retrieve_context(
@@ -463,7 +462,7 @@ class MemoryManager:
                     ttl_seconds=self.config.session_ttl_seconds,
                 )
             )
-            l2 = tg.create_task(self._search_packed(agent_id, query, shares.episodic))
+            l2 = tg.create_task(self._search(agent_id, query, shares.episodic))
         turns = l1.result()
         packed = l2.result()
         recent, session_used = pack_turns(list(reversed(turns)), self._turn_tokens, shares.session)
@@ -505,44 +504,46 @@ class MemoryManager:
         # The constructor directly: dataclasses.replace measured ~6 µs a call, this ~1.5 µs.
         m = hit.memory
         return Memory(
-            m.id,
-            m.agent_id,
-            m.session_id,
-            m.content,
-            m.content_type,
-            m.importance,
-            m.tags,
-            m.source,
-            m.sensitivity,
-            m.created_at,
-            m.metadata,
-            m.embedder,
-            self._memory_tokens(hit),
-            hit.explain if explain else None,
+            id=m.id,
+            agent_id=m.agent_id,
+            session_id=m.session_id,
+            content=m.content,
+            content_type=m.content_type,
+            importance=m.importance,
+            tags=m.tags,
+            source=m.source,
+            sensitivity=m.sensitivity,
+            created_at=m.created_at,
+            metadata=m.metadata,
+            embedder=m.embedder,
+            token_count=self._memory_tokens(hit),
+            explain=hit.explain if explain else None,
         )
 
-    async def _search(self, agent_id: str, query: str) -> list[ScoredMemory]:
-        hits = await self.store.search(await self._request(agent_id, query))
-        if self.reranker is not None and hits:
-            hits = await self._rerank(query, hits)
-        return hits
-
-    async def _search_packed(
+    async def _search(
         self, agent_id: str, query: str, budget: int | None, max_hits: int | None = None
     ) -> PackedSearch:
         """The best ranked memories that fit ``budget`` tokens (at most ``max_hits``).
 
-        The store chooses when each memory costs its stored token count (or there is no budget)
-        and no reranker reorders the ranking: it can then skip building, or fetching, the
-        memories not chosen. Otherwise every hit comes back and is chosen here.
+        One store call. The store packs when each memory costs its stored token count and no
+        reranker reorders the ranking: it can then skip building, or fetching, the memories not
+        chosen. Otherwise it returns the hits to rerank (the top ``rerank_top_k``) or to recount
+        (all of them), and they are packed here.
         """
-        if self.reranker is None and (budget is None or not self._custom_counter):
-            request = await self._request(agent_id, query)
-            return await self.store.search_packed(request, budget, max_hits)
-        hits = await self._search(agent_id, query)
+        reorder = self.reranker is not None
+        repack = reorder or (budget is not None and self._custom_counter)
+        if not repack:
+            return await self.store.search(await self._request(agent_id, query, budget, max_hits))
+        top = self.config.rerank_top_k if reorder else None
+        found = await self.store.search(await self._request(agent_id, query, None, top))
+        hits = found.hits
+        if reorder and hits:
+            hits = await self._rerank(query, hits)
         return pack_hits(hits, self._memory_tokens, budget, max_hits)
 
-    async def _request(self, agent_id: str, query: str) -> SearchRequest:
+    async def _request(
+        self, agent_id: str, query: str, budget: int | None, max_hits: int | None
+    ) -> SearchRequest:
         return SearchRequest(
             agent_id=agent_id,
             query=query,
@@ -553,6 +554,8 @@ class MemoryManager:
             limit=self.config.max_episodic_memories,
             params=self._params,
             now=_now(),
+            budget=budget,
+            max_hits=max_hits,
         )
 
     async def _rerank(self, query: str, hits: list[ScoredMemory]) -> list[ScoredMemory]:
@@ -570,14 +573,7 @@ class MemoryManager:
                 f"the reranker returned {len(scores)} scores for {len(top)} texts,"
                 " or non-finite ones"
             )
-        # Stable sort: equal rerank scores keep their fused order.
-        order = sorted(range(len(top)), key=lambda i: -scores[i])
-        return [
-            ScoredMemory(
-                memory=top[i].memory, explain=replace(top[i].explain, rerank_score=scores[i])
-            )
-            for i in order
-        ]
+        return rerank(top, scores)
 
     async def _embed(self, texts: list[str]) -> list[Vector]:
         size = self.config.embedding_batch_size

@@ -6,7 +6,21 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-__all__ = ["Explain", "Memory", "RetrievedContext", "ScoredMemory", "SessionInfo", "Turn"]
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "Explain",
+    "Memory",
+    "RetrievedContext",
+    "ScoredMemory",
+    "SessionInfo",
+    "Turn",
+    "Vector",
+]
+
+#: An embedding: a one-dimensional float32 array (L2-normalised wherever a store receives it).
+Vector = npt.NDArray[np.float32]
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,8 +16,8 @@ Layout and reasoning are written up for users in ``docs/redis_qdrant.md``; in sh
   above (slightly below) the threshold; the store takes Qdrant's score as the cosine except where
   two candidates, or a candidate and the threshold, are within 1e-5 — for those it fetches the
   vectors and recomputes the cosine with the reference's own float32 routine — then admits
-  exactly, scores BM25 with the agent's statistics from Redis and fuses with
-  :func:`actrone_pg.ranking.rank_arrays`. Qdrant's own fusion cannot be used: its RRF has no
+  exactly, and hands the candidates with the agent's BM25 statistics from Redis to
+  :func:`actrone_pg.pipeline.search`. Qdrant's own fusion cannot be used: its RRF has no
   weights and no tie rule, and its BM25 IDF would count the whole collection (every agent), not
   the agent's corpus that spec §3 asks for.
 
@@ -43,33 +43,17 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import numpy as np
 import numpy.typing as npt
 
+from actrone_pg import pipeline
 from actrone_pg.errors import (
     MissingDependencyError,
     StoreError,
     StoreUnavailableError,
 )
-from actrone_pg.models import Explain, Memory, ScoredMemory, SessionInfo, Turn
-from actrone_pg.ranking import (
-    BM25_B,
-    BM25_K1,
-    CorpusStats,
-    code_point_ranks,
-    idf,
-    micros,
-    nearest_first,
-    rank_arrays,
-    term_counts,
-    tokenize,
-)
+from actrone_pg.models import Memory, SessionInfo, Turn
+from actrone_pg.pipeline import Candidates, PackedSearch, SearchRequest
+from actrone_pg.ranking import CorpusStats, code_point_ranks, micros, term_counts, tokenize
 from actrone_pg.ranking import cosines as _reference_cosines
-from actrone_pg.stores.base import (
-    MemoryRecord,
-    PackedSearch,
-    SearchRequest,
-    check_query_dimensions,
-    dimension_mismatch,
-    pack_search,
-)
+from actrone_pg.stores.base import MemoryRecord, check_query_dimensions, dimension_mismatch
 
 try:
     import redis.asyncio as aioredis
@@ -1168,21 +1152,16 @@ class RedisQdrantStore:
         return len(entries)
 
     # -- L2 search --
-    async def search_packed(
-        self, request: SearchRequest, budget: int | None, max_hits: int | None = None
-    ) -> PackedSearch:
-        """Search, then pack: the ranking reads every candidate's payload anyway."""
-        return await pack_search(self, request, budget, max_hits)
-
-    async def search(self, request: SearchRequest) -> list[ScoredMemory]:
-        """Exact admission and the reference ranking over the agent's Qdrant candidates."""
+    async def search(self, request: SearchRequest) -> PackedSearch:
+        """The agent's Qdrant candidates, with exact cosines, ranked by the pipeline."""
+        nothing = PackedSearch(hits=[], ranked=0, tokens=0)
         dim = await self._registered_dim(request.embedder)
         if dim is None:
-            return []
+            return nothing
         check_query_dimensions(request.embedder, dim, request.vector)
         coll = await self._existing_collection(request.embedder, dim)
         if coll is None:
-            return []
+            return nothing
         query = np.asarray(request.vector, dtype=np.float32)
         ak = _AgentKeys.of(self._prefix, request.agent_id)
         terms = list(request.terms)
@@ -1226,38 +1205,29 @@ class RedisQdrantStore:
                 if kth > floor + _SCORE_SLACK:
                     break  # nothing unfetched can reach the limit-th admitted cosine
             fetch *= 2
-        if admitted.size == 0:
-            return []
-        memories = [_memory_from_payload(kept[i].payload or {}) for i in admitted.tolist()]
-        c_cos = cos[admitted]
-        created = np.array([micros(m.created_at) for m in memories], dtype=np.int64)
-        id_order = code_point_ranks([m.id for m in memories])
-        if len(memories) > request.limit:
-            # Admission: the nearest ``limit``, ties broken newer first then by id (as admit()).
-            best = nearest_first(c_cos, created, id_order, request.limit)
-            memories = [memories[i] for i in best.tolist()]
-            c_cos, created, id_order = c_cos[best], created[best], id_order[best]
+        payloads = [p.payload or {} for p in kept]
+        contents = [str(p["content"]) for p in payloads]
+
+        def tf(
+            idx: npt.NDArray[np.intp], terms: Sequence[str]
+        ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+            tokens = [tokenize(contents[i]) for i in idx.tolist()]
+            counts = [[t.count(term) for t in tokens] for term in terms]
+            lengths = np.array([len(t) for t in tokens], dtype=np.float64)
+            return np.array(counts, dtype=np.float64).reshape(len(terms), idx.size), lengths
+
+        candidates = Candidates(
+            cosine=cos,
+            created_us=np.array(
+                [micros(datetime.fromisoformat(p["created_at"])) for p in payloads], dtype=np.int64
+            ),
+            id_order=code_point_ranks([str(p["memory_id"]) for p in payloads]),
+            tokens=np.array([int(p["token_count"]) for p in payloads], dtype=np.int64),
+            term_frequencies=tf,
+            memory=lambda i: _memory_from_payload(payloads[i]),
+        )
         stats = CorpusStats(n_docs=n_docs, total_length=total_length, doc_freq=dfs)
-        bm25 = _bm25(request.terms, [m.content for m in memories], stats)
-        ranked = rank_arrays(id_order, created, c_cos, bm25, request.params, request.now)
-        cos_l, bm_l = c_cos.tolist(), bm25.tolist()
-        dense_l, lex_l = ranked.dense_rank.tolist(), ranked.lexical_rank.tolist()
-        rec_l, score_l = ranked.recency_rank.tolist(), ranked.score.tolist()
-        return [
-            ScoredMemory(
-                memories[p],
-                Explain(
-                    cosine=cos_l[p],
-                    dense_rank=dense_l[p],
-                    lexical_rank=lex_l[p] or None,
-                    recency_rank=rec_l[p],
-                    fused_score=score_l[p],
-                    rerank_score=None,
-                    bm25=bm_l[p] if bm_l[p] > 0.0 else None,
-                ),
-            )
-            for p in ranked.order.tolist()
-        ]
+        return pipeline.search(request, candidates, stats)
 
     async def _exact_cosines(
         self,
@@ -1324,25 +1294,6 @@ class RedisQdrantStore:
             [c == "1" for c in mask],
             {t: int(v) for t, v in zip(terms, res[3:], strict=True) if int(v) > 0},
         )
-
-
-def _bm25(terms: Sequence[str], contents: list[str], stats: CorpusStats) -> npt.NDArray[np.float64]:
-    """BM25 of each text, operation for operation as :func:`actrone_pg.ranking.bm25_score`
-    computes it (so bit-identical), vectorised over the texts; only the query's terms are counted.
-    """
-    score = np.zeros(len(contents), dtype=np.float64)
-    if not terms or not contents:
-        return score
-    tokens = [tokenize(c) for c in contents]
-    lengths = np.array([len(t) for t in tokens], dtype=np.float64)
-    norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths / stats.avgdl)
-    for term in terms:
-        f = np.array([t.count(term) for t in tokens], dtype=np.float64)
-        if not f.any():
-            continue
-        weight = idf(stats.n_docs, stats.doc_freq.get(term, 0))
-        score = score + np.where(f > 0, weight * (f * (BM25_K1 + 1.0)) / (f + norm), 0.0)
-    return score
 
 
 def _ttl_ms(ttl_seconds: float) -> int:

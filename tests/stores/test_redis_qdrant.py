@@ -143,7 +143,7 @@ async def test_wildcard_ids_match_only_themselves(store_redis_qdrant: Any) -> No
     for agent in ("user_1", "?"):
         assert await s.count_memories(agent) == 1
         assert len(await s.recent_turns(agent, "*", limit=10, ttl_seconds=TTL)) == 1
-        hits = await s.search(request(agent, "note", [1, 0, 0]))
+        hits = (await s.search(request(agent, "note", [1, 0, 0]))).hits
         assert [h.memory.content for h in hits] == [f"note of {agent}"]
 
 
@@ -294,12 +294,12 @@ async def test_tenant_isolation_with_anothers_memory_id(store_redis_qdrant: Any)
     await s.upsert_memories([record("B", "m1", "note of B", [1, 0, 0])])
     a = await s.get_memory("A", "m1")
     assert a is not None and a.content == "secret of A"
-    assert [h.memory.content for h in await s.search(request("B", "secret", [1, 0, 0]))] == [
+    assert [h.memory.content for h in (await s.search(request("B", "secret", [1, 0, 0]))).hits] == [
         "note of B"
     ]
     assert await s.delete_memory("B", "m1") is True
     assert await s.count_memories("A") == 1
-    assert [h.memory.id for h in await s.search(request("A", "x", [1, 0, 0]))] == ["m1"]
+    assert [h.memory.id for h in (await s.search(request("A", "x", [1, 0, 0]))).hits] == ["m1"]
 
 
 async def test_upsert_replaces_and_retry_leaves_statistics_unchanged(
@@ -329,7 +329,7 @@ async def test_deleted_memory_is_never_returned(store_redis_qdrant: Any) -> None
     )
     assert await s.delete_memory("a", "m1") is True
     assert await s.delete_memory("a", "m1") is False
-    assert [h.memory.id for h in await s.search(request("a", "apple", [1, 0, 0]))] == ["m2"]
+    assert [h.memory.id for h in (await s.search(request("a", "apple", [1, 0, 0]))).hits] == ["m2"]
     assert await s.get_memory("a", "m1") is None
     assert (await redis_state(s, "a"))["df"] == {"apple": "1", "tart": "1"}
 
@@ -380,7 +380,7 @@ async def test_qdrant_failure_mid_batch_rolls_back_everything(
     assert await s.count_memories("a") == 1
     old = await s.get_memory("a", "old")
     assert old is not None and old.content == "old words here"
-    hits = await s.search(request("a", "memory", [1, 0, 0], threshold=0.01))
+    hits = (await s.search(request("a", "memory", [1, 0, 0], threshold=0.01))).hits
     assert [h.memory.id for h in hits] == ["old"]
     count = await client.count(
         s._collection("e", 3), count_filter=rq._agent_filter("a"), exact=True
@@ -407,7 +407,7 @@ async def test_erase_agent_removes_everything_of_that_agent_only(store_redis_qdr
         )
     }  # fmt: skip
     assert await s.count_memories("x") == 0
-    assert await s.search(request("x", "memory", [1, 0, 0])) == []
+    assert (await s.search(request("x", "memory", [1, 0, 0]))).hits == []
     assert await s.acquire_lock("x", "maint", "h2", 60.0) is True
     assert await s.acquire_lock("y", "maint", "h2", 60.0) is False
     assert await s.count_memories("y") == 2
@@ -422,7 +422,7 @@ async def test_memory_moves_between_embedders_without_mixing_spaces(
     s = store_redis_qdrant
     await s.upsert_memories([record("a", "m", "apple", [1, 0, 0])])
     await s.upsert_memories([record("a", "m", "apple", [1, 0], embedder="e2")])
-    assert await s.search(request("a", "apple", [1, 0, 0])) == []
+    assert (await s.search(request("a", "apple", [1, 0, 0]))).hits == []
     got = await s.get_memory("a", "m")
     assert got is not None and got.embedder == "e2"
     n = await s._qdrant.count(s._collection("e", 3), exact=True)
@@ -446,8 +446,8 @@ async def test_admission_at_exactly_the_threshold(store_redis_qdrant: Any) -> No
     cos = sorted((np.stack([r.vector for r in recs]) @ q).astype(np.float64).tolist())
     for threshold in (cos[30], cos[45], cos[-1]):
         req = replace(request("a", "memory", [1.0] * 16, threshold=threshold), vector=q)
-        got = [h.memory.id for h in await s.search(req)]
-        want = [h.memory.id for h in await ref.search(req)]
+        got = [h.memory.id for h in (await s.search(req)).hits]
+        want = [h.memory.id for h in (await ref.search(req)).hits]
         assert got == want
         assert len(got) >= 1
 
@@ -472,8 +472,8 @@ async def test_limit_keeps_the_nearest_and_matches_reference(store_redis_qdrant:
     for k in range(5):
         q = unit(rng.standard_normal(8).tolist())
         req = replace(request("a", "apple fig", [1.0] * 8, threshold=-0.5), vector=q, limit=40)
-        got = await s.search(req)
-        want = await ref.search(req)
+        got = (await s.search(req)).hits
+        want = (await ref.search(req)).hits
         assert [h.memory.id for h in got] == [h.memory.id for h in want], k
         assert_same_explanations(got, want)
         assert len(got) == 40
@@ -689,7 +689,7 @@ async def test_l1_read_and_l2_search_use_separate_connections(store_redis_qdrant
         )
     finally:
         await pool.release(hostage)
-    assert [t.id for t in turns] == ["t1"] and [h.memory.id for h in hits] == ["m"]
+    assert [t.id for t in turns] == ["t1"] and [h.memory.id for h in hits.hits] == ["m"]
 
 
 def test_point_ids_are_deterministic_and_tenant_scoped() -> None:
@@ -709,12 +709,12 @@ async def test_lost_redis_index_is_rebuilt_from_qdrant(
     )
     await s.upsert_memories([record("b", "m1", "apple", [1, 0, 0])])
     before_state = await redis_state(s, "a")
-    before = await s.search(request("a", "apple", [1, 0, 0]))
+    before = (await s.search(request("a", "apple", [1, 0, 0]))).hits
     ak = rq._AgentKeys.of(s._prefix, "a")
     await s._redis.delete(ak.mem, ak.doc, ak.df, ak.stats)  # what a restart without AOF does
     assert await s._redis.hlen(ak.mem) == 0
     with caplog.at_level("WARNING", logger="actrone_pg.stores.redis_qdrant"):
-        assert await s.search(request("a", "apple", [1, 0, 0])) == before
+        assert (await s.search(request("a", "apple", [1, 0, 0]))).hits == before
     assert "rebuilt the Redis index of agent 'a': 2 memories" in caplog.text
     assert await redis_state(s, "a") == before_state
     assert await s.count_memories("a") == 2
@@ -741,7 +741,7 @@ async def test_cosines_are_recomputed_only_for_near_ties(
         return await real(*args, **kwargs)
 
     monkeypatch.setattr(s._qdrant, "retrieve", spy)
-    hits = await s.search(request("a", "x", [1, 0, 0], threshold=0.01))
+    hits = (await s.search(request("a", "x", [1, 0, 0], threshold=0.01))).hits
     # dense ranks far 1, twin1 2, twin2 3, mid 4; recency (all equal times) by id: far, mid,
     # twin1, twin2. RRF: far 2/61, twin1 1/62+1/63, mid 1/64+1/62, twin2 1/63+1/64.
     assert [h.memory.id for h in hits] == ["far", "twin1", "mid", "twin2"]
@@ -750,7 +750,7 @@ async def test_cosines_are_recomputed_only_for_near_ties(
     # and it is admitted (cosine >= threshold, with the same float32 arithmetic).
     asked.clear()
     cos_mid = float(unit([1, 1, 0]) @ unit([1, 0, 0]))
-    hits = await s.search(request("a", "x", [1, 0, 0], threshold=cos_mid))
+    hits = (await s.search(request("a", "x", [1, 0, 0], threshold=cos_mid))).hits
     # The same four candidates in the same order; mid is recomputed as well as the twins.
     assert [h.memory.id for h in hits] == ["far", "twin1", "mid", "twin2"]
     assert sorted(asked[0]) == sorted([rq._point_id("a", i) for i in ("mid", "twin1", "twin2")])
@@ -771,8 +771,11 @@ async def test_a_batch_interleaving_agents_keeps_each_record_with_its_agent(
     b = await s.get_memory("b", "m1")
     assert b is not None and (b.content, b.embedder) == ("b new", "e2")
     assert await s._qdrant.count(s._collection("e", 3), exact=True) == rq.qm.CountResult(count=2)
-    assert [h.memory.id for h in await s.search(request("a", "a", [1, 0, 0]))] == ["m1", "m2"]
-    assert await s.search(request("b", "b", [0, 1, 0])) == []
+    assert [h.memory.id for h in (await s.search(request("a", "a", [1, 0, 0]))).hits] == [
+        "m1",
+        "m2",
+    ]
+    assert (await s.search(request("b", "b", [0, 1, 0]))).hits == []
 
 
 async def test_redis_failure_mid_batch_undoes_the_chunks_already_applied(
@@ -825,12 +828,12 @@ async def test_after_losing_all_of_redis_qdrant_data_is_found_again(
     await s.upsert_memories(
         [record("a", "m1", "apple pie", [1, 0, 0]), record("b", "m1", "secret", [1, 0, 0])]
     )
-    before = await s.search(request("a", "apple", [1, 0, 0]))
+    before = (await s.search(request("a", "apple", [1, 0, 0]))).hits
     await _lose_redis(s)
     # A write with another dimension is still refused: Qdrant's collections remember it.
     with pytest.raises(DimensionMismatchError):
         await s.upsert_memories([record("c", "m", "x", [1, 0])])
-    assert await s.search(request("a", "apple", [1, 0, 0])) == before
+    assert (await s.search(request("a", "apple", [1, 0, 0]))).hits == before
     assert await s.count_memories("a") == 1
     # Reads and deletes by id find the memories again too (each rebuilds a lost index first).
     await _lose_redis(s)
@@ -839,14 +842,14 @@ async def test_after_losing_all_of_redis_qdrant_data_is_found_again(
     await _lose_redis(s)
     assert await s.delete_memory("a", "m1") is True
     assert await s.get_memory("a", "m1") is None
-    assert await s.search(request("a", "apple", [1, 0, 0])) == []
+    assert (await s.search(request("a", "apple", [1, 0, 0]))).hits == []
     await _lose_redis(s)
     assert await s.count_memories("b") == 1
     # Erasure reaches the points even though Redis no longer lists b's memories.
     await s.erase_agent("b")
     n = await s._qdrant.count(s._collection("e", 3), count_filter=rq._agent_filter("b"), exact=True)
     assert n.count == 0
-    assert await s.search(request("b", "secret", [1, 0, 0])) == []
+    assert (await s.search(request("b", "secret", [1, 0, 0]))).hits == []
 
 
 async def test_collections_of_a_longer_prefix_are_not_ours(store_redis_qdrant: Any) -> None:
