@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -10,6 +10,8 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "MEMORY_FIELD_TYPES",
+    "STORED_MEMORY_FIELDS",
     "Explain",
     "Memory",
     "RetrievedContext",
@@ -87,6 +89,15 @@ class Memory:
     embedder: str
     token_count: int
     explain: Explain | None = None
+
+
+#: The fields a store keeps for a memory, in declaration order: all but the explanation, which a
+#: search attaches. The stores' columns, payloads and decoders derive from this one list.
+STORED_MEMORY_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Memory) if f.name != "explain")
+#: Each stored field's type as :class:`Memory` declares it (``"str | None"``, ``"datetime"``, …).
+MEMORY_FIELD_TYPES: dict[str, str] = {
+    f.name: str(f.type) for f in fields(Memory) if f.name in STORED_MEMORY_FIELDS
+}
 
 
 @dataclass(slots=True)

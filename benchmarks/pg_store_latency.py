@@ -29,18 +29,14 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 from psycopg import sql
+from psycopg.rows import dict_row
 
 from actrone_pg._embedded import given_or_temporary_server
 from actrone_pg.models import Memory, Turn
 from actrone_pg.ranking import RankingParams, query_terms
 from actrone_pg.stores.base import MemoryRecord, PackedSearch, SearchRequest
-from actrone_pg.stores.postgres import (
-    SEARCH_PACKED,
-    SELECT_RECENT_TURNS,
-    PostgresStore,
-    _packed,
-    _turns,
-)
+from actrone_pg.stores.postgres import PostgresStore, rows
+from actrone_pg.stores.postgres.statements import SEARCH_PACKED, SELECT_RECENT_TURNS
 
 DIM = 384
 #: The L2 share of a 4,000-token budget (the manager's default 25 %).
@@ -78,19 +74,18 @@ async def l1_l2_one_round_trip(
     assert found is not None
     candidates, params = found
     async with store._conn() as conn, conn.pipeline() as pipe:
-        l1 = await conn.execute(
-            store._q(SELECT_RECENT_TURNS), (req.agent_id, session_id, 3600.0, 50)
-        )
-        l2 = await conn.execute(
+        l1 = conn.cursor(row_factory=dict_row)
+        await l1.execute(store._q(SELECT_RECENT_TURNS), (req.agent_id, session_id, 3600.0, 50))
+        l2 = conn.cursor(row_factory=dict_row, binary=True)
+        await l2.execute(
             store._search_sql(SEARCH_PACKED, candidates),
             (*params, L2_BUDGET, None, req.agent_id),
-            binary=True,
         )
         await pipe.sync()
         turn_rows = await l1.fetchall()
-        rows = await l2.fetchall()
+        l2_rows = await l2.fetchall()
     # The rows become objects as recent_turns and search make them.
-    return _turns(req.agent_id, session_id, turn_rows), _packed(req.agent_id, rows)
+    return rows.turns(req.agent_id, session_id, turn_rows), rows.packed(req.agent_id, l2_rows)
 
 
 async def main() -> None:
