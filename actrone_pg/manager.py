@@ -24,11 +24,12 @@ import numpy as np
 from actrone_pg import _validation as v
 from actrone_pg.budget import pack_turns, split_budget
 from actrone_pg.config import MemoryConfig
-from actrone_pg.embedders import Embedder, Reranker, as_vectors, create_embedder
+from actrone_pg.embedders import Embedder, as_vectors, create_embedder
 from actrone_pg.errors import ConfigurationError, RerankerError, ValidationError
 from actrone_pg.models import Memory, RetrievedContext, ScoredMemory, SessionInfo, Turn, Vector
 from actrone_pg.pipeline import PackedSearch, SearchRequest, pack_hits, rerank
 from actrone_pg.ranking import DEFAULT_RELEVANCE_THRESHOLD, RankingParams, query_terms
+from actrone_pg.rerankers import Reranker
 from actrone_pg.stores import MemoryRecord, Store, create_store
 from actrone_pg.tokens import TokenCounter, heuristic_token_count
 
