@@ -8,6 +8,7 @@ depends only on the store protocol, never on a concrete store.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import math
@@ -79,6 +80,8 @@ class MemoryManager:
         self._custom_counter = token_counter is not None
         self._query_cache: OrderedDict[str, Vector] = OrderedDict()
         self._closed = False
+        # What create() built, in build order: close() closes these and nothing else.
+        self._built: list[object] = []
         threshold = config.relevance_threshold
         if threshold is None:
             threshold = embedder.relevance_threshold
@@ -108,7 +111,14 @@ class MemoryManager:
 
         The store is connected (and, for PostgreSQL, migrated) before this returns. With
         ``rerank_enabled`` and no ``reranker`` given, the configured cross-encoder is loaded now,
-        and a missing model is an error here rather than a silent fallback later.
+        and a missing model is an error here rather than a silent fallback later. Building an
+        embedder or reranker can block (loading an ONNX model, a first download from the model
+        hub, the OpenAI-compatible server's dimension probe): that runs in a worker thread, so
+        the event loop keeps serving other tasks meanwhile.
+
+        The manager owns what it builds and only that: :meth:`close` closes the store, embedder
+        and reranker made here, and leaves a ``store``, ``embedder`` or ``reranker`` passed in
+        open for its owner to close. If this raises, what it built is closed again.
         """
         config = config if config is not None else MemoryConfig()
         if not isinstance(config, MemoryConfig):
@@ -117,31 +127,41 @@ class MemoryManager:
             )
         if token_counter is not None and not callable(token_counter):
             raise ConfigurationError("token_counter", "must be a callable taking a string")
-        if embedder is None:
-            embedder = create_embedder(config)
-        _check_embedder(embedder)
-        if reranker is None and config.rerank_enabled:
-            from actrone_pg.rerankers import create_reranker
-
-            reranker = create_reranker(config)
-        if reranker is not None and not callable(getattr(reranker, "score", None)):
-            raise ConfigurationError("reranker", "must have an async score(query, texts) method")
-        owned = store is None
-        if store is None:
-            store = create_store(config)
-        await store.setup()
+        built: list[object] = []
         try:
-            return cls(config, store, embedder, reranker, token_counter)
+            if embedder is None:
+                embedder = await asyncio.to_thread(create_embedder, config)
+                built.append(embedder)
+            _check_embedder(embedder)
+            if reranker is None and config.rerank_enabled:
+                from actrone_pg.rerankers import create_reranker
+
+                reranker = await asyncio.to_thread(create_reranker, config)
+                built.append(reranker)
+            if reranker is not None and not callable(getattr(reranker, "score", None)):
+                raise ConfigurationError(
+                    "reranker", "must have an async score(query, texts) method"
+                )
+            if store is None:
+                store = create_store(config)
+                built.append(store)
+            await store.setup()
+            manager = cls(config, store, embedder, reranker, token_counter)
         except BaseException:
-            if owned:
-                await store.close()
+            await _close_all(built)
             raise
+        manager._built = built
+        return manager
 
     async def close(self) -> None:
-        """Close the store (and its connections). Safe to call twice."""
+        """Close what :meth:`create` built (store, embedder, reranker); safe to call twice.
+
+        A store, embedder or reranker passed to :meth:`create` is left open: close it yourself
+        when you are done with it (one store may serve several managers).
+        """
         if not self._closed:
             self._closed = True
-            await self.store.close()
+            await _close_all(self._built)
 
     async def __aenter__(self) -> MemoryManager:
         return self
@@ -614,6 +634,27 @@ async def create_memory_manager(
         yield mm
     finally:
         await mm.close()
+
+
+async def _close_all(components: Sequence[object]) -> None:
+    """Close each component (``aclose()`` or ``close()``, awaited if async), the last built first.
+
+    Every one is tried; the first error is raised after the others are closed.
+    """
+    error: BaseException | None = None
+    for component in reversed(components):
+        closer = getattr(component, "aclose", None) or getattr(component, "close", None)
+        if not callable(closer):
+            continue
+        try:
+            result = closer()
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:
+            logger.warning("closing %s failed: %s", type(component).__name__, exc)
+            error = error or exc
+    if error is not None:
+        raise error
 
 
 def _check_embedder(embedder: object) -> None:
