@@ -27,7 +27,15 @@ from actrone_pg.budget import pack_turns, split_budget
 from actrone_pg.config import MemoryConfig
 from actrone_pg.embedders import Embedder, as_vectors, create_embedder
 from actrone_pg.errors import ConfigurationError, RerankerError, ValidationError
-from actrone_pg.models import Memory, RetrievedContext, ScoredMemory, SessionInfo, Turn, Vector
+from actrone_pg.models import (
+    STORED_MEMORY_FIELDS,
+    Memory,
+    RetrievedContext,
+    ScoredMemory,
+    SessionInfo,
+    Turn,
+    Vector,
+)
 from actrone_pg.pipeline import PackedSearch, SearchRequest, pack_hits, rerank
 from actrone_pg.ranking import DEFAULT_RELEVANCE_THRESHOLD, RankingParams, query_terms
 from actrone_pg.rerankers import Reranker
@@ -42,20 +50,10 @@ logger = logging.getLogger("actrone_pg.manager")
 # retries an inject after a timeout writes the same memory again instead of a duplicate.
 _MEMORY_NAMESPACE = uuid.UUID("6f3a7d2e-5c1b-4e8a-9d0f-2b7c4e6a8f10")
 
-_MEMORY_FIELDS = frozenset(
-    {
-        "content",
-        "session_id",
-        "content_type",
-        "importance",
-        "tags",
-        "source",
-        "sensitivity",
-        "created_at",
-        "metadata",
-        "memory_id",
-    }
-)
+# What an item of inject_memories may set: the stored fields the manager does not fill in itself,
+# with the id as "memory_id".
+_SET_BY_MANAGER = {"id", "agent_id", "embedder", "token_count"}
+_MEMORY_FIELDS = frozenset(STORED_MEMORY_FIELDS) - _SET_BY_MANAGER | {"memory_id"}
 
 
 class MemoryManager:

@@ -27,6 +27,7 @@ __all__ = [
     "SearchRequest",
     "Store",
     "Vector",
+    "batch_dimensions",
     "check_query_dimensions",
     "dimension_mismatch",
     "pack_hits",
@@ -131,6 +132,19 @@ def dimension_mismatch(embedder: str, stored: int, got: int) -> DimensionMismatc
         f"embedder {embedder!r} stores {stored}-dimensional vectors; got one of {got} "
         "(a new model needs a new embedder name)"
     )
+
+
+def batch_dimensions(records: Sequence[MemoryRecord]) -> dict[str, int]:
+    """Each embedder's vector size in a batch; a batch holding two sizes for one embedder is
+    refused (:class:`DimensionMismatchError`) before anything is written."""
+    dims: dict[str, int] = {}
+    for rec in records:
+        name, size = rec.memory.embedder, int(rec.vector.shape[0])
+        if dims.setdefault(name, size) != size:
+            raise DimensionMismatchError(
+                f"embedder {name!r}: one batch holds vectors of {dims[name]} and {size} dimensions"
+            )
+    return dims
 
 
 def check_query_dimensions(embedder: str, stored: int, query: Vector) -> None:

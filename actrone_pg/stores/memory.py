@@ -22,7 +22,12 @@ from actrone_pg import pipeline
 from actrone_pg.models import Memory, SessionInfo, Turn, Vector
 from actrone_pg.pipeline import Candidates, PackedSearch, SearchRequest
 from actrone_pg.ranking import CorpusStats, code_point_ranks, cosines, micros, term_counts
-from actrone_pg.stores.base import MemoryRecord, check_query_dimensions, dimension_mismatch
+from actrone_pg.stores.base import (
+    MemoryRecord,
+    batch_dimensions,
+    check_query_dimensions,
+    dimension_mismatch,
+)
 
 if TYPE_CHECKING:
     from actrone_pg.config import MemoryConfig
@@ -275,9 +280,7 @@ class InMemoryStore:
     async def upsert_memories(self, records: Sequence[MemoryRecord]) -> None:
         """Insert or replace; every record is checked before any is written."""
         dims = dict(self._dimensions)
-        for rec in records:
-            name = rec.memory.embedder
-            size = int(rec.vector.shape[0])
+        for name, size in batch_dimensions(records).items():
             if dims.setdefault(name, size) != size:
                 raise dimension_mismatch(name, dims[name], size)
         self._dimensions = dims

@@ -28,10 +28,12 @@ from actrone_pg.errors import (
 from actrone_pg.ranking import term_counts, tokenize
 from actrone_pg.stores.base import dimension_mismatch
 from actrone_pg.stores.postgres.statements import (
+    ANALYZE_FIRST,
     NORMALISE,
     RECORD_TS_CONFIG,
     SELECT_EMBEDDERS,
     SELECT_TS_CONFIG,
+    SETTLE_SECONDS,
     VECTOR_SCHEMA,
 )
 
@@ -54,7 +56,8 @@ _Conn = psycopg.AsyncConnection[TupleRow]
 class Connection:
     """The store's configuration and state, its pool, and the errors it maps.
 
-    The other layers of :class:`~actrone_pg.stores.postgres.PostgresStore` build on this one.
+    The other layers of :class:`~actrone_pg.stores.postgres.PostgresStore` build on this one;
+    its constructor is the store's (the parameters are described there).
     """
 
     def __init__(
@@ -69,6 +72,7 @@ class Connection:
         connect_timeout: float = 5.0,
         statement_timeout: float = 30.0,
         text_search_config: str = "simple",
+        ann_min_memories: int = 50_000,
         ann_ef_search: int = 800,
     ) -> None:
         from actrone_pg.migrations import validate_schema
@@ -94,6 +98,26 @@ class Connection:
         self._dimensions: dict[str, int] = {}
         self._sql: dict[str, sql.Composed] = {}
         self._ann_ef_search = ann_ef_search
+        # -- the maintenance layer's state (maintenance.py) --
+        # Memories written by this store, and the count at which it next runs ANALYZE.
+        self._written = 0
+        self._next_analyze = ANALYZE_FIRST
+        # Memories written since the last maintenance, when the last write ended, and the task
+        # that runs the maintenance once writes pause (see _settle).
+        self._unmaintained = 0
+        self._last_write = 0.0
+        self._settle_seconds = SETTLE_SECONDS
+        self._settle_task: asyncio.Task[None] | None = None
+        # Large agents' HNSW indexes: (agent, embedder) -> (has a valid one, when last checked),
+        # the builds running in the background, and when a build last failed.
+        self._ann_min = ann_min_memories
+        self._ann_known: dict[tuple[str, str], tuple[bool, float]] = {}
+        self._ann_builds: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._ann_failed: dict[tuple[str, str], float] = {}
+        # Index builds and ANALYZE take turns (see ANN_LOCK); an ANALYZE due while a build runs
+        # is run by the build when it is done, so that writers never wait for a build.
+        self._maintenance = asyncio.Lock()
+        self._analyze_pending = False
         self._vector_schema = "public"
 
     @property

@@ -11,17 +11,22 @@ import hashlib
 import logging
 import math
 import time
-from typing import Any
 
 from actrone_pg.errors import ActroneError, MissingDependencyError
 from actrone_pg.stores.postgres.connection import Connection, _Conn
 from actrone_pg.stores.postgres.statements import (
     ANALYZE_L2,
+    ANN_BUILD_MEMORY,
     ANN_INDEX_STATE,
     ANN_LOCK,
+    ANN_MAX_DIMENSIONS,
+    ANN_OVERFETCH,
+    ANN_RECHECK_SECONDS,
+    ANN_RETRY_SECONDS,
     ANN_UNLOCK,
     NO_CANDIDATES,
     SELECT_ALL_EMBEDDERS,
+    SETTLE_MIN_ROWS,
 )
 
 try:
@@ -33,50 +38,9 @@ __all__ = ["Maintenance", "ann_index_name"]
 
 logger = logging.getLogger("actrone_pg.postgres")
 
-#: ANALYZE after this many memories written by one store, then after ×ANALYZE_GROWTH as many.
-ANALYZE_FIRST = 1_000
-ANALYZE_GROWTH = 4
-#: Once at least SETTLE_MIN_ROWS memories have been written since the last maintenance and no
-#: write has come for SETTLE_SECONDS, the store runs the same maintenance in the background.
-SETTLE_SECONDS = 1.0
-SETTLE_MIN_ROWS = 1_000
-#: The largest vector an HNSW index on the vector type takes.
-ANN_MAX_DIMENSIONS = 2000
-#: Seconds a "this agent has no index" answer is trusted before the catalog is asked again
-#: (another process may have built one meanwhile).
-ANN_RECHECK_SECONDS = 60.0
-#: Seconds before a failed build is tried again.
-ANN_RETRY_SECONDS = 600.0
-#: The index scan fetches this many more ids than the search admits; they are ranked exactly.
-ANN_OVERFETCH = 1.2
-#: maintenance_work_mem of the session that builds an index.
-ANN_BUILD_MEMORY = "512MB"
-
 
 class Maintenance(Connection):
     """``VACUUM (ANALYZE)`` after bulk writes, and an HNSW index for each large agent."""
-
-    def __init__(self, dsn: str | None = None, *, ann_min_memories: int, **options: Any) -> None:
-        super().__init__(dsn, **options)
-        # Memories written by this store, and the count at which it next runs ANALYZE.
-        self._written = 0
-        self._next_analyze = ANALYZE_FIRST
-        # Memories written since the last maintenance, when the last write ended, and the task
-        # that runs the maintenance once writes pause (see _settle).
-        self._unmaintained = 0
-        self._last_write = 0.0
-        self._settle_seconds = SETTLE_SECONDS
-        self._settle_task: asyncio.Task[None] | None = None
-        # Large agents' HNSW indexes: (agent, embedder) -> (has a valid one, when last checked),
-        # the builds running in the background, and when a build last failed.
-        self._ann_min = ann_min_memories
-        self._ann_known: dict[tuple[str, str], tuple[bool, float]] = {}
-        self._ann_builds: dict[tuple[str, str], asyncio.Task[None]] = {}
-        self._ann_failed: dict[tuple[str, str], float] = {}
-        # Index builds and ANALYZE take turns (see ANN_LOCK); an ANALYZE due while a build runs
-        # is run by the build when it is done, so that writers never wait for a build.
-        self._maintenance = asyncio.Lock()
-        self._analyze_pending = False
 
     async def close(self) -> None:
         """Stop background maintenance and index builds, then close the pool."""

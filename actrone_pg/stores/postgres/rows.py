@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC
 from typing import Any
 
-from actrone_pg.models import Memory, ScoredMemory, SessionInfo, Turn
+from actrone_pg.models import Memory, ScoredMemory, SessionInfo, Turn, memory_from_fields
 from actrone_pg.pipeline import PackedSearch, explain
 
 __all__ = ["hit", "memory", "packed", "searched", "session", "turns"]
@@ -51,20 +51,11 @@ def session(agent_id: str, session_id: str, r: Row) -> SessionInfo:
 
 def memory(agent_id: str, r: Row) -> Memory:
     """A memory from a row holding every column of ``MEMORY_COLUMNS`` (``SELECT_MEMORY``)."""
-    return Memory(
-        id=r["id"],
+    return memory_from_fields(
+        r,
         agent_id=agent_id,
-        session_id=r["session_id"],
-        content=r["content"],
-        content_type=r["content_type"],
-        importance=float(r["importance"]),
-        tags=tuple(r["tags"]),
-        source=r["source"],
-        sensitivity=r["sensitivity"],
         created_at=r["created_at"].astimezone(UTC),
         metadata=_metadata(r["metadata"]),
-        embedder=r["embedder"],
-        token_count=int(r["token_count"]),
     )
 
 

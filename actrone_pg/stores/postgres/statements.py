@@ -1,4 +1,4 @@
-"""Every SQL statement of the PostgreSQL store, as named constants.
+"""Every SQL statement of the PostgreSQL store, as named constants, and its fixed settings.
 
 ``{s}`` is the schema, composed with ``sql.Identifier`` (``Connection._q``); values always travel
 as bound parameters. The long ranking SQL lives in ``actrone_pg/sql/`` and the migrations; these
@@ -204,3 +204,23 @@ ERASE = [
     "DELETE FROM {s}.sessions WHERE agent_id = %s",
     "DELETE FROM {s}.locks WHERE agent_id = %s",
 ]
+
+# -- maintenance schedule and large agents' indexes (maintenance.py) --
+#: ANALYZE after this many memories written by one store, then after ×ANALYZE_GROWTH as many.
+ANALYZE_FIRST = 1_000
+ANALYZE_GROWTH = 4
+#: Once at least SETTLE_MIN_ROWS memories have been written since the last maintenance and no
+#: write has come for SETTLE_SECONDS, the store runs the same maintenance in the background.
+SETTLE_SECONDS = 1.0
+SETTLE_MIN_ROWS = 1_000
+#: The largest vector an HNSW index on the vector type takes.
+ANN_MAX_DIMENSIONS = 2000
+#: Seconds a "this agent has no index" answer is trusted before the catalog is asked again
+#: (another process may have built one meanwhile).
+ANN_RECHECK_SECONDS = 60.0
+#: Seconds before a failed build is tried again.
+ANN_RETRY_SECONDS = 600.0
+#: The index scan fetches this many more ids than the search admits; they are ranked exactly.
+ANN_OVERFETCH = 1.2
+#: maintenance_work_mem of the session that builds an index.
+ANN_BUILD_MEMORY = "512MB"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from actrone_pg.stores.postgres.search import Search
@@ -26,35 +25,6 @@ class PostgresStore(Sessions, Writes, Search):
     """
 
     backend = "postgres"
-
-    def __init__(
-        self,
-        dsn: str | None = None,
-        *,
-        schema: str = "actrone",
-        auto_migrate: bool = True,
-        data_dir: str | Path | None = None,
-        pool_min_size: int = 1,
-        pool_max_size: int = 10,
-        connect_timeout: float = 5.0,
-        statement_timeout: float = 30.0,
-        text_search_config: str = "simple",
-        ann_min_memories: int = 50_000,
-        ann_ef_search: int = 800,
-    ) -> None:
-        super().__init__(
-            dsn,
-            schema=schema,
-            auto_migrate=auto_migrate,
-            data_dir=data_dir,
-            pool_min_size=pool_min_size,
-            pool_max_size=pool_max_size,
-            connect_timeout=connect_timeout,
-            statement_timeout=statement_timeout,
-            text_search_config=text_search_config,
-            ann_min_memories=ann_min_memories,
-            ann_ef_search=ann_ef_search,
-        )
 
     @classmethod
     def from_config(cls, config: MemoryConfig) -> PostgresStore:

@@ -8,17 +8,14 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from actrone_pg.errors import DimensionMismatchError, MissingDependencyError
+from actrone_pg.errors import MissingDependencyError
 from actrone_pg.models import MEMORY_FIELD_TYPES, Memory
-from actrone_pg.stores.base import MemoryRecord
+from actrone_pg.stores.base import MemoryRecord, batch_dimensions
 from actrone_pg.stores.postgres import rows
 from actrone_pg.stores.postgres.connection import _Conn
-from actrone_pg.stores.postgres.maintenance import (
-    ANALYZE_GROWTH,
-    SETTLE_MIN_ROWS,
-    Maintenance,
-)
+from actrone_pg.stores.postgres.maintenance import Maintenance
 from actrone_pg.stores.postgres.statements import (
+    ANALYZE_GROWTH,
     COPY_MEMORIES,
     COPY_TYPES,
     COUNT_MEMORIES,
@@ -30,6 +27,7 @@ from actrone_pg.stores.postgres.statements import (
     REGISTER_EMBEDDERS,
     SELECT_EMBEDDERS,
     SELECT_MEMORY,
+    SETTLE_MIN_ROWS,
     UPDATE_AGENT_STATS,
     UPDATE_TERM_STATS,
 )
@@ -63,14 +61,7 @@ class Writes(Maintenance):
         """
         if not records:
             return
-        dims: dict[str, int] = {}
-        for rec in records:
-            name, size = rec.memory.embedder, int(rec.vector.shape[0])
-            if dims.setdefault(name, size) != size:
-                raise DimensionMismatchError(
-                    f"embedder {name!r}: one batch holds vectors of {dims[name]} and {size} "
-                    "dimensions"
-                )
+        dims = batch_dimensions(records)
         self._check_known_dimensions(dims)
         by_agent: dict[str, list[MemoryRecord]] = defaultdict(list)
         for rec in records:

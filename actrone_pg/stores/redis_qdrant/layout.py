@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from actrone_pg.errors import MissingDependencyError
-from actrone_pg.models import STORED_MEMORY_FIELDS, Memory, Turn
+from actrone_pg.models import STORED_MEMORY_FIELDS, Memory, Turn, memory_from_fields
 from actrone_pg.ranking import term_counts
 
 try:
@@ -170,20 +170,8 @@ def to_payload(memory: Memory) -> dict[str, Any]:
 
 def from_payload(p: dict[str, Any]) -> Memory:
     """The memory a payload of :func:`to_payload` holds."""
-    return Memory(
-        id=p["memory_id"],
-        agent_id=p["agent_id"],
-        session_id=p["session_id"],
-        content=p["content"],
-        content_type=p["content_type"],
-        importance=float(p["importance"]),
-        tags=tuple(p["tags"]),
-        source=p["source"],
-        sensitivity=p["sensitivity"],
-        created_at=datetime.fromisoformat(p["created_at"]),
-        metadata=dict(p["metadata"]),
-        embedder=p["embedder"],
-        token_count=int(p["token_count"]),
+    return memory_from_fields(
+        p, id=p["memory_id"], created_at=datetime.fromisoformat(p["created_at"])
     )
 
 

@@ -27,12 +27,24 @@ end
 redis.call('HSET', KEYS[3], 'a', stamp)
 """
 
+# Shared by the same scripts, after TOUCH_SESSION (needs ``member``, the session's keyset member,
+# set too): the session's keys expire ``ttl_ms`` from now, and the keyset says so.
+EXTEND_SESSION = """
+redis.call('PEXPIRE', KEYS[1], ttl_ms)
+redis.call('PEXPIRE', KEYS[2], ttl_ms)
+redis.call('PEXPIRE', KEYS[3], ttl_ms)
+local now_ms = math.floor(now / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now_ms)
+redis.call('ZADD', KEYS[4], now_ms + ttl_ms, member)
+"""
+
 # KEYS: turns, tids, sess, keyset. ARGV: turn_id, turn_json, max_turns, ttl_ms, keyset member,
 # ids_kept. tids is a sorted set of turn ids scored by arrival order; the newest `ids_kept` are
 # remembered (far more than any client retries across), so it cannot grow without bound.
 APPEND_TURN = (
     """
 local ttl_ms = tonumber(ARGV[4])
+local member = ARGV[5]
 """
     + TOUCH_SESSION
     + """local added = 0
@@ -44,55 +56,58 @@ if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
   redis.call('LTRIM', KEYS[1], -tonumber(ARGV[3]), -1)
   added = 1
 end
-redis.call('PEXPIRE', KEYS[1], ttl_ms)
-redis.call('PEXPIRE', KEYS[2], ttl_ms)
-redis.call('PEXPIRE', KEYS[3], ttl_ms)
-local now_ms = math.floor(now / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now_ms)
-redis.call('ZADD', KEYS[4], now_ms + ttl_ms, ARGV[5])
-return added
+"""
+    + EXTEND_SESSION
+    + """return added
 """
 )
 
-# KEYS: turns, sess. ARGV: limit, ttl_ms. Returns the newest `limit` turns, oldest first.
-RECENT_TURNS = """
+# Shared by the scripts that read a session (needs ``ttl_ms`` set and KEYS[2] = sess): return
+# nothing unless the session is live by Redis's clock.
+UNLESS_LIVE = """
 local last = redis.call('HGET', KEYS[2], 'a')
 if not last then return {} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-if now - tonumber(last) > tonumber(ARGV[2]) * 1000 then return {} end
-return redis.call('LRANGE', KEYS[1], -tonumber(ARGV[1]), -1)
+if now - tonumber(last) > ttl_ms * 1000 then return {} end
 """
 
+# KEYS: turns, sess. ARGV: limit, ttl_ms. Returns the newest `limit` turns, oldest first.
+RECENT_TURNS = (
+    """
+local ttl_ms = tonumber(ARGV[2])
+"""
+    + UNLESS_LIVE
+    + """return redis.call('LRANGE', KEYS[1], -tonumber(ARGV[1]), -1)
+"""
+)
+
 # KEYS: turns, sess. ARGV: ttl_ms. Returns {turn_count, field, value, ...} or {} if not live.
-GET_SESSION = """
-local last = redis.call('HGET', KEYS[2], 'a')
-if not last then return {} end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-if now - tonumber(last) > tonumber(ARGV[1]) * 1000 then return {} end
-local out = {tostring(redis.call('LLEN', KEYS[1]))}
+GET_SESSION = (
+    """
+local ttl_ms = tonumber(ARGV[1])
+"""
+    + UNLESS_LIVE
+    + """local out = {tostring(redis.call('LLEN', KEYS[1]))}
 local h = redis.call('HGETALL', KEYS[2])
 for i = 1, #h do out[#out + 1] = h[i] end
 return out
 """
+)
 
 # KEYS: turns, tids, sess, keyset. ARGV: ttl_ms, keyset member, then field/value pairs.
 SET_SESSION_METADATA = (
     """
 local ttl_ms = tonumber(ARGV[1])
+local member = ARGV[2]
 """
     + TOUCH_SESSION
     + """for i = 3, #ARGV, 2 do
   redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
 end
-redis.call('PEXPIRE', KEYS[1], ttl_ms)
-redis.call('PEXPIRE', KEYS[2], ttl_ms)
-redis.call('PEXPIRE', KEYS[3], ttl_ms)
-local now_ms = math.floor(now / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now_ms)
-redis.call('ZADD', KEYS[4], now_ms + ttl_ms, ARGV[2])
-return 1
+"""
+    + EXTEND_SESSION
+    + """return 1
 """
 )
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from actrone_pg.errors import MissingDependencyError, StoreError
 from actrone_pg.models import Memory
-from actrone_pg.stores.base import MemoryRecord, dimension_mismatch
+from actrone_pg.stores.base import MemoryRecord, batch_dimensions, dimension_mismatch
 from actrone_pg.stores.redis_qdrant.index import Index, Prior
 from actrone_pg.stores.redis_qdrant.layout import (
     AgentKeys,
@@ -55,11 +55,7 @@ class Writes(Index):
         """
         if not records:
             return
-        batch_dims: dict[str, int] = {}
-        for rec in records:
-            name, size = rec.memory.embedder, int(rec.vector.shape[0])
-            if batch_dims.setdefault(name, size) != size:
-                raise dimension_mismatch(name, batch_dims[name], size)
+        batch_dims = batch_dimensions(records)
         registered = {name: await self._registered_dim(name) for name in batch_dims}
         for name, size in batch_dims.items():
             have = registered[name]
