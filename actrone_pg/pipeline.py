@@ -34,7 +34,7 @@ __all__ = [
     "SearchRequest",
     "TermFrequencies",
     "admit",
-    "explain",
+    "explains",
     "pack_hits",
     "rerank",
     "search",
@@ -89,7 +89,7 @@ class Candidates:
     """A store's candidates for one search, aligned by position, before admission.
 
     Only the arrays are read for every candidate; ``term_frequencies`` is asked for the admitted
-    ones, and ``memory`` only for the hits that fit (building a memory is the expensive part).
+    ones, and ``memories`` only for the hits that fit (building a memory is the expensive part).
     """
 
     cosine: npt.NDArray[np.float64]
@@ -99,7 +99,8 @@ class Candidates:
     #: Each candidate's stored token count: its cost in the budget.
     tokens: npt.NDArray[np.int64]
     term_frequencies: TermFrequencies
-    memory: Callable[[int], Memory]
+    #: The memories at the given positions, in that order.
+    memories: Callable[[list[int]], list[Memory]]
 
 
 def admit(candidates: Candidates, threshold: float, limit: int) -> npt.NDArray[np.intp]:
@@ -136,43 +137,44 @@ def search(request: SearchRequest, candidates: Candidates, stats: CorpusStats) -
         request.params,
         request.now,
     )
-    # Plain lists from here: indexing numpy arrays element by element costs ~10× more per value.
+    # Packing walks plain lists: indexing numpy arrays element by element costs ~10× more.
     order = ranked.order.tolist()
     tokens = candidates.tokens[admitted].tolist()
     taken, used = pack_costs([tokens[p] for p in order], request.budget, request.max_hits)
-    positions = admitted.tolist()
-    cos_l, bm_l, score_l = cosine.tolist(), scores.tolist(), ranked.score.tolist()
-    dense_l, lex_l = ranked.dense_rank.tolist(), ranked.lexical_rank.tolist()
-    rec_l = ranked.recency_rank.tolist()
-    hits = []
-    for i in taken:
-        p = order[i]
-        hits.append(
-            ScoredMemory(
-                memory=candidates.memory(positions[p]),
-                explain=explain(cos_l[p], bm_l[p], dense_l[p], lex_l[p], rec_l[p], score_l[p]),
-            )
-        )
+    # The chosen hits' values, gathered by numpy and turned into lists once.
+    chosen = ranked.order[np.asarray(taken, dtype=np.intp)]
+    memories = candidates.memories(admitted[chosen].tolist())
+    explained = explains(
+        cosine[chosen].tolist(),
+        scores[chosen].tolist(),
+        ranked.dense_rank[chosen].tolist(),
+        ranked.lexical_rank[chosen].tolist(),
+        ranked.recency_rank[chosen].tolist(),
+        ranked.score[chosen].tolist(),
+    )
+    hits = [ScoredMemory(m, e) for m, e in zip(memories, explained, strict=True)]
     return PackedSearch(hits=hits, ranked=len(order), tokens=used)
 
 
-def explain(
-    cosine: float,
-    bm25: float | None,
-    dense_rank: int,
-    lexical_rank: int | None,
-    recency_rank: int,
-    fused_score: float,
-) -> Explain:
-    """A hit's explanation; a lexical rank of 0 or ``None`` and a BM25 of 0 mean "absent"."""
-    return Explain(
-        cosine=cosine,
-        dense_rank=dense_rank,
-        lexical_rank=lexical_rank or None,
-        recency_rank=recency_rank,
-        fused_score=fused_score,
-        bm25=bm25 if bm25 is not None and bm25 > 0.0 else None,
-    )
+def explains(
+    cosine: Sequence[float],
+    bm25: Sequence[float | None],
+    dense_rank: Sequence[int],
+    lexical_rank: Sequence[int | None],
+    recency_rank: Sequence[int],
+    fused_score: Sequence[float],
+) -> list[Explain]:
+    """The explanations of hits given column by column (one entry per hit, in order).
+
+    A lexical rank of 0 or ``None`` and a BM25 of 0 or ``None`` mean "absent from that ranking".
+    """
+    return [
+        # Positional, in one comprehension: built for every hit returned, up to 500 a search.
+        Explain(c, d, lx or None, r, f, None, b if b is not None and b > 0.0 else None)
+        for c, b, d, lx, r, f in zip(
+            cosine, bm25, dense_rank, lexical_rank, recency_rank, fused_score, strict=True
+        )
+    ]
 
 
 def pack_hits(

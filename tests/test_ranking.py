@@ -53,7 +53,7 @@ def run(
         id_order=code_point_ranks(ids),
         tokens=np.full(len(rows), 10, dtype=np.int64),
         term_frequencies=tf,
-        memory=lambda i: memory("ag", ids[i], "x" * 40, created_at=created[i]),
+        memories=lambda at: [memory("ag", ids[i], "x" * 40, created_at=created[i]) for i in at],
     )
     req = request("ag", "coffee", [1, 0], threshold=threshold, limit=limit, params=params)
     return search(replace(req, budget=budget, max_hits=max_hits), candidates, STATS)

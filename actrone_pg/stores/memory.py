@@ -338,7 +338,7 @@ class InMemoryStore:
             term_frequencies=tf,
             # Looked up only for the hits built: right after the scan of the matrix each look-up
             # misses the CPU caches.
-            memory=lambda column: entries[ids[column]].memory,
+            memories=lambda columns: [entries[ids[c]].memory for c in columns],
         )
         stats = CorpusStats(len(entries), agent.total_length, agent.doc_freq)
         return pipeline.search(request, candidates, stats)

@@ -13,9 +13,9 @@ from datetime import UTC
 from typing import Any
 
 from actrone_pg.models import Memory, ScoredMemory, SessionInfo, Turn, memory_from_fields
-from actrone_pg.pipeline import PackedSearch, explain
+from actrone_pg.pipeline import PackedSearch, explains
 
-__all__ = ["hit", "memory", "packed", "searched", "session", "turns"]
+__all__ = ["hits", "memory", "packed", "searched", "session", "turns"]
 
 Row = Mapping[str, Any]
 
@@ -59,34 +59,36 @@ def memory(agent_id: str, r: Row) -> Memory:
     )
 
 
-def hit(agent_id: str, r: Row) -> ScoredMemory:
-    """A ranked memory from a row of ``SEARCH`` or of ``SEARCH_PACKED``."""
-    bm25 = r["bm25"]
-    return ScoredMemory(
-        memory=memory(agent_id, r),
-        explain=explain(
-            float(r["cosine"]),
-            None if bm25 is None else float(bm25),
-            r["dense_rank"],
-            r["lexical_rank"],
-            r["recency_rank"],
-            float(r["fused_score"]),
-        ),
+def hits(agent_id: str, rows: Sequence[Row]) -> list[ScoredMemory]:
+    """Ranked memories from rows of ``SEARCH`` or of ``SEARCH_PACKED`` (each with a memory)."""
+    explained = explains(
+        [float(r["cosine"]) for r in rows],
+        [None if r["bm25"] is None else float(r["bm25"]) for r in rows],
+        [r["dense_rank"] for r in rows],
+        [r["lexical_rank"] for r in rows],
+        [r["recency_rank"] for r in rows],
+        [float(r["fused_score"]) for r in rows],
     )
+    return [
+        ScoredMemory(memory=memory(agent_id, r), explain=e)
+        for r, e in zip(rows, explained, strict=True)
+    ]
 
 
 def searched(agent_id: str, rows: Sequence[Row]) -> PackedSearch:
     """``SEARCH``'s rows: every ranked memory, best first."""
-    hits = [hit(agent_id, r) for r in rows]
-    return PackedSearch(hits=hits, ranked=len(hits), tokens=sum(h.memory.token_count for h in hits))
+    found = hits(agent_id, rows)
+    return PackedSearch(hits=found, ranked=len(found), tokens=_tokens(found))
 
 
 def packed(agent_id: str, rows: Sequence[Row]) -> PackedSearch:
     """``SEARCH_PACKED``'s rows: the number ranked on each, and the chosen memories (if any)."""
-    hits = [hit(agent_id, r) for r in rows if r["id"] is not None]
-    return PackedSearch(
-        hits=hits, ranked=rows[0]["ranked"], tokens=sum(h.memory.token_count for h in hits)
-    )
+    found = hits(agent_id, [r for r in rows if r["id"] is not None])
+    return PackedSearch(hits=found, ranked=rows[0]["ranked"], tokens=_tokens(found))
+
+
+def _tokens(found: Sequence[ScoredMemory]) -> int:
+    return sum(h.memory.token_count for h in found)
 
 
 def _metadata(value: Any) -> dict[str, Any]:

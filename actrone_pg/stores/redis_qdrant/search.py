@@ -111,7 +111,7 @@ class Search(Index):
             id_order=code_point_ranks([str(p["memory_id"]) for p in payloads]),
             tokens=np.array([int(p["token_count"]) for p in payloads], dtype=np.int64),
             term_frequencies=tf,
-            memory=lambda i: from_payload(payloads[i]),
+            memories=lambda positions: [from_payload(payloads[i]) for i in positions],
         )
         stats = CorpusStats(n_docs=n_docs, total_length=total_length, doc_freq=dfs)
         return pipeline.search(request, candidates, stats)
