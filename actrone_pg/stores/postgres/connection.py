@@ -27,6 +27,7 @@ from actrone_pg.errors import (
 )
 from actrone_pg.ranking import term_counts, tokenize
 from actrone_pg.stores.base import dimension_mismatch
+from actrone_pg.stores.postgres import rows
 from actrone_pg.stores.postgres.statements import (
     ANALYZE_FIRST,
     NORMALISE,
@@ -296,7 +297,12 @@ class Connection:
             raise StoreError(f"PostgreSQL error: {exc}") from exc
 
     async def _fetch(
-        self, conn: _Conn, statement: sql.Composed, params: Sequence[Any], *, binary: bool = False
+        self,
+        conn: _Conn,
+        statement: sql.Composed | str,
+        params: Sequence[Any],
+        *,
+        binary: bool = False,
     ) -> list[dict[str, Any]]:
         """Run ``statement`` and return its rows as dicts, to be read by column name."""
         cur = conn.cursor(row_factory=dict_row, binary=binary)
@@ -317,8 +323,7 @@ class Connection:
         missing = sorted({t for t in tokens if t not in known})
         if not missing:
             return [known[t] for t in tokens]
-        cur = await conn.execute(NORMALISE, (self._ts_config, missing))
-        found: dict[str, str | None] = {str(r[0]): r[1] for r in await cur.fetchall()}
+        found = rows.lexemes(await self._fetch(conn, NORMALISE, (self._ts_config, missing)))
         out = [found[t] if t in found else known[t] for t in tokens]
         if len(known) + len(found) > 200_000:  # bound the cache; it refills as needed
             known.clear()
@@ -347,9 +352,8 @@ class Connection:
         if known is not None:
             return known
         async with self._conn() as conn:
-            cur = await conn.execute(self._q(SELECT_EMBEDDERS), ([name],))
-            row = await cur.fetchone()
-        if row is None:
+            found = rows.dimensions(await self._fetch(conn, self._q(SELECT_EMBEDDERS), ([name],)))
+        if name not in found:
             return None
-        self._dimensions[name] = int(row[1])
-        return int(row[1])
+        self._dimensions[name] = found[name]
+        return found[name]

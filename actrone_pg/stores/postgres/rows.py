@@ -9,13 +9,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
 from actrone_pg.models import Memory, ScoredMemory, SessionInfo, Turn, memory_from_fields
 from actrone_pg.pipeline import PackedSearch, explains
 
-__all__ = ["hits", "memory", "packed", "searched", "session", "turns"]
+__all__ = [
+    "Removed",
+    "dimensions",
+    "hits",
+    "lexemes",
+    "memory",
+    "packed",
+    "removed",
+    "searched",
+    "session",
+    "turns",
+]
 
 Row = Mapping[str, Any]
 
@@ -85,6 +97,29 @@ def packed(agent_id: str, rows: Sequence[Row]) -> PackedSearch:
     """``SEARCH_PACKED``'s rows: the number ranked on each, and the chosen memories (if any)."""
     found = hits(agent_id, [r for r in rows if r["id"] is not None])
     return PackedSearch(hits=found, ranked=rows[0]["ranked"], tokens=_tokens(found))
+
+
+@dataclass(frozen=True, slots=True)
+class Removed:
+    """What a deleted memory took out of the BM25 statistics."""
+
+    length: int
+    terms: list[str]
+
+
+def removed(rows: Sequence[Row]) -> list[Removed]:
+    """``DELETE_MEMORIES``' rows: each deleted memory's length and distinct terms."""
+    return [Removed(length=int(r["doc_len"]), terms=list(r["terms"])) for r in rows]
+
+
+def dimensions(rows: Sequence[Row]) -> dict[str, int]:
+    """``SELECT_EMBEDDERS``' rows: each embedder's dimension."""
+    return {str(r["name"]): int(r["dimensions"]) for r in rows}
+
+
+def lexemes(rows: Sequence[Row]) -> dict[str, str | None]:
+    """``NORMALISE``'s rows: each token's lexeme (``None`` for a stop word)."""
+    return {str(r["token"]): r["lexeme"] for r in rows}
 
 
 def _tokens(found: Sequence[ScoredMemory]) -> int:

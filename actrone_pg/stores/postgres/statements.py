@@ -100,7 +100,7 @@ LOCK_AGENT_STATS = (
 )
 DELETE_MEMORIES = (
     "DELETE FROM {s}.memories WHERE agent_id = %s AND id = ANY(%s::text[])"
-    " RETURNING doc_len, ARRAY(SELECT jsonb_object_keys(term_freqs))"
+    " RETURNING doc_len, ARRAY(SELECT jsonb_object_keys(term_freqs)) AS terms"
 )
 # Every stored field of a memory, then the BM25 inputs and the vector.
 COPY_COLUMNS = ("agent_id", *MEMORY_FIELDS, "doc_len", "term_freqs", "embedding")
@@ -195,7 +195,7 @@ SELECT_TS_CONFIG = "SELECT value FROM {s}.settings WHERE name = 'text_search_con
 # word). The configuration name is a bound value cast to regconfig, never spliced into the SQL.
 NORMALISE = (
     "SELECT t.token, (SELECT min(u.lexeme) FROM unnest(to_tsvector(%s::regconfig, t.token)) AS u)"
-    " FROM unnest(%s::text[]) AS t(token)"
+    " AS lexeme FROM unnest(%s::text[]) AS t(token)"
 )
 ERASE = [
     "DELETE FROM {s}.memories WHERE agent_id = %s",

@@ -73,8 +73,9 @@ class Writes(Maintenance):
             if names:
                 # Registry rows never change once committed, so known ones need no round trip.
                 await conn.execute(self._q(REGISTER_EMBEDDERS), (names, [dims[n] for n in names]))
-                cur = await conn.execute(self._q(SELECT_EMBEDDERS), (names,))
-                stored = {str(r[0]): int(r[1]) for r in await cur.fetchall()}
+                stored = rows.dimensions(
+                    await self._fetch(conn, self._q(SELECT_EMBEDDERS), (names,))
+                )
                 self._check_known_dimensions(dims, stored)
             for agent_id in sorted(by_agent):
                 sizes[agent_id] = await self._write_agent(conn, agent_id, by_agent[agent_id])
@@ -100,14 +101,14 @@ class Writes(Maintenance):
         """Write one agent's batch and its statistics; returns the agent's memory count."""
         await conn.execute(self._q(LOCK_AGENT_STATS), (agent_id,))
         ids = [r.memory.id for r in recs]
-        cur = await conn.execute(self._q(DELETE_MEMORIES), (agent_id, ids))
+        gone = rows.removed(await self._fetch(conn, self._q(DELETE_MEMORIES), (agent_id, ids)))
         df: Counter[str] = Counter()
         n_delta = 0
         len_delta = 0
-        for doc_len, keys in await cur.fetchall():
+        for old in gone:
             n_delta -= 1
-            len_delta -= int(doc_len)
-            df.subtract(keys)
+            len_delta -= old.length
+            df.subtract(old.terms)
         copied = []
         for rec in recs:
             m = rec.memory
@@ -151,17 +152,18 @@ class Writes(Maintenance):
         """Delete one memory of the agent and take it out of the BM25 statistics."""
         async with self._conn() as conn, conn.transaction():
             await conn.execute(self._q(LOCK_AGENT_STATS), (agent_id,))
-            cur = await conn.execute(self._q(DELETE_MEMORIES), (agent_id, [memory_id]))
-            row = await cur.fetchone()
-            if row is None:
+            gone = rows.removed(
+                await self._fetch(conn, self._q(DELETE_MEMORIES), (agent_id, [memory_id]))
+            )
+            if not gone:
                 return False
-            doc_len, keys = row
-            if keys:
+            (old,) = gone
+            if old.terms:
                 await conn.execute(
-                    self._q(UPDATE_TERM_STATS), (agent_id, list(keys), [-1] * len(keys))
+                    self._q(UPDATE_TERM_STATS), (agent_id, old.terms, [-1] * len(old.terms))
                 )
-                await conn.execute(self._q(PRUNE_TERM_STATS), (agent_id, list(keys)))
-            await conn.execute(self._q(UPDATE_AGENT_STATS), (-1, -int(doc_len), agent_id))
+                await conn.execute(self._q(PRUNE_TERM_STATS), (agent_id, old.terms))
+            await conn.execute(self._q(UPDATE_AGENT_STATS), (-1, -old.length, agent_id))
             return True
 
     async def count_memories(self, agent_id: str) -> int:
