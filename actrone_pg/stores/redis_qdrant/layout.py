@@ -9,14 +9,18 @@ from __future__ import annotations
 import json
 import math
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
+import numpy as np
+import numpy.typing as npt
+
 from actrone_pg.errors import MissingDependencyError
 from actrone_pg.models import STORED_MEMORY_FIELDS, Memory, Turn, memory_from_fields
-from actrone_pg.ranking import term_counts
+from actrone_pg.ranking import micros, term_counts
 
 try:
     from qdrant_client import models as qm
@@ -27,11 +31,13 @@ __all__ = [
     "LAYOUT",
     "TURN_IDS_KEPT",
     "AgentKeys",
+    "PayloadColumns",
     "agent_filter",
     "doc_entry",
     "enc",
     "from_payload",
     "micros_to_dt",
+    "payload_columns",
     "point_id",
     "to_payload",
     "ttl_ms",
@@ -172,6 +178,28 @@ def from_payload(p: dict[str, Any]) -> Memory:
     """The memory a payload of :func:`to_payload` holds."""
     return memory_from_fields(
         p, id=p["memory_id"], created_at=datetime.fromisoformat(p["created_at"])
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PayloadColumns:
+    """What ranking reads of candidates' payloads, column by column, before any memory is built."""
+
+    ids: list[str]
+    created_us: npt.NDArray[np.int64]
+    tokens: npt.NDArray[np.int64]
+    contents: list[str]
+
+
+def payload_columns(payloads: Sequence[dict[str, Any]]) -> PayloadColumns:
+    """The columns of :class:`PayloadColumns` from payloads of :func:`to_payload`."""
+    return PayloadColumns(
+        ids=[str(p["memory_id"]) for p in payloads],
+        created_us=np.array(
+            [micros(datetime.fromisoformat(p["created_at"])) for p in payloads], dtype=np.int64
+        ),
+        tokens=np.array([int(p["token_count"]) for p in payloads], dtype=np.int64),
+        contents=[str(p["content"]) for p in payloads],
     )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -12,11 +11,16 @@ import numpy.typing as npt
 from actrone_pg import pipeline
 from actrone_pg.errors import MissingDependencyError
 from actrone_pg.pipeline import Candidates, PackedSearch, SearchRequest
-from actrone_pg.ranking import CorpusStats, code_point_ranks, micros, tokenize
+from actrone_pg.ranking import CorpusStats, code_point_ranks, tokenize
 from actrone_pg.ranking import cosines as _reference_cosines
 from actrone_pg.stores.base import check_query_dimensions
 from actrone_pg.stores.redis_qdrant.index import Index
-from actrone_pg.stores.redis_qdrant.layout import AgentKeys, agent_filter, from_payload
+from actrone_pg.stores.redis_qdrant.layout import (
+    AgentKeys,
+    agent_filter,
+    from_payload,
+    payload_columns,
+)
 
 try:
     from qdrant_client import models as qm
@@ -93,23 +97,21 @@ class Search(Index):
                     break  # nothing unfetched can reach the limit-th admitted cosine
             fetch *= 2
         payloads = [p.payload or {} for p in kept]
-        contents = [str(p["content"]) for p in payloads]
+        columns = payload_columns(payloads)
 
         def tf(
             idx: npt.NDArray[np.intp], terms: Sequence[str]
         ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-            tokens = [tokenize(contents[i]) for i in idx.tolist()]
+            tokens = [tokenize(columns.contents[i]) for i in idx.tolist()]
             counts = [[t.count(term) for t in tokens] for term in terms]
             lengths = np.array([len(t) for t in tokens], dtype=np.float64)
             return np.array(counts, dtype=np.float64).reshape(len(terms), idx.size), lengths
 
         candidates = Candidates(
             cosine=cos,
-            created_us=np.array(
-                [micros(datetime.fromisoformat(p["created_at"])) for p in payloads], dtype=np.int64
-            ),
-            id_order=code_point_ranks([str(p["memory_id"]) for p in payloads]),
-            tokens=np.array([int(p["token_count"]) for p in payloads], dtype=np.int64),
+            created_us=columns.created_us,
+            id_order=code_point_ranks(columns.ids),
+            tokens=columns.tokens,
             term_frequencies=tf,
             memories=lambda positions: [from_payload(payloads[i]) for i in positions],
         )
