@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from decimal import ROUND_FLOOR, Decimal
 from itertools import accumulate
 from typing import TypeVar
 
-from actrone_pg.ranking import share
-
-__all__ = ["Shares", "pack_costs", "pack_turns", "split_budget"]
+__all__ = ["Shares", "pack_costs", "pack_turns", "share", "split_budget"]
 
 T = TypeVar("T")
 
@@ -25,6 +24,12 @@ class Shares:
 
     session: int
     episodic: int
+
+
+def share(budget: int, fraction: float) -> int:
+    """``floor(fraction × budget)`` computed exactly (0.29 × 100 is 29, not 28.999…)."""
+    value = (Decimal(repr(fraction)) * Decimal(budget)).to_integral_value(rounding=ROUND_FLOOR)
+    return int(value)
 
 
 def split_budget(budget: int, session_fraction: float, episodic_fraction: float) -> Shares:

@@ -8,6 +8,7 @@ depends only on the store protocol, never on a concrete store.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import math
@@ -16,7 +17,6 @@ import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,7 +26,7 @@ from actrone_pg import _validation as v
 from actrone_pg._guard import guard_public_methods
 from actrone_pg.budget import pack_turns, split_budget
 from actrone_pg.config import MemoryConfig
-from actrone_pg.embedders import Embedder, Reranker, as_vectors, create_embedder
+from actrone_pg.embedders import Embedder, as_vectors, create_embedder
 from actrone_pg.errors import (
     ActroneError,
     ConfigurationError,
@@ -34,10 +34,19 @@ from actrone_pg.errors import (
     RerankerError,
     ValidationError,
 )
-from actrone_pg.models import Memory, RetrievedContext, ScoredMemory, SessionInfo, Turn
+from actrone_pg.models import (
+    STORED_MEMORY_FIELDS,
+    Memory,
+    RetrievedContext,
+    ScoredMemory,
+    SessionInfo,
+    Turn,
+    Vector,
+)
+from actrone_pg.pipeline import PackedSearch, SearchRequest, pack_hits, rerank
 from actrone_pg.ranking import DEFAULT_RELEVANCE_THRESHOLD, RankingParams, query_terms
-from actrone_pg.stores import MemoryRecord, SearchRequest, Store, create_store
-from actrone_pg.stores.base import PackedSearch, Vector, pack_hits
+from actrone_pg.rerankers import Reranker
+from actrone_pg.stores import MemoryRecord, Store, create_store
 from actrone_pg.tokens import TokenCounter, heuristic_token_count
 
 __all__ = ["MemoryManager", "create_memory_manager"]
@@ -48,20 +57,10 @@ logger = logging.getLogger("actrone_pg.manager")
 # retries an inject after a timeout writes the same memory again instead of a duplicate.
 _MEMORY_NAMESPACE = uuid.UUID("6f3a7d2e-5c1b-4e8a-9d0f-2b7c4e6a8f10")
 
-_MEMORY_FIELDS = frozenset(
-    {
-        "content",
-        "session_id",
-        "content_type",
-        "importance",
-        "tags",
-        "source",
-        "sensitivity",
-        "created_at",
-        "metadata",
-        "memory_id",
-    }
-)
+# What an item of inject_memories may set: the stored fields the manager does not fill in itself,
+# with the id as "memory_id".
+_SET_BY_MANAGER = {"id", "agent_id", "embedder", "token_count"}
+_MEMORY_FIELDS = frozenset(STORED_MEMORY_FIELDS) - _SET_BY_MANAGER | {"memory_id"}
 
 
 @guard_public_methods
@@ -89,6 +88,8 @@ class MemoryManager:
         self._custom_counter = token_counter is not None
         self._query_cache: OrderedDict[str, Vector] = OrderedDict()
         self._closed = False
+        # What create() built, in build order: close() closes these and nothing else.
+        self._built: list[object] = []
         threshold = config.relevance_threshold
         if threshold is None:
             threshold = embedder.relevance_threshold
@@ -118,7 +119,14 @@ class MemoryManager:
 
         The store is connected (and, for PostgreSQL, migrated) before this returns. With
         ``rerank_enabled`` and no ``reranker`` given, the configured cross-encoder is loaded now,
-        and a missing model is an error here rather than a silent fallback later.
+        and a missing model is an error here rather than a silent fallback later. Building an
+        embedder or reranker can block (loading an ONNX model, a first download from the model
+        hub, the OpenAI-compatible server's dimension probe): that runs in a worker thread, so
+        the event loop keeps serving other tasks meanwhile.
+
+        The manager owns what it builds and only that: :meth:`close` closes the store, embedder
+        and reranker made here, and leaves a ``store``, ``embedder`` or ``reranker`` passed in
+        open for its owner to close. If this raises, what it built is closed again.
         """
         config = config if config is not None else MemoryConfig()
         if not isinstance(config, MemoryConfig):
@@ -127,31 +135,41 @@ class MemoryManager:
             )
         if token_counter is not None and not callable(token_counter):
             raise ConfigurationError("token_counter", "must be a callable taking a string")
-        if embedder is None:
-            embedder = create_embedder(config)
-        _check_embedder(embedder)
-        if reranker is None and config.rerank_enabled:
-            from actrone_pg.rerankers import create_reranker
-
-            reranker = create_reranker(config)
-        if reranker is not None and not callable(getattr(reranker, "score", None)):
-            raise ConfigurationError("reranker", "must have an async score(query, texts) method")
-        owned = store is None
-        if store is None:
-            store = create_store(config)
-        await store.setup()
+        built: list[object] = []
         try:
-            return cls(config, store, embedder, reranker, token_counter)
+            if embedder is None:
+                embedder = await asyncio.to_thread(create_embedder, config)
+                built.append(embedder)
+            _check_embedder(embedder)
+            if reranker is None and config.rerank_enabled:
+                from actrone_pg.rerankers import create_reranker
+
+                reranker = await asyncio.to_thread(create_reranker, config)
+                built.append(reranker)
+            if reranker is not None and not callable(getattr(reranker, "score", None)):
+                raise ConfigurationError(
+                    "reranker", "must have an async score(query, texts) method"
+                )
+            if store is None:
+                store = create_store(config)
+                built.append(store)
+            await store.setup()
+            manager = cls(config, store, embedder, reranker, token_counter)
         except BaseException:
-            if owned:
-                await store.close()
+            await _close_all(built)
             raise
+        manager._built = built
+        return manager
 
     async def close(self) -> None:
-        """Close the store (and its connections). Safe to call twice."""
+        """Close what :meth:`create` built (store, embedder, reranker); safe to call twice.
+
+        A store, embedder or reranker passed to :meth:`create` is left open: close it yourself
+        when you are done with it (one store may serve several managers).
+        """
         if not self._closed:
             self._closed = True
-            await self.store.close()
+            await _close_all(self._built)
 
     async def __aenter__(self) -> MemoryManager:
         return self
@@ -454,7 +472,7 @@ class MemoryManager:
         v.check_id("agent_id", agent_id)
         v.check_text("query", query, self.config.max_text_chars)
         v.check_limit("limit", limit)
-        packed = await self._search_packed(agent_id, query, None, limit)
+        packed = await self._search(agent_id, query, None, limit)
         return [self._present(h, explain) for h in packed.hits]
 
     async def retrieve_context(
@@ -488,7 +506,7 @@ class MemoryManager:
                     ttl_seconds=self.config.session_ttl_seconds,
                 )
             )
-            l2 = tg.create_task(self._search_packed(agent_id, query, shares.episodic))
+            l2 = tg.create_task(self._search(agent_id, query, shares.episodic))
         turns = l1.result()
         packed = l2.result()
         recent, session_used = pack_turns(list(reversed(turns)), self._turn_tokens, shares.session)
@@ -530,44 +548,46 @@ class MemoryManager:
         # The constructor directly: dataclasses.replace measured ~6 µs a call, this ~1.5 µs.
         m = hit.memory
         return Memory(
-            m.id,
-            m.agent_id,
-            m.session_id,
-            m.content,
-            m.content_type,
-            m.importance,
-            m.tags,
-            m.source,
-            m.sensitivity,
-            m.created_at,
-            m.metadata,
-            m.embedder,
-            self._memory_tokens(hit),
-            hit.explain if explain else None,
+            id=m.id,
+            agent_id=m.agent_id,
+            session_id=m.session_id,
+            content=m.content,
+            content_type=m.content_type,
+            importance=m.importance,
+            tags=m.tags,
+            source=m.source,
+            sensitivity=m.sensitivity,
+            created_at=m.created_at,
+            metadata=m.metadata,
+            embedder=m.embedder,
+            token_count=self._memory_tokens(hit),
+            explain=hit.explain if explain else None,
         )
 
-    async def _search(self, agent_id: str, query: str) -> list[ScoredMemory]:
-        hits = await self.store.search(await self._request(agent_id, query))
-        if self.reranker is not None and hits:
-            hits = await self._rerank(query, hits)
-        return hits
-
-    async def _search_packed(
+    async def _search(
         self, agent_id: str, query: str, budget: int | None, max_hits: int | None = None
     ) -> PackedSearch:
         """The best ranked memories that fit ``budget`` tokens (at most ``max_hits``).
 
-        The store chooses when each memory costs its stored token count (or there is no budget)
-        and no reranker reorders the ranking: it can then skip building, or fetching, the
-        memories not chosen. Otherwise every hit comes back and is chosen here.
+        One store call. The store packs when each memory costs its stored token count and no
+        reranker reorders the ranking: it can then skip building, or fetching, the memories not
+        chosen. Otherwise it returns the hits to rerank (the top ``rerank_top_k``) or to recount
+        (all of them), and they are packed here.
         """
-        if self.reranker is None and (budget is None or not self._custom_counter):
-            request = await self._request(agent_id, query)
-            return await self.store.search_packed(request, budget, max_hits)
-        hits = await self._search(agent_id, query)
+        reorder = self.reranker is not None
+        repack = reorder or (budget is not None and self._custom_counter)
+        if not repack:
+            return await self.store.search(await self._request(agent_id, query, budget, max_hits))
+        top = self.config.rerank_top_k if reorder else None
+        found = await self.store.search(await self._request(agent_id, query, None, top))
+        hits = found.hits
+        if reorder and hits:
+            hits = await self._rerank(query, hits)
         return pack_hits(hits, self._memory_tokens, budget, max_hits)
 
-    async def _request(self, agent_id: str, query: str) -> SearchRequest:
+    async def _request(
+        self, agent_id: str, query: str, budget: int | None, max_hits: int | None
+    ) -> SearchRequest:
         return SearchRequest(
             agent_id=agent_id,
             query=query,
@@ -578,6 +598,8 @@ class MemoryManager:
             limit=self.config.max_episodic_memories,
             params=self._params,
             now=_now(),
+            budget=budget,
+            max_hits=max_hits,
         )
 
     async def _rerank(self, query: str, hits: list[ScoredMemory]) -> list[ScoredMemory]:
@@ -595,14 +617,7 @@ class MemoryManager:
                 f"the reranker returned {len(scores)} scores for {len(top)} texts,"
                 " or non-finite ones"
             )
-        # Stable sort: equal rerank scores keep their fused order.
-        order = sorted(range(len(top)), key=lambda i: -scores[i])
-        return [
-            ScoredMemory(
-                memory=top[i].memory, explain=replace(top[i].explain, rerank_score=scores[i])
-            )
-            for i in order
-        ]
+        return rerank(top, scores)
 
     async def _embed(self, texts: list[str]) -> list[Vector]:
         size = self.config.embedding_batch_size
@@ -649,6 +664,27 @@ async def create_memory_manager(
         yield mm
     finally:
         await mm.close()
+
+
+async def _close_all(components: Sequence[object]) -> None:
+    """Close each component (``aclose()`` or ``close()``, awaited if async), the last built first.
+
+    Every one is tried; the first error is raised after the others are closed.
+    """
+    error: BaseException | None = None
+    for component in reversed(components):
+        closer = getattr(component, "aclose", None) or getattr(component, "close", None)
+        if not callable(closer):
+            continue
+        try:
+            result = closer()
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:
+            logger.warning("closing %s failed: %s", type(component).__name__, exc)
+            error = error or exc
+    if error is not None:
+        raise error
 
 
 def _check_embedder(embedder: object) -> None:

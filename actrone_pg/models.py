@@ -2,11 +2,30 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
-__all__ = ["Explain", "Memory", "RetrievedContext", "ScoredMemory", "SessionInfo", "Turn"]
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "MEMORY_FIELD_TYPES",
+    "STORED_MEMORY_FIELDS",
+    "Explain",
+    "Memory",
+    "RetrievedContext",
+    "ScoredMemory",
+    "SessionInfo",
+    "Turn",
+    "Vector",
+    "memory_from_fields",
+    "memory_to_dict",
+]
+
+#: An embedding: a one-dimensional float32 array (L2-normalised wherever a store receives it).
+Vector = npt.NDArray[np.float32]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +92,37 @@ class Memory:
     embedder: str
     token_count: int
     explain: Explain | None = None
+
+
+#: The fields a store keeps for a memory, in declaration order: all but the explanation, which a
+#: search attaches. The stores' columns, payloads and decoders derive from this one list.
+STORED_MEMORY_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Memory) if f.name != "explain")
+#: Each stored field's type as :class:`Memory` declares it (``"str | None"``, ``"datetime"``, …).
+MEMORY_FIELD_TYPES: dict[str, str] = {
+    f.name: str(f.type) for f in fields(Memory) if f.name in STORED_MEMORY_FIELDS
+}
+# How a stored value becomes a field of its declared type (a database or JSON value may be an
+# int for a float, a list for a tuple); other fields are taken as they are.
+_COERCE: dict[str, Callable[[Any], Any]] = {
+    "float": float,
+    "int": int,
+    "tuple[str, ...]": tuple,
+    "dict[str, Any]": dict,
+}
+_DECODE = tuple((name, _COERCE.get(MEMORY_FIELD_TYPES[name])) for name in STORED_MEMORY_FIELDS)
+
+
+def memory_from_fields(values: Mapping[str, Any], **given: Any) -> Memory:
+    """A stored memory from its fields by name, each coerced to the type :class:`Memory` declares.
+
+    ``values`` is a row read by column name or a payload; ``given`` supplies the fields a store
+    keeps elsewhere or converts itself (``agent_id`` when the query named the agent, a timestamp).
+    """
+    out: dict[str, Any] = {}
+    for name, coerce in _DECODE:
+        value = given[name] if name in given else values[name]
+        out[name] = value if coerce is None else coerce(value)
+    return Memory(**out)
 
 
 @dataclass(slots=True)
@@ -161,20 +211,9 @@ class RetrievedContext:
 
 
 def memory_to_dict(m: Memory) -> dict[str, Any]:
-    """A memory as a JSON-ready dict."""
-    return {
-        "id": m.id,
-        "agent_id": m.agent_id,
-        "session_id": m.session_id,
-        "content": m.content,
-        "content_type": m.content_type,
-        "importance": m.importance,
-        "tags": list(m.tags),
-        "source": m.source,
-        "sensitivity": m.sensitivity,
-        "created_at": m.created_at.isoformat(),
-        "metadata": m.metadata,
-        "embedder": m.embedder,
-        "token_count": m.token_count,
-        "explain": m.explain.as_dict() if m.explain else None,
-    }
+    """A memory as a JSON-ready dict: every field, tags as a list, the time as ISO 8601."""
+    out = {name: getattr(m, name) for name in STORED_MEMORY_FIELDS}
+    out["tags"] = list(m.tags)
+    out["created_at"] = m.created_at.isoformat()
+    out["explain"] = m.explain.as_dict() if m.explain else None
+    return out

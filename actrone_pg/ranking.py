@@ -1,7 +1,7 @@
-"""The reference ranking of spec §3: admission, BM25, the three rankings, RRF and the blend.
+"""The rules of the ranking of spec §3: admission order, BM25, the three rankings, RRF, the blend.
 
-This module does no I/O. The in-memory store ranks with it directly, and the other backends are
-tested for parity against it, so every rule here is the contract:
+This module does no I/O. :mod:`actrone_pg.pipeline` applies these rules for every Python store,
+and PostgreSQL's SQL is tested for parity against it, so every rule here is the contract:
 
 * **Admission**: a memory is a candidate only if ``cosine >= threshold``; at most ``limit``
   candidates are kept, nearest first (ties: newer first, then smaller id).
@@ -31,37 +31,30 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import ROUND_FLOOR, Decimal
-from typing import Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
-
-from actrone_pg.models import Explain
 
 __all__ = [
     "BM25_B",
     "BM25_K1",
     "DEFAULT_RELEVANCE_THRESHOLD",
     "RECENCY_HORIZON_SECONDS",
-    "Candidate",
     "CorpusStats",
+    "RankedArrays",
     "RankingParams",
-    "admit",
-    "bm25_score",
+    "bm25",
     "code_point_ranks",
     "cosines",
     "idf",
     "micros",
     "nearest_first",
     "query_terms",
-    "rank",
     "rank_arrays",
-    "recency",
-    "share",
+    "term_counts",
     "tokenize",
 ]
 
@@ -73,8 +66,6 @@ DEFAULT_RELEVANCE_THRESHOLD = 0.72
 RECENCY_HORIZON_SECONDS = 30 * 24 * 3600.0
 
 _TOKEN = re.compile(r"[^\W_]+")
-
-T = TypeVar("T")
 
 
 def tokenize(text: str) -> list[str]:
@@ -106,19 +97,26 @@ def idf(n_docs: int, df: int) -> float:
     return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
 
 
-def bm25_score(
-    terms: Sequence[str], tf: Mapping[str, int], length: int, stats: CorpusStats
-) -> float:
-    """BM25 of one document for the distinct query ``terms``; 0.0 if it shares none."""
-    score = 0.0
-    avgdl = stats.avgdl
-    for term in terms:
-        f = tf.get(term, 0)
-        if f == 0:
+def bm25(
+    tf: npt.NDArray[np.float64],
+    lengths: npt.NDArray[np.float64],
+    doc_freqs: Sequence[int],
+    stats: CorpusStats,
+) -> npt.NDArray[np.float64]:
+    """BM25 of each document for the distinct query terms; 0.0 where it shares none.
+
+    ``tf`` holds each term's frequency in each document (one row per term, in query order),
+    ``lengths`` each document's token count and ``doc_freqs`` each term's document frequency. The
+    terms are summed in query order (floating-point addition is not associative; the SQL adds
+    them in the same order).
+    """
+    score = np.zeros(lengths.size, dtype=np.float64)
+    norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths / stats.avgdl)
+    for f, df in zip(tf, doc_freqs, strict=True):
+        if not f.any():
             continue
-        df = stats.doc_freq.get(term, 0)
-        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * length / avgdl)
-        score += idf(stats.n_docs, df) * (f * (BM25_K1 + 1.0)) / (f + norm)
+        weight = idf(stats.n_docs, df)
+        score = score + np.where(f > 0, weight * (f * (BM25_K1 + 1.0)) / (f + norm), 0.0)
     return score
 
 
@@ -126,25 +124,6 @@ def term_counts(text: str) -> tuple[Counter[str], int]:
     """Term frequencies and length (in tokens) of a document."""
     tokens = tokenize(text)
     return Counter(tokens), len(tokens)
-
-
-def recency(created_at: datetime, now: datetime) -> float:
-    """1.0 for a memory written now, falling linearly to 0.0 at 30 days or older."""
-    age = (now - created_at).total_seconds()
-    if age <= 0:
-        return 1.0
-    return max(0.0, 1.0 - age / RECENCY_HORIZON_SECONDS)
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate(Generic[T]):
-    """A memory being ranked: its cosine to the query and its BM25 score (0.0 = no shared term)."""
-
-    id: str
-    created_at: datetime
-    cosine: float
-    bm25: float
-    item: T
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,8 +163,8 @@ def nearest_first(
     id_order: npt.NDArray[np.int64],
     limit: int,
 ) -> npt.NDArray[np.intp]:
-    """Positions of the nearest ``limit`` admitted candidates, nearest first: :func:`admit`'s
-    order (ties newer first, then id) over arrays, ``id_order`` as in :func:`rank_arrays`.
+    """Positions of the nearest ``limit`` admitted candidates, nearest first (ties newer first,
+    then by id), ``id_order`` as in :func:`rank_arrays`.
     """
     candidates = np.arange(cosine.size)
     if cosine.size > limit:
@@ -194,56 +173,6 @@ def nearest_first(
         candidates = np.flatnonzero(cosine >= kth)
     best = np.lexsort((id_order[candidates], -created_us[candidates], -cosine[candidates]))
     return candidates[best[:limit]]
-
-
-def admit(candidates: Iterable[Candidate[T]], threshold: float, limit: int) -> list[Candidate[T]]:
-    """Candidates with ``cosine >= threshold``, nearest first, at most ``limit`` of them."""
-    kept = [c for c in candidates if c.cosine >= threshold]
-    kept.sort(key=lambda c: (-c.cosine, -micros(c.created_at), c.id))
-    return kept[:limit]
-
-
-def rank(
-    candidates: Sequence[Candidate[T]], params: RankingParams, now: datetime
-) -> list[tuple[Candidate[T], Explain]]:
-    """Rank admitted candidates; returns them best first, each with its explanation."""
-    # Tie-break key (newer first, then id ascending), computed once per candidate.
-    tie = {c.id: (-micros(c.created_at), c.id) for c in candidates}
-    dense = sorted(candidates, key=lambda c: (-c.cosine, *tie[c.id]))
-    dense_rank = {c.id: i for i, c in enumerate(dense, 1)}
-    recent = sorted(candidates, key=lambda c: tie[c.id])
-    recency_rank = {c.id: i for i, c in enumerate(recent, 1)}
-    lexical = sorted((c for c in candidates if c.bm25 > 0.0), key=lambda c: (-c.bm25, *tie[c.id]))
-    lexical_rank = {c.id: i for i, c in enumerate(lexical, 1)}
-
-    scored: list[tuple[float, Candidate[T], Explain]] = []
-    k = params.rrf_k
-    w_dense, w_lex, w_rec = params.rrf_weights
-    for c in candidates:
-        d = dense_rank[c.id]
-        lx = lexical_rank.get(c.id)
-        r = recency_rank[c.id]
-        if params.hybrid:
-            score = w_dense / (k + d)
-            if lx is not None:
-                score += w_lex / (k + lx)
-            score += w_rec / (k + r)
-        else:
-            score = params.relevance_weight * c.cosine + params.recency_weight * recency(
-                c.created_at, now
-            )
-            lx = None
-        explain = Explain(
-            cosine=c.cosine,
-            dense_rank=d,
-            lexical_rank=lx,
-            recency_rank=r,
-            fused_score=score,
-            bm25=c.bm25 if c.bm25 > 0.0 else None,
-        )
-        scored.append((score, c, explain))
-    scored.sort(key=lambda t: (-t[0], *tie[t[1].id]))
-    return [(c, e) for _, c, e in scored]
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,11 +197,10 @@ def rank_arrays(
     params: RankingParams,
     now: datetime,
 ) -> RankedArrays:
-    """:func:`rank` over numpy arrays, for stores that keep their candidates in arrays.
+    """Rank admitted candidates: the three rankings and their fusion (or the classic blend).
 
     ``id_order`` must order the candidates as their ids compare (any integers that sort the same
-    way). The arithmetic is the same, term for term and in the same order, as :func:`rank`, so the
-    scores are bit-identical; a test checks both on random inputs full of ties.
+    way). A test holds it, bit for bit, to a plain-Python oracle on random inputs full of ties.
     """
     n = cosine.shape[0]
     positions = np.arange(1, n + 1, dtype=np.int64)
@@ -325,9 +253,3 @@ def cosines(
     for start in range(0, n, _CHUNK):
         np.matmul(query, matrix[:, start : start + _CHUNK], out=out[start : start + _CHUNK])
     return out.astype(np.float64)
-
-
-def share(budget: int, fraction: float) -> int:
-    """``floor(fraction × budget)`` computed exactly (0.29 × 100 is 29, not 28.999…)."""
-    value = (Decimal(repr(fraction)) * Decimal(budget)).to_integral_value(rounding=ROUND_FLOOR)
-    return int(value)

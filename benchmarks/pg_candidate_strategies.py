@@ -8,8 +8,8 @@ p50/p99 latency and recall against the exact top 500 (cosine, then newer, then i
 
     python benchmarks/pg_candidate_strategies.py [--dsn DSN] [--hnsw]
 
-The numbers beside the choice in ``actrone_pg/stores/postgres.py`` and in ``docs/postgres.md``
-come from this script.
+The numbers beside the choice in ``actrone_pg/stores/postgres/__init__.py`` and in
+``docs/postgres.md`` come from this script.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 interleaved through ``upsert_memories`` (binary COPY) in batches of 1,000; then ``--queries``
 searches (threshold set so a typical query admits ``--admit`` memories, 1,000 by default, so the
 500 nearest are ranked; ``--admit 0`` admits everything), and the L1 + L2 fetch (the session's
-recent turns and ``search_packed`` for a 1,000-token L2 share) done three ways: one statement
+recent turns and ``search`` packed into a 1,000-token L2 share) done three ways: one statement
 after the other, concurrently on two pooled connections as the manager does, and in one round
 trip (both statements sent together in a psycopg pipeline on one connection); then
 ``MemoryManager.retrieve_context`` itself. Query vectors are precomputed: embedding excluded.
@@ -24,22 +24,19 @@ import statistics
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
 from psycopg import sql
+from psycopg.rows import dict_row
 
 from actrone_pg._embedded import given_or_temporary_server
 from actrone_pg.models import Memory, Turn
 from actrone_pg.ranking import RankingParams, query_terms
 from actrone_pg.stores.base import MemoryRecord, PackedSearch, SearchRequest
-from actrone_pg.stores.postgres import (
-    SEARCH_PACKED,
-    SELECT_RECENT_TURNS,
-    PostgresStore,
-    _packed,
-    _turns,
-)
+from actrone_pg.stores.postgres import PostgresStore, rows
+from actrone_pg.stores.postgres.statements import SEARCH_PACKED, SELECT_RECENT_TURNS
 
 DIM = 384
 #: The L2 share of a 4,000-token budget (the manager's default 25 %).
@@ -77,19 +74,18 @@ async def l1_l2_one_round_trip(
     assert found is not None
     candidates, params = found
     async with store._conn() as conn, conn.pipeline() as pipe:
-        l1 = await conn.execute(
-            store._q(SELECT_RECENT_TURNS), (req.agent_id, session_id, 3600.0, 50)
-        )
-        l2 = await conn.execute(
+        l1 = conn.cursor(row_factory=dict_row)
+        await l1.execute(store._q(SELECT_RECENT_TURNS), (req.agent_id, session_id, 3600.0, 50))
+        l2 = conn.cursor(row_factory=dict_row, binary=True)
+        await l2.execute(
             store._search_sql(SEARCH_PACKED, candidates),
             (*params, L2_BUDGET, None, req.agent_id),
-            binary=True,
         )
         await pipe.sync()
         turn_rows = await l1.fetchall()
-        rows = await l2.fetchall()
-    # The rows become objects as recent_turns and search_packed make them.
-    return _turns(req.agent_id, session_id, turn_rows), _packed(req.agent_id, rows)
+        l2_rows = await l2.fetchall()
+    # The rows become objects as recent_turns and search make them.
+    return rows.turns(req.agent_id, session_id, turn_rows), rows.packed(req.agent_id, l2_rows)
 
 
 async def main() -> None:
@@ -228,17 +224,17 @@ async def main() -> None:
                 now=now,
             )
             t = time.perf_counter()
-            hits = await store.search(req)
+            hits = (await store.search(req)).hits
             s_ms = (time.perf_counter() - t) * 1000
             agent = req.agent_id
             t = time.perf_counter()
             await store.recent_turns(agent, "s", limit=50, ttl_seconds=3600)
-            await store.search_packed(req, L2_BUDGET)
+            await store.search(replace(req, budget=L2_BUDGET))
             q_ms = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
             await asyncio.gather(
                 store.recent_turns(agent, "s", limit=50, ttl_seconds=3600),
-                store.search_packed(req, L2_BUDGET),
+                store.search(replace(req, budget=L2_BUDGET)),
             )
             p_ms = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
@@ -270,7 +266,7 @@ async def main() -> None:
     )
     for name, ms in (
         ("search (hybrid_search, full ranking)", search_ms),
-        ("L1 then L2 (search_packed), sequential", seq_ms),
+        ("L1 then L2 (packed search), sequential", seq_ms),
         ("L1 and L2 concurrently (two connections)", par_ms),
         ("L1 and L2 in one round trip (pipeline)", one_ms),
         ("MemoryManager.retrieve_context (4,000 tokens)", retrieve_ms),

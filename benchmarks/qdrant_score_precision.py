@@ -16,7 +16,7 @@ import numpy as np
 from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
 
-from actrone_pg.stores.memory import _cosines
+from actrone_pg.ranking import cosines as _cosines
 
 
 async def main() -> None:

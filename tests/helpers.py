@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
 from collections.abc import Mapping, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
@@ -77,3 +80,75 @@ class SlowStore:
 def np_unit(v: Sequence[float]) -> np.ndarray:
     a = np.asarray(v, dtype=np.float64)
     return a / np.linalg.norm(a)
+
+
+def vector_for(text: str, dims: int) -> list[float]:
+    """The server's deterministic 'embedding': character counts folded into ``dims`` slots."""
+    v = [0.0] * dims
+    for i, ch in enumerate(text):
+        v[(ord(ch) + i) % dims] += 1.0
+    return v
+
+
+class FakeServer:
+    """An OpenAI-compatible embeddings server on 127.0.0.1 (``http.server`` in a thread).
+
+    Answers POST /v1/embeddings; ``script`` holds (status, headers) to answer first. With ``gate``
+    set, each request waits (up to 10 s) for the gate before it is answered, and ``released``
+    records whether it was opened in time; ``arrived`` is set once a request has come in.
+    """
+
+    def __init__(self, dims: int = 8) -> None:
+        self.dims = dims
+        self.script: list[tuple[int, dict[str, str]]] = []
+        self.requests: list[dict[str, Any]] = []
+        self.gate: threading.Event | None = None
+        self.arrived = threading.Event()
+        self.released: list[bool] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length))
+                server.requests.append(
+                    {"path": self.path, "auth": self.headers.get("Authorization"), "body": body}
+                )
+                server.arrived.set()
+                if server.gate is not None:
+                    server.released.append(server.gate.wait(10.0))
+                if server.script:
+                    status, headers = server.script.pop(0)
+                    payload = json.dumps({"error": {"message": f"scripted {status}"}}).encode()
+                    self.send_response(status)
+                    for k, v in headers.items():
+                        self.send_header(k, v)
+                else:
+                    status = 200
+                    inputs = body["input"]
+                    dims = body.get("dimensions", server.dims)
+                    # Reversed, with indexes: the client must put them back in order.
+                    data = [
+                        {"object": "embedding", "index": i, "embedding": vector_for(t, dims)}
+                        for i, t in enumerate(inputs)
+                    ][::-1]
+                    payload = json.dumps({"object": "list", "data": data}).encode()
+                    self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -103,9 +103,16 @@ async def make(store: Store | None = None, embedder: Any = None, **kwargs: Any) 
 
 
 @pytest.mark.parametrize("name", sorted(set(CALLS) - {"count_tokens"}))
-async def test_a_failing_store_is_a_store_error_with_its_cause(name: str) -> None:
+async def test_a_failing_store_is_a_store_error_with_its_cause(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = BrokenStore()
-    mm = await make(store)
+    if name == "close":
+        # close() closes only a store the manager built itself: let create() build this one.
+        monkeypatch.setattr("actrone_pg.manager.create_store", lambda config: store)
+        mm = await MemoryManager.create(CFG, embedder=FixedEmbedder())
+    else:
+        mm = await make(store)
     await mm.inject_memory("ag", "query")  # something for the searches to find
     store.broken = True
     args, kwargs = CALLS[name]

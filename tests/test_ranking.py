@@ -1,32 +1,62 @@
-"""The reference ranking (spec §3), on cases worked out by hand."""
+"""The ranking pipeline (spec §3), on cases worked out by hand."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
+from actrone_pg.budget import share
+from actrone_pg.pipeline import Candidates, PackedSearch, rerank, search
 from actrone_pg.ranking import (
-    Candidate,
     CorpusStats,
     RankingParams,
-    admit,
-    bm25_score,
+    bm25,
+    code_point_ranks,
     idf,
+    micros,
     query_terms,
-    rank,
-    recency,
-    share,
     tokenize,
 )
-from tests.factories import NOW
+from tests.factories import NOW, memory, request
+
+STATS = CorpusStats(n_docs=10, total_length=30, doc_freq={"coffee": 3})
 
 
-def cand(cid: str, cosine: float, bm25: float = 0.0, days: float = 0.0) -> Candidate[str]:
-    return Candidate(
-        id=cid, created_at=NOW - timedelta(days=days), cosine=cosine, bm25=bm25, item=cid
+def run(
+    rows: Sequence[tuple[str, float, int, float]],
+    params: RankingParams | None = None,
+    *,
+    threshold: float = 0.0,
+    limit: int = 500,
+    budget: int | None = None,
+    max_hits: int | None = None,
+) -> PackedSearch:
+    """The pipeline over ``(id, cosine, tf of "coffee", age in days)`` rows of 3 tokens each."""
+    ids = [r[0] for r in rows]
+    created = [NOW - timedelta(days=r[3]) for r in rows]
+
+    def tf(
+        idx: npt.NDArray[np.intp], terms: Sequence[str]
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        counts = [[float(rows[i][2]) if t == "coffee" else 0.0 for i in idx] for t in terms]
+        return np.array(counts).reshape(len(terms), idx.size), np.full(idx.size, 3.0)
+
+    candidates = Candidates(
+        cosine=np.array([r[1] for r in rows], dtype=np.float64),
+        created_us=np.array([micros(t) for t in created], dtype=np.int64),
+        id_order=code_point_ranks(ids),
+        tokens=np.full(len(rows), 10, dtype=np.int64),
+        term_frequencies=tf,
+        memories=lambda at: [memory("ag", ids[i], "x" * 40, created_at=created[i]) for i in at],
     )
+    req = request("ag", "coffee", [1, 0], threshold=threshold, limit=limit, params=params)
+    return search(replace(req, budget=budget, max_hits=max_hits), candidates, STATS)
 
 
 def test_tokenize_is_lowercase_runs_of_letters_and_digits() -> None:
@@ -40,55 +70,73 @@ def test_tokenize_is_lowercase_runs_of_letters_and_digits() -> None:
 def test_idf_and_bm25_by_hand() -> None:
     stats = CorpusStats(n_docs=4, total_length=12, doc_freq={"coffee": 2, "tea": 1})
     assert idf(4, 2) == pytest.approx(math.log(1 + 2.5 / 2.5))
-    # doc of length 3 (= avgdl), tf(coffee) = 1: idf * 1 * 2.2 / (1 + 1.2)
-    assert bm25_score(["coffee"], {"coffee": 1}, 3, stats) == pytest.approx(math.log(2.0))
-    # tf = 2, length 6 (twice avgdl): norm = 1.2 * (0.25 + 0.75 * 2) = 2.1
-    expected = math.log(2.0) * 2 * 2.2 / (2 + 2.1)
-    assert bm25_score(["coffee"], {"coffee": 2}, 6, stats) == pytest.approx(expected)
-    assert bm25_score(["milk"], {"coffee": 1}, 3, stats) == 0.0
+    # doc 0 of length 3 (= avgdl), tf(coffee) = 1: idf * 1 * 2.2 / (1 + 1.2)
+    # doc 1: tf = 2, length 6 (twice avgdl): norm = 1.2 * (0.25 + 0.75 * 2) = 2.1
+    # doc 2: no query term
+    got = bm25(np.array([[1.0, 2.0, 0.0]]), np.array([3.0, 6.0, 3.0]), [2], stats)
+    expected = [math.log(2.0), math.log(2.0) * 2 * 2.2 / (2 + 2.1), 0.0]
+    assert got.tolist() == pytest.approx(expected)
 
 
 def test_rrf_worked_by_hand() -> None:
     # dense order a, b, c; lexical: only c and b share a term (c first); recency: c, b, a
-    cands = [cand("a", 0.9, 0.0, days=3), cand("b", 0.8, 1.0, days=2), cand("c", 0.7, 2.0, days=1)]
-    out = rank(cands, RankingParams(), NOW)
-    got = {c.id: e for c, e in out}
+    out = run([("a", 0.9, 0, 3), ("b", 0.8, 1, 2), ("c", 0.7, 2, 1)])
+    got = {h.memory.id: h.explain for h in out.hits}
     assert got["a"].fused_score == pytest.approx(1 / 61 + 1 / 63)
     assert got["b"].fused_score == pytest.approx(3 / 62)
     assert got["c"].fused_score == pytest.approx(1 / 63 + 1 / 61 + 1 / 61)
-    assert got["a"].lexical_rank is None
-    assert [c.id for c, _ in out] == ["c", "b", "a"]
+    assert got["a"].lexical_rank is None and got["a"].bm25 is None
+    assert got["c"].lexical_rank == 1 and got["b"].lexical_rank == 2
+    assert [h.memory.id for h in out.hits] == ["c", "b", "a"]
 
 
 def test_rrf_weights_and_k() -> None:
-    cands = [cand("a", 0.9, 0.0, days=3), cand("b", 0.8, 1.0, days=2)]
-    out = rank(cands, RankingParams(rrf_k=10, rrf_weights=(2.0, 1.0, 0.5)), NOW)
-    got = {c.id: e.fused_score for c, e in out}
+    out = run(
+        [("a", 0.9, 0, 3), ("b", 0.8, 1, 2)], RankingParams(rrf_k=10, rrf_weights=(2, 1, 0.5))
+    )
+    got = {h.memory.id: h.explain.fused_score for h in out.hits}
     assert got["a"] == pytest.approx(2 / 11 + 0.5 / 12)
     assert got["b"] == pytest.approx(2 / 12 + 1 / 11 + 0.5 / 11)
 
 
 def test_ties_break_newer_first_then_id() -> None:
-    cands = [cand("b", 0.5, days=1), cand("a", 0.5, days=1), cand("z", 0.5, days=0)]
-    out = rank(cands, RankingParams(), NOW)
-    assert [c.id for c, _ in out] == ["z", "a", "b"]
-    assert [e.dense_rank for _, e in out] == [1, 2, 3]
+    out = run([("b", 0.5, 0, 1), ("a", 0.5, 0, 1), ("z", 0.5, 0, 0)])
+    assert [h.memory.id for h in out.hits] == ["z", "a", "b"]
+    assert [h.explain.dense_rank for h in out.hits] == [1, 2, 3]
 
 
 def test_admission_at_exactly_the_threshold_and_the_limit() -> None:
-    cands = [cand("a", 0.72), cand("b", 0.7199999), cand("c", 0.9), cand("d", 0.8)]
-    assert [c.id for c in admit(cands, 0.72, 10)] == ["c", "d", "a"]
-    assert [c.id for c in admit(cands, 0.72, 2)] == ["c", "d"]
+    rows = [("a", 0.72, 0, 0), ("b", 0.7199999, 0, 0), ("c", 0.9, 0, 0), ("d", 0.8, 0, 0)]
+    p = RankingParams(hybrid=False, relevance_weight=1.0, recency_weight=0.0)
+    assert [h.memory.id for h in run(rows, p, threshold=0.72).hits] == ["c", "d", "a"]
+    assert [h.memory.id for h in run(rows, p, threshold=0.72, limit=2).hits] == ["c", "d"]
+    assert run(rows, p, threshold=0.95) == PackedSearch(hits=[], ranked=0, tokens=0)
 
 
 def test_classic_blend_with_known_ages() -> None:
     p = RankingParams(hybrid=False, relevance_weight=0.7, recency_weight=0.3)
-    cands = [cand("old", 1.0, days=30), cand("new", 0.6, days=0), cand("mid", 0.8, days=15)]
-    out = rank(cands, p, NOW)
-    assert [c.id for c, _ in out] == ["new", "mid", "old"]
-    assert [e.fused_score for _, e in out] == pytest.approx([0.72, 0.71, 0.70])
-    assert recency(NOW - timedelta(days=45), NOW) == 0.0
-    assert recency(NOW + timedelta(days=1), NOW) == 1.0
+    out = run(
+        [("old", 1.0, 1, 30), ("new", 0.6, 0, 0), ("mid", 0.8, 0, 15), ("gone", 0.9, 0, 45)], p
+    )
+    assert [h.memory.id for h in out.hits] == ["new", "mid", "old", "gone"]
+    assert [h.explain.fused_score for h in out.hits] == pytest.approx([0.72, 0.71, 0.70, 0.63])
+    assert all(h.explain.lexical_rank is None for h in out.hits)  # no lexical channel
+
+
+def test_packing_takes_what_fits_in_rank_order() -> None:
+    rows = [("a", 0.9, 0, 0), ("b", 0.8, 0, 0), ("c", 0.7, 0, 0)]  # 10 tokens each
+    out = run(rows, RankingParams(hybrid=False), budget=25)
+    assert ([h.memory.id for h in out.hits], out.ranked, out.tokens) == (["a", "b"], 3, 20)
+    best = run(rows, RankingParams(hybrid=False), max_hits=1)
+    assert ([h.memory.id for h in best.hits], best.ranked, best.tokens) == (["a"], 3, 10)
+
+
+def test_rerank_orders_by_score_and_keeps_fused_order_on_ties() -> None:
+    hits = run([("a", 0.9, 0, 0), ("b", 0.8, 0, 0), ("c", 0.7, 0, 0)], RankingParams()).hits
+    out = rerank(hits, [0.1, 0.5, 0.1])
+    assert [h.memory.id for h in out] == ["b", "a", "c"]
+    assert [h.explain.rerank_score for h in out] == [0.5, 0.1, 0.1]
+    assert out[1].explain.fused_score == hits[0].explain.fused_score
 
 
 @pytest.mark.parametrize(

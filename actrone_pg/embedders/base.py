@@ -9,7 +9,10 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from actrone_pg.errors import DimensionMismatchError, EmbedderError, ValidationError
-from actrone_pg.stores.base import Vector
+from actrone_pg.models import Vector
+
+# Re-exported for compatibility: the protocol lives with the rerankers.
+from actrone_pg.rerankers.base import Reranker
 
 __all__ = ["Embedder", "Reranker", "as_vectors", "normalise"]
 
@@ -30,14 +33,6 @@ class Embedder(Protocol):
 
     async def embed_batch(self, texts: Sequence[str]) -> Any:
         """One vector per text: a list of lists of floats or a 2-D numpy array."""
-
-
-@runtime_checkable
-class Reranker(Protocol):
-    """Anything that scores (query, text) pairs; higher means more relevant."""
-
-    async def score(self, query: str, texts: Sequence[str]) -> Any:
-        """One score per text."""
 
 
 def normalise(vector: Any, dimensions: int, *, what: str = "vector") -> Vector:

@@ -22,10 +22,8 @@ network is touched.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from actrone_pg._onnx import ONNX_FILES as _ONNX_FILES
+from actrone_pg._onnx import find_onnx as _find_onnx
+from actrone_pg._onnx import import_runtime as _import_runtime
+from actrone_pg._onnx import looks_like_path as _looks_like_path
+from actrone_pg._onnx import max_length as _max_length
+from actrone_pg._onnx import read_json as _read_json
 from actrone_pg.embedders._fingerprint import FINGERPRINTS, PROBES, recognise
 from actrone_pg.errors import (
     ConfigurationError,
@@ -110,7 +114,6 @@ PRESETS: dict[str, Preset] = {
 #: The model ``embedding_provider="onnx"``/``"local"`` uses when ``embedding_model`` is unset.
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
-_ONNX_FILES = ("model.onnx", "onnx/model.onnx")
 # Small files that refine pooling and length; fetched from the hub when present, never required.
 _OPTIONAL_FILES = (
     "config.json",
@@ -118,7 +121,6 @@ _OPTIONAL_FILES = (
     "sentence_bert_config.json",
     "1_Pooling/config.json",
 )
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _UNSET: Any = object()
 
 
@@ -155,33 +157,6 @@ def models_dir() -> Path:
     except ImportError:  # pragma: no cover - platformdirs is a core dependency
         base = Path.home() / ".cache" / "actrone-pg"
     return base / "models"
-
-
-def _import_runtime() -> tuple[Any, Any]:
-    try:
-        import onnxruntime
-    except ImportError:
-        raise MissingDependencyError("onnx", "onnxruntime") from None
-    try:
-        import tokenizers
-    except ImportError:
-        raise MissingDependencyError("onnx", "tokenizers") from None
-    return onnxruntime, tokenizers
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _find_onnx(directory: Path) -> Path | None:
-    for name in _ONNX_FILES:
-        if (directory / name).is_file():
-            return directory / name
-    return None
 
 
 def _id_from_path(directory: Path) -> str:
@@ -635,38 +610,10 @@ def _pooling_from_st(directory: Path) -> str | None:
     return None
 
 
-def _max_length(directory: Path, meta: dict[str, Any], preset: Preset | None) -> int:
-    positions = _read_json(directory / "config.json").get("max_position_embeddings")
-    length: Any = meta.get("max_length")
-    if not length:
-        length = _read_json(directory / "sentence_bert_config.json").get("max_seq_length")
-    if not length and preset is not None:
-        length = preset.max_length
-    if not length:
-        tok_max = _read_json(directory / "tokenizer_config.json").get("model_max_length")
-        # Tokenizers without a limit store a huge sentinel (1e30); ignore it.
-        if isinstance(tok_max, int) and tok_max < 100_000:
-            length = tok_max
-    if not length:
-        length = positions or 512
-    if isinstance(positions, int) and positions > 0:
-        length = min(int(length), positions)
-    return int(length)
-
-
 def _declared_length(directory: Path, meta: dict[str, Any]) -> bool:
     """Whether the directory's own files say how many tokens the model takes."""
     st = _read_json(directory / "sentence_bert_config.json").get("max_seq_length")
     return bool(meta.get("max_length") or st)
-
-
-def _looks_like_path(model: str) -> bool:
-    return (
-        model.startswith(("/", ".", "~"))
-        or os.sep in model.strip("/")
-        and not _HUB_ID.match(model)
-        or Path(model).expanduser().exists()
-    )
 
 
 def from_config(config: MemoryConfig, *, local_only: bool = False) -> OnnxEmbedder:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from actrone_pg.embedders.base import Reranker
+from actrone_pg.rerankers.base import Reranker
 
 if TYPE_CHECKING:
     from actrone_pg.config import MemoryConfig

@@ -17,14 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from actrone_pg.embedders.onnx import (
-    _find_onnx,
-    _import_runtime,
-    _looks_like_path,
-    _max_length,
-    _read_json,
-    hub_snapshot,
-)
+from actrone_pg import _onnx
+from actrone_pg.embedders.onnx import hub_snapshot
 from actrone_pg.errors import ConfigurationError, ModelNotAvailableError, RerankerError
 
 if TYPE_CHECKING:
@@ -50,7 +44,7 @@ class CrossEncoderReranker:
     ) -> None:
         if batch_size < 1:
             raise ConfigurationError("batch_size", f"must be at least 1, got {batch_size}")
-        ort, tokenizers = _import_runtime()
+        ort, tokenizers = _onnx.import_runtime()
         self.name = name
         self.max_length = max_length
         self.batch_size = batch_size
@@ -99,18 +93,18 @@ class CrossEncoderReranker:
     ) -> CrossEncoderReranker:
         """Load ``path/model.onnx`` (or ``path/onnx/model.onnx``) and ``path/tokenizer.json``."""
         directory = Path(path).expanduser()
-        onnx_file = _find_onnx(directory) if directory.is_dir() else None
+        onnx_file = _onnx.find_onnx(directory) if directory.is_dir() else None
         if onnx_file is None or not (directory / "tokenizer.json").is_file():
             raise ModelNotAvailableError(
                 f"rerank model directory {directory} must hold model.onnx (or onnx/model.onnx) "
                 "and tokenizer.json"
             )
-        meta = _read_json(directory / "actrone_model.json")
+        meta = _onnx.read_json(directory / "actrone_model.json")
         return cls(
             onnx_file,
             directory / "tokenizer.json",
             name=name or f"onnx-cross-encoder:{meta.get('model_id') or directory.name}",
-            max_length=_max_length(directory, meta, None),
+            max_length=_onnx.max_length(directory, meta, None),
             batch_size=batch_size,
             threads=threads,
         )
@@ -187,6 +181,6 @@ def from_config(config: MemoryConfig) -> CrossEncoderReranker:
         "batch_size": config.rerank_top_k,
         "threads": config.embedding_threads,
     }
-    if _looks_like_path(model):
+    if _onnx.looks_like_path(model):
         return CrossEncoderReranker.from_directory(model, **kwargs)
     return CrossEncoderReranker.from_pretrained(model, **kwargs)

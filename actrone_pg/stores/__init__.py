@@ -1,6 +1,6 @@
 """Storage backends behind one protocol, and the factory that builds one from a config.
 
-The manager names no concrete store: :func:`open_store` imports the backend's module only when it
+The manager names no concrete store: :func:`create_store` imports the backend's module only when it
 is asked for, so the core never imports a database driver.
 """
 

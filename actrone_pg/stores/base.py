@@ -1,7 +1,8 @@
 """The store protocol: what every backend implements, and the records that cross it.
 
 The manager talks to a store only through :class:`Store`. A store owns persistence and, for L2,
-candidate search and ranking; it must rank exactly as :mod:`actrone_pg.ranking` does (the
+candidate search: a Python store hands its candidates and the agent's BM25 statistics to
+:func:`actrone_pg.pipeline.search`, PostgreSQL ranks in SQL exactly as the pipeline does (the
 conformance and parity suites check this). Every method is scoped by ``agent_id``: no method
 reads, changes or deletes another agent's data, whatever ids it is given.
 
@@ -12,18 +13,13 @@ vectors of different dimensions under one embedder name (:class:`DimensionMismat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-import numpy as np
-import numpy.typing as npt
-
-from actrone_pg.budget import pack_costs
 from actrone_pg.errors import DimensionMismatchError
-from actrone_pg.models import Memory, ScoredMemory, SessionInfo, Turn
-from actrone_pg.ranking import RankingParams
+from actrone_pg.models import Memory, SessionInfo, Turn, Vector
+from actrone_pg.pipeline import PackedSearch, SearchRequest, pack_hits, stored_tokens
 
 __all__ = [
     "MemoryRecord",
@@ -31,14 +27,12 @@ __all__ = [
     "SearchRequest",
     "Store",
     "Vector",
+    "batch_dimensions",
     "check_query_dimensions",
     "dimension_mismatch",
     "pack_hits",
-    "pack_search",
     "stored_tokens",
 ]
-
-Vector = npt.NDArray[np.float32]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,35 +41,6 @@ class MemoryRecord:
 
     memory: Memory
     vector: Vector
-
-
-@dataclass(frozen=True, slots=True)
-class SearchRequest:
-    """One L2 search: admission, the three rankings and fusion, for one agent and embedder."""
-
-    agent_id: str
-    query: str
-    terms: tuple[str, ...]
-    vector: Vector
-    embedder: str
-    threshold: float
-    limit: int
-    params: RankingParams
-    now: datetime
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class PackedSearch:
-    """The ranked memories that fit a token budget, and how many were ranked in all."""
-
-    #: Chosen memories, best first: the ranking taken as :func:`~actrone_pg.budget.pack_costs`
-    #: takes it, each costing its stored ``token_count``.
-    hits: list[ScoredMemory]
-    #: How many memories the search ranked (every admitted candidate).
-    ranked: int
-    #: Tokens of the chosen memories.
-    tokens: int
 
 
 @runtime_checkable
@@ -150,49 +115,15 @@ class Store(Protocol):
     async def erase_agent(self, agent_id: str) -> None:
         """Remove every turn, session, memory, statistic and lock of the agent."""
 
-    async def search(self, request: SearchRequest) -> list[ScoredMemory]:
-        """Admitted memories ranked as :func:`actrone_pg.ranking.rank` ranks them, best first.
+    async def search(self, request: SearchRequest) -> PackedSearch:
+        """The agent's admitted memories as :func:`actrone_pg.pipeline.search` ranks and packs them.
 
-        The explanation travels in ``ScoredMemory.explain``; ``ScoredMemory.memory.explain`` may
-        be left ``None`` (the manager attaches the explanation to the memories it returns).
+        Only the hits that fit ``request.budget`` and ``request.max_hits`` are returned (both
+        ``None``: every ranked memory), best first, each with its explanation in
+        ``ScoredMemory.explain`` (``ScoredMemory.memory.explain`` may be left ``None``: the
+        manager attaches it to the memories it returns). A store may skip building, or reading,
+        the memories not chosen (PostgreSQL fetches only their rows).
         """
-
-    async def search_packed(
-        self, request: SearchRequest, budget: int | None, max_hits: int | None = None
-    ) -> PackedSearch:
-        """What :func:`pack_search` returns; a store may get there without building every hit.
-
-        ``retrieve_context`` needs only the memories that fit its L2 share (``budget`` tokens),
-        ``search_memories`` only the best ``max_hits``; a store can rank every candidate and then
-        read or build just those (PostgreSQL fetches their rows).
-        """
-
-
-async def pack_search(
-    store: Store, request: SearchRequest, budget: int | None, max_hits: int | None = None
-) -> PackedSearch:
-    """The plain way to answer :meth:`Store.search_packed`: search, then pack the hits.
-
-    In rank order, each hit that fits what is left of ``budget`` tokens (``None``: no limit) is
-    taken, until ``max_hits`` are.
-    """
-    return pack_hits(await store.search(request), stored_tokens, budget, max_hits)
-
-
-def pack_hits(
-    hits: list[ScoredMemory],
-    cost: Callable[[ScoredMemory], int],
-    budget: int | None,
-    max_hits: int | None = None,
-) -> PackedSearch:
-    """Ranked ``hits`` packed by :func:`~actrone_pg.budget.pack_costs`, each costing ``cost``."""
-    taken, used = pack_costs([cost(h) for h in hits], budget, max_hits)
-    return PackedSearch(hits=[hits[i] for i in taken], ranked=len(hits), tokens=used)
-
-
-def stored_tokens(hit: ScoredMemory) -> int:
-    """A hit's cost in the budget: the token count stored with its memory."""
-    return hit.memory.token_count
 
 
 def dimension_mismatch(embedder: str, stored: int, got: int) -> DimensionMismatchError:
@@ -201,6 +132,19 @@ def dimension_mismatch(embedder: str, stored: int, got: int) -> DimensionMismatc
         f"embedder {embedder!r} stores {stored}-dimensional vectors; got one of {got} "
         "(a new model needs a new embedder name)"
     )
+
+
+def batch_dimensions(records: Sequence[MemoryRecord]) -> dict[str, int]:
+    """Each embedder's vector size in a batch; a batch holding two sizes for one embedder is
+    refused (:class:`DimensionMismatchError`) before anything is written."""
+    dims: dict[str, int] = {}
+    for rec in records:
+        name, size = rec.memory.embedder, int(rec.vector.shape[0])
+        if dims.setdefault(name, size) != size:
+            raise DimensionMismatchError(
+                f"embedder {name!r}: one batch holds vectors of {dims[name]} and {size} dimensions"
+            )
+    return dims
 
 
 def check_query_dimensions(embedder: str, stored: int, query: Vector) -> None:

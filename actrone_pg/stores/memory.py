@@ -1,7 +1,8 @@
 """The in-process store: no server, no dependency beyond numpy; the library's default backend.
 
-It is also the reference implementation of spec §3: it ranks with :mod:`actrone_pg.ranking`
-directly, and every other backend is tested for parity against it. Data lives only as long as
+It is also the reference backend of spec §3: it hands every vector of the agent to
+:func:`actrone_pg.pipeline.search` as a candidate, and every other backend is tested for parity
+against it. Data lives only as long as
 the process. All methods run to completion without awaiting, so on one event loop each is atomic.
 """
 
@@ -17,25 +18,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from actrone_pg.budget import pack_costs
-from actrone_pg.models import Explain, Memory, ScoredMemory, SessionInfo, Turn
-from actrone_pg.ranking import (
-    BM25_B,
-    BM25_K1,
-    CorpusStats,
-    code_point_ranks,
-    cosines,
-    idf,
-    micros,
-    nearest_first,
-    rank_arrays,
-    term_counts,
-)
+from actrone_pg import pipeline
+from actrone_pg.models import Memory, SessionInfo, Turn, Vector
+from actrone_pg.pipeline import Candidates, PackedSearch, SearchRequest
+from actrone_pg.ranking import CorpusStats, code_point_ranks, cosines, micros, term_counts
 from actrone_pg.stores.base import (
     MemoryRecord,
-    PackedSearch,
-    SearchRequest,
-    Vector,
+    batch_dimensions,
     check_query_dimensions,
     dimension_mismatch,
 )
@@ -100,6 +89,23 @@ class _Space:
             out = (np.array(cols, dtype=np.intp), np.array(tfs, dtype=np.float64))
         self.terms[term] = out
         return out
+
+    def term_frequencies(
+        self, idx: npt.NDArray[np.intp], terms: Sequence[str], postings: dict[str, dict[str, int]]
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """Each term's frequency in the columns ``idx`` (a row per term), and their lengths."""
+        tf = np.zeros((len(terms), idx.size), dtype=np.float64)
+        for row, term in enumerate(terms):
+            posting = self.posting(term, postings)
+            if posting is None:
+                continue
+            cols, tfs = posting
+            # Look each column up in the term's sorted columns.
+            at = np.minimum(np.searchsorted(cols, idx), cols.size - 1)
+            hit = cols[at] == idx
+            if hit.any():
+                tf[row] = np.where(hit, tfs[at], 0.0)
+        return tf, self.lengths[idx]
 
 
 @dataclass
@@ -274,9 +280,7 @@ class InMemoryStore:
     async def upsert_memories(self, records: Sequence[MemoryRecord]) -> None:
         """Insert or replace; every record is checked before any is written."""
         dims = dict(self._dimensions)
-        for rec in records:
-            name = rec.memory.embedder
-            size = int(rec.vector.shape[0])
+        for name, size in batch_dimensions(records).items():
             if dims.setdefault(name, size) != size:
                 raise dimension_mismatch(name, dims[name], size)
         self._dimensions = dims
@@ -310,88 +314,34 @@ class InMemoryStore:
         for key in [k for k in self._locks if k[0] == agent_id]:
             del self._locks[key]
 
-    async def search(self, request: SearchRequest) -> list[ScoredMemory]:
-        """Admission, BM25 and ranking exactly as :mod:`actrone_pg.ranking` defines them."""
-        found = self._rank(request)
-        if found is None:
-            return []
-        return found.hits(found.order)
-
-    async def search_packed(
-        self, request: SearchRequest, budget: int | None, max_hits: int | None = None
-    ) -> PackedSearch:
-        """The ranking packed into ``budget``, building only the hits that fit."""
-        found = self._rank(request)
-        if found is None:
-            return PackedSearch(hits=[], ranked=0, tokens=0)
-        tokens = found.tokens
-        taken, used = pack_costs([tokens[p] for p in found.order], budget, max_hits)
-        chosen = [found.order[i] for i in taken]
-        return PackedSearch(hits=found.hits(chosen), ranked=len(found.order), tokens=used)
-
-    def _rank(self, request: SearchRequest) -> _Ranked | None:
+    async def search(self, request: SearchRequest) -> PackedSearch:
+        """Every vector of the agent under the embedder is a candidate of the pipeline."""
         expected = self._dimensions.get(request.embedder)
         if expected is not None:
             check_query_dimensions(request.embedder, expected, request.vector)
         agent = self._agents.get(request.agent_id)
         space = agent.space(request.embedder) if agent is not None else None
         if agent is None or space is None:
-            return None
-        cos = cosines(request.vector.astype(np.float32), space.matrix)
-        idx = np.flatnonzero(cos >= request.threshold)
-        if idx.size > request.limit:
-            # Admission: the nearest ``limit``, ties broken newer first then by id.
-            idx = idx[
-                nearest_first(cos[idx], space.created_us[idx], space.id_order[idx], request.limit)
-            ]
-        if idx.size == 0:
-            return None
-        c_cos = cos[idx]
-        c_bm25 = self._bm25(agent, space, idx, request.terms)
-        ranked = rank_arrays(
-            space.id_order[idx], space.created_us[idx], c_cos, c_bm25, request.params, request.now
-        )
-        # Plain lists: indexing numpy arrays element by element costs ~10× more per value. The
-        # memories themselves are looked up only for the hits built: right after the scan of the
-        # matrix each look-up misses the CPU caches (~1 µs; 0.6 ms for 500 candidates).
-        return _Ranked(
-            entries=agent.entries,
-            ids=space.ids,
-            columns=idx.tolist(),
-            tokens=space.tokens[idx].tolist(),
-            order=ranked.order.tolist(),
-            cosine=c_cos.tolist(),
-            bm25=c_bm25.tolist(),
-            dense=ranked.dense_rank.tolist(),
-            lexical=ranked.lexical_rank.tolist(),
-            recency=ranked.recency_rank.tolist(),
-            score=ranked.score.tolist(),
-        )
+            return PackedSearch(hits=[], ranked=0, tokens=0)
+        entries, ids, postings = agent.entries, space.ids, agent.postings
 
-    @staticmethod
-    def _bm25(
-        agent: _Agent, space: _Space, idx: npt.NDArray[np.intp], terms: Sequence[str]
-    ) -> npt.NDArray[np.float64]:
-        """BM25 of the candidates at ``idx``, term by term as :func:`ranking.bm25_score` sums."""
-        score = np.zeros(idx.size, dtype=np.float64)
-        n_docs = len(agent.entries)
-        avgdl = CorpusStats(n_docs, agent.total_length, {}).avgdl
-        lengths = space.lengths[idx]
-        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths / avgdl)
-        for term in terms:
-            posting = space.posting(term, agent.postings)
-            if posting is None:
-                continue
-            cols, tfs = posting
-            # Term frequency of each candidate: look its column up in the term's sorted columns.
-            at = np.minimum(np.searchsorted(cols, idx), cols.size - 1)
-            hit = cols[at] == idx
-            if not hit.any():
-                continue
-            f = np.where(hit, tfs[at], 0.0)
-            weight = idf(n_docs, agent.doc_freq[term])
-            score = score + np.where(f > 0, weight * (f * (BM25_K1 + 1.0)) / (f + norm), 0.0)
-        return score
+        def tf(
+            idx: npt.NDArray[np.intp], terms: Sequence[str]
+        ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+            return space.term_frequencies(idx, terms, postings)
+
+        candidates = Candidates(
+            cosine=cosines(request.vector.astype(np.float32), space.matrix),
+            created_us=space.created_us,
+            id_order=space.id_order,
+            tokens=space.tokens,
+            term_frequencies=tf,
+            # Looked up only for the hits built: right after the scan of the matrix each look-up
+            # misses the CPU caches.
+            memories=lambda columns: [entries[ids[c]].memory for c in columns],
+        )
+        stats = CorpusStats(len(entries), agent.total_length, agent.doc_freq)
+        return pipeline.search(request, candidates, stats)
 
 
 def from_config(config: MemoryConfig) -> InMemoryStore:
@@ -402,41 +352,3 @@ def from_config(config: MemoryConfig) -> InMemoryStore:
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-@dataclass(slots=True)
-class _Ranked:
-    """One search's admitted candidates (by position) and their ranking, as plain lists."""
-
-    entries: dict[str, _Entry]
-    #: The space's ids by column.
-    ids: list[str]
-    #: Each candidate's column and token count, by position.
-    columns: list[int]
-    tokens: list[int]
-    #: Candidate positions, best first.
-    order: list[int]
-    cosine: list[float]
-    bm25: list[float]
-    dense: list[int]
-    lexical: list[int]
-    recency: list[int]
-    score: list[float]
-
-    def hits(self, positions: Sequence[int]) -> list[ScoredMemory]:
-        """The hits at ``positions`` (in that order), each with its explanation."""
-        return [
-            ScoredMemory(
-                self.entries[self.ids[self.columns[p]]].memory,
-                Explain(
-                    self.cosine[p],
-                    self.dense[p],
-                    self.lexical[p] or None,
-                    self.recency[p],
-                    self.score[p],
-                    None,
-                    self.bm25[p] if self.bm25[p] > 0.0 else None,
-                ),
-            )
-            for p in positions
-        ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -204,9 +205,9 @@ async def test_upsert_replaces_and_updates_search(store: Store) -> None:
     assert await store.count_memories("agent") == 1
     got = await store.get_memory("agent", "m1")
     assert got is not None and got.content == "bananas only"
-    hits = await store.search(request("agent", "apples", [1, 0, 0, 0], threshold=0.5))
+    hits = (await store.search(request("agent", "apples", [1, 0, 0, 0], threshold=0.5))).hits
     assert hits == []
-    hits = await store.search(request("agent", "bananas", [0, 1, 0, 0], threshold=0.5))
+    hits = (await store.search(request("agent", "bananas", [0, 1, 0, 0], threshold=0.5))).hits
     assert [h.memory.id for h in hits] == ["m1"]
     assert hits[0].explain.lexical_rank == 1
 
@@ -221,7 +222,7 @@ async def test_tenant_isolation_by_memory_id(store: Store) -> None:
     b = await store.get_memory("B", "shared-id")
     assert a is not None and a.content == "A's secret"
     assert b is not None and b.content == "B's note"
-    hits = await store.search(request("B", "secret", [1, 0, 0, 0]))
+    hits = (await store.search(request("B", "secret", [1, 0, 0, 0]))).hits
     assert [h.memory.content for h in hits] == ["B's note"]
     await store.erase_agent("B")
     a = await store.get_memory("A", "shared-id")
@@ -254,7 +255,7 @@ async def test_search_with_wrong_dimension_is_an_error(store: Store) -> None:
     with pytest.raises(DimensionMismatchError):
         await store.search(request("agent", "x", [1, 0, 0]))
     with pytest.raises(DimensionMismatchError):
-        await store.search_packed(request("agent", "x", [1, 0, 0]), 100)
+        await store.search(replace(request("agent", "x", [1, 0, 0]), budget=100))
 
 
 async def test_packed_search_skips_what_does_not_fit(store: Store) -> None:
@@ -269,17 +270,19 @@ async def test_packed_search_skips_what_does_not_fit(store: Store) -> None:
     )
     by_cosine = RankingParams(hybrid=False, relevance_weight=1.0, recency_weight=0.0)
     req = request("agent", "zzz", [1, 0, 0, 0], threshold=0.5, params=by_cosine)
-    packed = await store.search_packed(req, 16)  # tokens: a 10, b 20, c 5
+    packed = await store.search(replace(req, budget=16))  # tokens: a 10, b 20, c 5
     assert [h.memory.id for h in packed.hits] == ["a", "c"]
     assert (packed.ranked, packed.tokens) == (3, 15)
     assert packed.hits[1].memory.content == "c" * 20
     assert packed.hits[1].explain.dense_rank == 3
-    best = await store.search_packed(req, None, 2)  # search_memories: the best two, no budget
+    best = await store.search(
+        replace(req, budget=None, max_hits=2)
+    )  # search_memories: the best two, no budget
     assert [h.memory.id for h in best.hits] == ["a", "b"]
     assert (best.ranked, best.tokens) == (3, 30)
-    empty = await store.search_packed(req, 0)
+    empty = await store.search(replace(req, budget=0))
     assert (empty.hits, empty.ranked, empty.tokens) == ([], 3, 0)
-    nobody = await store.search_packed(request("nobody", "x", [1, 0, 0, 0]), 100)
+    nobody = await store.search(replace(request("nobody", "x", [1, 0, 0, 0]), budget=100))
     assert (nobody.hits, nobody.ranked, nobody.tokens) == ([], 0, 0)
 
 
@@ -290,11 +293,11 @@ async def test_vectors_of_other_embedders_are_never_compared(store: Store) -> No
             record("agent", "m2", "other space", [1, 0, 0, 0, 0, 0], embedder="e2"),
         ]
     )
-    hits = await store.search(request("agent", "space", [1, 0, 0, 0], embedder="e1"))
+    hits = (await store.search(request("agent", "space", [1, 0, 0, 0], embedder="e1"))).hits
     assert [h.memory.id for h in hits] == ["m1"]
-    hits = await store.search(request("agent", "space", [1, 0, 0, 0, 0, 0], embedder="e2"))
+    hits = (await store.search(request("agent", "space", [1, 0, 0, 0, 0, 0], embedder="e2"))).hits
     assert [h.memory.id for h in hits] == ["m2"]
-    assert await store.search(request("agent", "space", [1, 0, 0], embedder="e3")) == []
+    assert (await store.search(request("agent", "space", [1, 0, 0], embedder="e3"))).hits == []
 
 
 async def test_deleted_memory_is_never_returned(store: Store) -> None:
@@ -303,7 +306,7 @@ async def test_deleted_memory_is_never_returned(store: Store) -> None:
     )
     assert await store.delete_memory("agent", "m2") is True
     assert await store.delete_memory("agent", "m2") is False
-    hits = await store.search(request("agent", "note 2", [1, 0.2, 0, 0]))
+    hits = (await store.search(request("agent", "note 2", [1, 0.2, 0, 0]))).hits
     assert "m2" not in [h.memory.id for h in hits]
     assert len(hits) == 4
     assert await store.get_memory("agent", "m2") is None
@@ -319,7 +322,7 @@ async def test_erase_agent_removes_everything_of_that_agent_only(store: Store) -
     assert await store.recent_turns("A", "s", limit=10, ttl_seconds=TTL) == []
     assert await store.get_session("A", "s", ttl_seconds=TTL) is None
     assert await store.count_memories("A") == 0
-    assert await store.search(request("A", "memory", [1, 0, 0, 0])) == []
+    assert (await store.search(request("A", "memory", [1, 0, 0, 0]))).hits == []
     assert await store.acquire_lock("A", "m", "new-holder", 60.0)  # the old lock went too
     # B untouched
     assert len(await store.recent_turns("B", "s", limit=10, ttl_seconds=TTL)) == 1
@@ -327,7 +330,7 @@ async def test_erase_agent_removes_everything_of_that_agent_only(store: Store) -
     assert not await store.acquire_lock("B", "m", "new-holder", 60.0)
     # A's BM25 statistics went too: a fresh memory of A is scored as if A had one document
     await store.upsert_memories([record("A", "n", "fresh memory", [1, 0, 0, 0])])
-    (hit,) = await store.search(request("A", "memory", [1, 0, 0, 0]))
+    (hit,) = (await store.search(request("A", "memory", [1, 0, 0, 0]))).hits
     # N = 1, df = 1: idf = ln(1 + 0.5/1.5); tf = 1, |D| = avgdl: bm25 = idf * 2.2 / 2.2
     import math
 
@@ -347,7 +350,7 @@ async def test_hand_worked_hybrid_ranking(store: Store) -> None:
             record("agent", "m3", "coffee beans", [0.6, 0.8, 0.0, 0.0], created_at=ago(days=1)),
         ]
     )
-    hits = await store.search(request("agent", "coffee?", [1, 0, 0, 0], threshold=0.5))
+    hits = (await store.search(request("agent", "coffee?", [1, 0, 0, 0], threshold=0.5))).hits
     ranks = {
         h.memory.id: (h.explain.dense_rank, h.explain.lexical_rank, h.explain.recency_rank)
         for h in hits
@@ -371,8 +374,11 @@ async def test_admission_threshold_and_limit(store: Store) -> None:
             record("agent", "d", "delta", [-0.5, 0.5, 0.5, 0.5]),
         ]
     )
-    ids = lambda hs: sorted(h.memory.id for h in hs)  # noqa: E731
-    assert ids(await store.search(request("agent", "q", [1, 0, 0, 0], threshold=0.5))) == ["a", "b"]
+    ids = lambda found: sorted(h.memory.id for h in found.hits)  # noqa: E731
+    assert ids(await store.search(request("agent", "q", [1, 0, 0, 0], threshold=0.5))) == [
+        "a",
+        "b",
+    ]
     assert ids(await store.search(request("agent", "q", [1, 0, 0, 0], threshold=0.5001))) == ["a"]
     assert ids(await store.search(request("agent", "q", [1, 0, 0, 0], threshold=0.2))) == [
         "a",
@@ -398,7 +404,7 @@ async def test_classic_blend_ranking(store: Store) -> None:
             record("agent", "mid", "middle", [0.8, 0.6, 0, 0], created_at=ago(days=15)),
         ]
     )
-    hits = await store.search(request("agent", "close", [1, 0, 0, 0], params=params))
+    hits = (await store.search(request("agent", "close", [1, 0, 0, 0], params=params))).hits
     assert [h.memory.id for h in hits] == ["new", "mid", "old"]
     scores = [h.explain.fused_score for h in hits]
     assert scores == pytest.approx([0.72, 0.71, 0.70], abs=1e-6)
@@ -414,7 +420,7 @@ async def test_ties_break_newer_first_then_by_id(store: Store) -> None:
             record("agent", "c", "same", same, created_at=NOW),
         ]
     )
-    hits = await store.search(request("agent", "same", same))
+    hits = (await store.search(request("agent", "same", same))).hits
     assert [h.memory.id for h in hits] == ["c", "a", "b"]
     assert [h.explain.dense_rank for h in hits] == [1, 2, 3]
 
@@ -422,7 +428,7 @@ async def test_ties_break_newer_first_then_by_id(store: Store) -> None:
 async def test_queries_full_of_operators_and_punctuation_just_work(store: Store) -> None:
     await store.upsert_memories([record("agent", "m", "it's a cat & dog's toy", [1, 0, 0, 0])])
     for q in ["cat & | ! ( ) :* <-> 'dog'", '"unterminated', "!!!", "a:b:c", "-not OR and", "%_\\"]:
-        hits = await store.search(request("agent", q, [1, 0, 0, 0]))
+        hits = (await store.search(request("agent", q, [1, 0, 0, 0]))).hits
         assert [h.memory.id for h in hits] == ["m"]
 
 
@@ -441,5 +447,5 @@ async def test_created_at_keeps_microseconds(store: Store) -> None:
             record("agent", "y", "same", [1, 0, 0, 0], created_at=a),
         ]
     )
-    hits = await store.search(request("agent", "same", [1, 0, 0, 0]))
+    hits = (await store.search(request("agent", "same", [1, 0, 0, 0]))).hits
     assert [h.memory.id for h in hits] == ["y", "x"]

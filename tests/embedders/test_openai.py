@@ -6,11 +6,8 @@ payloads are checked on the wire rather than through a mocked client.
 
 from __future__ import annotations
 
-import json
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
@@ -19,67 +16,7 @@ import pytest
 from actrone_pg import EmbedderError, MemoryConfig, MemoryManager
 from actrone_pg.embedders import create_embedder
 from actrone_pg.embedders.openai import OpenAIEmbedder, embeddings_url
-
-
-def vector_for(text: str, dims: int) -> list[float]:
-    """The server's deterministic 'embedding': character counts folded into ``dims`` slots."""
-    v = [0.0] * dims
-    for i, ch in enumerate(text):
-        v[(ord(ch) + i) % dims] += 1.0
-    return v
-
-
-class FakeServer:
-    """Answers POST /v1/embeddings; ``script`` holds (status, headers) to answer first."""
-
-    def __init__(self, dims: int = 8) -> None:
-        self.dims = dims
-        self.script: list[tuple[int, dict[str, str]]] = []
-        self.requests: list[dict[str, Any]] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(length))
-                server.requests.append(
-                    {"path": self.path, "auth": self.headers.get("Authorization"), "body": body}
-                )
-                if server.script:
-                    status, headers = server.script.pop(0)
-                    payload = json.dumps({"error": {"message": f"scripted {status}"}}).encode()
-                    self.send_response(status)
-                    for k, v in headers.items():
-                        self.send_header(k, v)
-                else:
-                    status = 200
-                    inputs = body["input"]
-                    dims = body.get("dimensions", server.dims)
-                    # Reversed, with indexes: the client must put them back in order.
-                    data = [
-                        {"object": "embedding", "index": i, "embedding": vector_for(t, dims)}
-                        for i, t in enumerate(inputs)
-                    ][::-1]
-                    payload = json.dumps({"object": "list", "data": data}).encode()
-                    self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self.thread.start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+from tests.helpers import FakeServer, vector_for
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The in-memory store's vectorised search equals the plain-Python reference, bit for bit."""
+"""The in-memory store's search (the pipeline) equals the plain-Python oracle, bit for bit."""
 
 from __future__ import annotations
 
@@ -9,21 +9,18 @@ import numpy as np
 import pytest
 
 from actrone_pg.ranking import (
-    Candidate,
     CorpusStats,
     RankingParams,
-    admit,
-    bm25_score,
     code_point_ranks,
     micros,
     nearest_first,
-    rank,
     rank_arrays,
     term_counts,
 )
 from actrone_pg.stores.base import MemoryRecord
 from actrone_pg.stores.memory import InMemoryStore
 from tests.factories import NOW, memory, request
+from tests.oracle import Candidate, admit, bm25_score, rank
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta".split()
 
@@ -85,7 +82,7 @@ async def test_vectorised_search_equals_reference(seed: int) -> None:
             for r in recs
         ]
         want = rank(admit(cands, req.threshold, req.limit), params, req.now)
-        got = await store.search(req)
+        got = (await store.search(req)).hits
         assert [h.memory.id for h in got] == [c.id for c, _ in want]
         for h, (_, e) in zip(got, want, strict=True):
             assert h.explain == e  # every field, scores bit-identical

@@ -21,10 +21,11 @@ from actrone_pg.errors import (
     StoreUnavailableError,
     ValidationError,
 )
-from actrone_pg.ranking import CorpusStats, bm25_score, term_counts, tokenize
+from actrone_pg.ranking import CorpusStats, term_counts, tokenize
 from actrone_pg.stores.postgres import PostgresStore
 from tests.factories import NOW, ago, record, request
 from tests.helpers import FixedEmbedder
+from tests.oracle import bm25_score
 
 pytestmark = pytest.mark.postgres
 
@@ -63,10 +64,12 @@ async def test_new_embedder_of_another_dimension_needs_no_rebuild(
     await store_postgres.upsert_memories(
         [record("a", "m2", "coffee", [1, 0, 0, 0, 0, 0, 0, 0], embedder="big")]
     )
-    small = await store_postgres.search(request("a", "coffee", [1, 0, 0, 0]))
-    big = await store_postgres.search(
-        request("a", "coffee", [1, 0, 0, 0, 0, 0, 0, 0], embedder="big")
-    )
+    small = (await store_postgres.search(request("a", "coffee", [1, 0, 0, 0]))).hits
+    big = (
+        await store_postgres.search(
+            request("a", "coffee", [1, 0, 0, 0, 0, 0, 0, 0], embedder="big")
+        )
+    ).hits
     assert [h.memory.id for h in small] == ["m1"]
     assert [h.memory.id for h in big] == ["m2"]
 
@@ -90,7 +93,7 @@ async def test_tsquery_syntax_and_punctuation_are_plain_text(
             record("a", "m2", "café crème", [1, 0.1, 0, 0]),
         ]
     )
-    hits = await store_postgres.search(request("a", query, [1, 0, 0, 0]))
+    hits = (await store_postgres.search(request("a", query, [1, 0, 0, 0]))).hits
     assert sorted(h.memory.id for h in hits) == ["m1", "m2"]
     terms = set(tokenize(query))
     for h in hits:
@@ -195,7 +198,7 @@ async def test_bm25_adds_its_terms_in_query_order_bit_for_bit(
         df.update(tf.keys())
     stats = CorpusStats(len(texts), sum(n for _, n in counts.values()), dict(df))
     query = "theta eta zeta epsilon delta gamma beta alpha"
-    hits = await store_postgres.search(request("a", query, [1, 0, 0, 0], limit=500))
+    hits = (await store_postgres.search(request("a", query, [1, 0, 0, 0], limit=500))).hits
     assert len(hits) == len(texts)
     terms = tokenize(query)
     reordered = 0
@@ -252,7 +255,7 @@ async def test_hybrid_search_is_callable_from_plain_sql(
             record("b", "x1", "coffee coffee coffee", [1, 0, 0, 0]),
         ]
     )
-    expected = await store_postgres.search(request("a", "coffee?", [1, 0, 0, 0], now=NOW))
+    expected = (await store_postgres.search(request("a", "coffee?", [1, 0, 0, 0], now=NOW))).hits
     schema = sql.Identifier(postgres_schema)
     query = sql.SQL(
         "SELECT id, dense_rank, lexical_rank, recency_rank, fused_score FROM {}.hybrid_search("
@@ -352,7 +355,7 @@ async def test_float_vectors_rank_like_numpy(store_postgres: PostgresStore) -> N
     recs = [record("a", f"m{i:03d}", "x", vecs[i]) for i in range(300)]
     await store_postgres.upsert_memories(recs)
     q = rng.normal(size=32)
-    hits = await store_postgres.search(request("a", "x", q, limit=50))
+    hits = (await store_postgres.search(request("a", "x", q, limit=50))).hits
     qn = (q / np.linalg.norm(q)).astype(np.float32)
     mat = np.stack([r.vector for r in recs])
     cos = mat @ qn
@@ -376,7 +379,10 @@ async def test_english_config_stems_terms_and_drops_stop_words(
                 record("a", "m2", "A dog sleeps", [0.9, 0.1, 0, 0]),
             ]
         )
-        hits = {h.memory.id: h for h in await store.search(request("a", "cat RUNS", [1, 0, 0, 0]))}
+        hits = {
+            h.memory.id: h
+            for h in (await store.search(request("a", "cat RUNS", [1, 0, 0, 0]))).hits
+        }
         assert hits["m1"].explain.lexical_rank == 1  # cats -> cat, running/runs -> run
         assert hits["m2"].explain.lexical_rank is None
         with psycopg.connect(postgres_dsn) as conn:
@@ -479,7 +485,7 @@ async def test_vectors_too_large_for_the_candidate_index_are_searched_too(
         [record("a", f"m{i:02d}", f"note {i}", vecs[i], embedder="wide") for i in range(30)]
     )
     q = vecs[7] + 0.01 * rng.normal(size=1536)
-    hits = await store_postgres.search(request("a", "note", q, embedder="wide", limit=5))
+    hits = (await store_postgres.search(request("a", "note", q, embedder="wide", limit=5))).hits
     assert len(hits) == 5
     nearest = next(h for h in hits if h.explain.dense_rank == 1)
     assert nearest.memory.id == "m07"

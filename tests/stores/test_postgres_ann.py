@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import numpy as np
 import psycopg
@@ -18,7 +19,7 @@ import pytest
 from psycopg import sql
 
 from actrone_pg.ranking import RankingParams
-from actrone_pg.stores.base import MemoryRecord, pack_search
+from actrone_pg.stores.base import MemoryRecord, pack_hits, stored_tokens
 from actrone_pg.stores.memory import InMemoryStore
 from actrone_pg.stores.postgres import PostgresStore, ann_index_name
 from tests.factories import record, request
@@ -104,27 +105,27 @@ async def test_a_large_agent_is_searched_through_its_own_index(
     recalls = []
     for q in range(20):
         req = request("big", "tea garden", _query(100 + q), threshold=0.2, limit=50, params=params)
-        got, want = await ann_store.search(req), await reference.search(req)
+        got, want = (await ann_store.search(req)).hits, (await reference.search(req)).hits
         want_ids = {h.memory.id for h in want}
         recalls.append(len({h.memory.id for h in got} & want_ids) / max(1, len(want_ids)))
         # ranked exactly over what the index found: admitted, ranks 1..n in every channel
         assert all(h.explain.cosine >= 0.2 - 1e-6 for h in got)
         assert sorted(h.explain.dense_rank for h in got) == list(range(1, len(got) + 1))
         assert sorted(h.explain.recency_rank for h in got) == list(range(1, len(got) + 1))
-        packed = await ann_store.search_packed(req, 60)
-        expected = await pack_search(ann_store, req, 60)
+        packed = await ann_store.search(replace(req, budget=60))
+        expected = pack_hits((await ann_store.search(req)).hits, stored_tokens, 60)
         assert [h.memory.id for h in packed.hits] == [h.memory.id for h in expected.hits]
     assert statistics.fmean(recalls) >= 0.9
     assert await _scans(postgres_dsn, scratch_schema, name, 0) >= 1  # the index was used
 
     # The small agent has no index and is still scanned exactly: the same answer as the reference.
     req = request("small", "tea", _query(7), threshold=0.2, limit=50)
-    got, want = await ann_store.search(req), await reference.search(req)
+    got, want = (await ann_store.search(req)).hits, (await reference.search(req)).hits
     assert [h.memory.id for h in got] == [h.memory.id for h in want]
 
     await ann_store.erase_agent("big")
     assert _indexes(postgres_dsn, scratch_schema) == {}
-    assert await ann_store.search(request("big", "tea", _query(1), threshold=0.2)) == []
+    assert (await ann_store.search(request("big", "tea", _query(1), threshold=0.2))).hits == []
 
 
 async def test_an_interrupted_build_is_replaced(

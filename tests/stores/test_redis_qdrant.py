@@ -35,6 +35,11 @@ from tests.factories import unit
 pytestmark = [pytest.mark.redis, pytest.mark.qdrant]
 
 rq = pytest.importorskip("actrone_pg.stores.redis_qdrant")
+from qdrant_client import models as qm  # noqa: E402
+from qdrant_client.http.exceptions import ResponseHandlingException  # noqa: E402
+
+from actrone_pg.stores.redis_qdrant import index, layout, writes  # noqa: E402
+
 RedisQdrantStore = rq.RedisQdrantStore
 
 TTL = 3600.0
@@ -77,7 +82,7 @@ def request(agent: str, query: str, vec: list[float], *, threshold: float = 0.1)
 
 async def redis_state(store: Any, agent: str) -> dict[str, Any]:
     """The agent's memory index and BM25 statistics as stored in Redis."""
-    ak = rq._AgentKeys.of(store._prefix, agent)
+    ak = layout.AgentKeys.of(store._prefix, agent)
     r = store._redis
     return {
         "mem": await r.hgetall(ak.mem),
@@ -104,11 +109,11 @@ def assert_same_explanations(got: list[Any], want: list[Any]) -> None:
 
 
 async def test_keys_of_colliding_looking_ids_are_distinct() -> None:
-    a = rq._AgentKeys.of("p", "a:b").session_keys("c")[0]
-    b = rq._AgentKeys.of("p", "a").session_keys("b:c")[0]
+    a = layout.AgentKeys.of("p", "a:b").session_keys("c")[0]
+    b = layout.AgentKeys.of("p", "a").session_keys("b:c")[0]
     assert set(a).isdisjoint(b[:3])
     # Glob and hash-tag characters never reach a key.
-    key = rq._AgentKeys.of("p", "user_%*?{x}").turns(rq._enc("[s] *"))
+    key = layout.AgentKeys.of("p", "user_%*?{x}").turns(layout.enc("[s] *"))
     assert key == "p:v1:{user_%25%2A%3F%7Bx%7D}:turns:%5Bs%5D%20%2A"
 
 
@@ -143,7 +148,7 @@ async def test_wildcard_ids_match_only_themselves(store_redis_qdrant: Any) -> No
     for agent in ("user_1", "?"):
         assert await s.count_memories(agent) == 1
         assert len(await s.recent_turns(agent, "*", limit=10, ttl_seconds=TTL)) == 1
-        hits = await s.search(request(agent, "note", [1, 0, 0]))
+        hits = (await s.search(request(agent, "note", [1, 0, 0]))).hits
         assert [h.memory.content for h in hits] == [f"note of {agent}"]
 
 
@@ -164,7 +169,7 @@ async def test_concurrent_appends_never_exceed_max_turns(store_redis_qdrant: Any
     await asyncio.gather(
         *(s.append_turn(turn("a", "s", n), max_turns=3, ttl_seconds=TTL) for n in range(1, 31))
     )
-    keys, _ = rq._AgentKeys.of(s._prefix, "a").session_keys("s")
+    keys, _ = layout.AgentKeys.of(s._prefix, "a").session_keys("s")
     assert await s._redis.llen(keys[0]) == 3
     assert await s._redis.zcard(keys[1]) == 30  # every id is remembered for retries
     info = await s.get_session("a", "s", ttl_seconds=TTL)
@@ -182,20 +187,20 @@ async def test_retried_append_is_stored_once_even_after_trimming(store_redis_qdr
 
 async def test_remembered_turn_ids_are_bounded(store_redis_qdrant: Any) -> None:
     s = store_redis_qdrant
-    keys, _ = rq._AgentKeys.of(s._prefix, "a").session_keys("s")
-    for n in range(1, rq._TURN_IDS_KEPT + 6):
+    keys, _ = layout.AgentKeys.of(s._prefix, "a").session_keys("s")
+    for n in range(1, layout.TURN_IDS_KEPT + 6):
         await s.append_turn(turn("a", "s", n), max_turns=2, ttl_seconds=TTL)
-    assert await s._redis.zcard(keys[1]) == rq._TURN_IDS_KEPT
+    assert await s._redis.zcard(keys[1]) == layout.TURN_IDS_KEPT
     # the oldest remembered id is the 6th; retries of anything newer are still no-ops
     assert await s._redis.zrange(keys[1], 0, 0) == ["t6"]
     await s.append_turn(turn("a", "s", 6), max_turns=2, ttl_seconds=TTL)
     got = await s.recent_turns("a", "s", limit=5, ttl_seconds=TTL)
-    assert [t.id for t in got] == [f"t{rq._TURN_IDS_KEPT + 4}", f"t{rq._TURN_IDS_KEPT + 5}"]
+    assert [t.id for t in got] == [f"t{layout.TURN_IDS_KEPT + 4}", f"t{layout.TURN_IDS_KEPT + 5}"]
 
 
 async def test_the_erasure_keyset_holds_only_live_keys(store_redis_qdrant: Any) -> None:
     s = store_redis_qdrant
-    ak = rq._AgentKeys.of(s._prefix, "a")
+    ak = layout.AgentKeys.of(s._prefix, "a")
     await s.append_turn(turn("a", "old", 1), max_turns=5, ttl_seconds=0.6)
     assert await s.acquire_lock("a", "brief", "h", 0.6)
     await s.append_turn(turn("a", "live", 1), max_turns=5, ttl_seconds=TTL)
@@ -218,7 +223,7 @@ async def test_session_expires_after_ttl_and_restarts_empty(store_redis_qdrant: 
     s = store_redis_qdrant
     await s.append_turn(turn("a", "s", 1), max_turns=5, ttl_seconds=1.0)
     await s.set_session_metadata("a", "s", {"k": 1}, ttl_seconds=1.0)
-    keys, _ = rq._AgentKeys.of(s._prefix, "a").session_keys("s")
+    keys, _ = layout.AgentKeys.of(s._prefix, "a").session_keys("s")
     for key in keys[:3]:
         assert 0 < await s._redis.pttl(key) <= 1000
     assert len(await s.recent_turns("a", "s", limit=5, ttl_seconds=1.0)) == 1
@@ -294,12 +299,12 @@ async def test_tenant_isolation_with_anothers_memory_id(store_redis_qdrant: Any)
     await s.upsert_memories([record("B", "m1", "note of B", [1, 0, 0])])
     a = await s.get_memory("A", "m1")
     assert a is not None and a.content == "secret of A"
-    assert [h.memory.content for h in await s.search(request("B", "secret", [1, 0, 0]))] == [
+    assert [h.memory.content for h in (await s.search(request("B", "secret", [1, 0, 0]))).hits] == [
         "note of B"
     ]
     assert await s.delete_memory("B", "m1") is True
     assert await s.count_memories("A") == 1
-    assert [h.memory.id for h in await s.search(request("A", "x", [1, 0, 0]))] == ["m1"]
+    assert [h.memory.id for h in (await s.search(request("A", "x", [1, 0, 0]))).hits] == ["m1"]
 
 
 async def test_upsert_replaces_and_retry_leaves_statistics_unchanged(
@@ -329,7 +334,7 @@ async def test_deleted_memory_is_never_returned(store_redis_qdrant: Any) -> None
     )
     assert await s.delete_memory("a", "m1") is True
     assert await s.delete_memory("a", "m1") is False
-    assert [h.memory.id for h in await s.search(request("a", "apple", [1, 0, 0]))] == ["m2"]
+    assert [h.memory.id for h in (await s.search(request("a", "apple", [1, 0, 0]))).hits] == ["m2"]
     assert await s.get_memory("a", "m1") is None
     assert (await redis_state(s, "a"))["df"] == {"apple": "1", "tart": "1"}
 
@@ -365,11 +370,11 @@ async def test_qdrant_failure_mid_batch_rolls_back_everything(
         nonlocal calls
         calls += 1
         if calls == 2:
-            raise rq.ResponseHandlingException(ConnectionError("connection reset"))
+            raise ResponseHandlingException(ConnectionError("connection reset"))
         return await real_upsert(*args, **kwargs)
 
     monkeypatch.setattr(client, "upsert", flaky_upsert)
-    n = rq._QDRANT_CHUNK + 10
+    n = writes.QDRANT_CHUNK + 10
     batch = [record("a", "old", "replaced words", [1, 0, 0])] + [
         record("a", f"m{i}", f"new memory {i}", [1, 0.01 * i, 0]) for i in range(n)
     ]
@@ -380,10 +385,10 @@ async def test_qdrant_failure_mid_batch_rolls_back_everything(
     assert await s.count_memories("a") == 1
     old = await s.get_memory("a", "old")
     assert old is not None and old.content == "old words here"
-    hits = await s.search(request("a", "memory", [1, 0, 0], threshold=0.01))
+    hits = (await s.search(request("a", "memory", [1, 0, 0], threshold=0.01))).hits
     assert [h.memory.id for h in hits] == ["old"]
     count = await client.count(
-        s._collection("e", 3), count_filter=rq._agent_filter("a"), exact=True
+        s._collection("e", 3), count_filter=layout.agent_filter("a"), exact=True
     )
     assert count.count == 1
 
@@ -407,12 +412,12 @@ async def test_erase_agent_removes_everything_of_that_agent_only(store_redis_qdr
         )
     }  # fmt: skip
     assert await s.count_memories("x") == 0
-    assert await s.search(request("x", "memory", [1, 0, 0])) == []
+    assert (await s.search(request("x", "memory", [1, 0, 0]))).hits == []
     assert await s.acquire_lock("x", "maint", "h2", 60.0) is True
     assert await s.acquire_lock("y", "maint", "h2", 60.0) is False
     assert await s.count_memories("y") == 2
     for coll in (s._collection("e", 3), s._collection("e2", 2)):
-        n = await s._qdrant.count(coll, count_filter=rq._agent_filter("x"), exact=True)
+        n = await s._qdrant.count(coll, count_filter=layout.agent_filter("x"), exact=True)
         assert n.count == 0
 
 
@@ -422,7 +427,7 @@ async def test_memory_moves_between_embedders_without_mixing_spaces(
     s = store_redis_qdrant
     await s.upsert_memories([record("a", "m", "apple", [1, 0, 0])])
     await s.upsert_memories([record("a", "m", "apple", [1, 0], embedder="e2")])
-    assert await s.search(request("a", "apple", [1, 0, 0])) == []
+    assert (await s.search(request("a", "apple", [1, 0, 0]))).hits == []
     got = await s.get_memory("a", "m")
     assert got is not None and got.embedder == "e2"
     n = await s._qdrant.count(s._collection("e", 3), exact=True)
@@ -446,8 +451,8 @@ async def test_admission_at_exactly_the_threshold(store_redis_qdrant: Any) -> No
     cos = sorted((np.stack([r.vector for r in recs]) @ q).astype(np.float64).tolist())
     for threshold in (cos[30], cos[45], cos[-1]):
         req = replace(request("a", "memory", [1.0] * 16, threshold=threshold), vector=q)
-        got = [h.memory.id for h in await s.search(req)]
-        want = [h.memory.id for h in await ref.search(req)]
+        got = [h.memory.id for h in (await s.search(req)).hits]
+        want = [h.memory.id for h in (await ref.search(req)).hits]
         assert got == want
         assert len(got) >= 1
 
@@ -472,8 +477,8 @@ async def test_limit_keeps_the_nearest_and_matches_reference(store_redis_qdrant:
     for k in range(5):
         q = unit(rng.standard_normal(8).tolist())
         req = replace(request("a", "apple fig", [1.0] * 8, threshold=-0.5), vector=q, limit=40)
-        got = await s.search(req)
-        want = await ref.search(req)
+        got = (await s.search(req)).hits
+        want = (await ref.search(req)).hits
         assert [h.memory.id for h in got] == [h.memory.id for h in want], k
         assert_same_explanations(got, want)
         assert len(got) == 40
@@ -689,13 +694,13 @@ async def test_l1_read_and_l2_search_use_separate_connections(store_redis_qdrant
         )
     finally:
         await pool.release(hostage)
-    assert [t.id for t in turns] == ["t1"] and [h.memory.id for h in hits] == ["m"]
+    assert [t.id for t in turns] == ["t1"] and [h.memory.id for h in hits.hits] == ["m"]
 
 
 def test_point_ids_are_deterministic_and_tenant_scoped() -> None:
-    assert rq._point_id("A", "m1") != rq._point_id("B", "m1")
-    assert rq._point_id("A", "m1") == rq._point_id("A", "m1")
-    assert rq._point_id("A", "m1") == str(
+    assert layout.point_id("A", "m1") != layout.point_id("B", "m1")
+    assert layout.point_id("A", "m1") == layout.point_id("A", "m1")
+    assert layout.point_id("A", "m1") == str(
         uuid.uuid5(uuid.UUID("3b0f7a52-9e64-4c1d-8a7e-5d2c9f4b1e36"), "A\x00m1")
     )
 
@@ -709,12 +714,12 @@ async def test_lost_redis_index_is_rebuilt_from_qdrant(
     )
     await s.upsert_memories([record("b", "m1", "apple", [1, 0, 0])])
     before_state = await redis_state(s, "a")
-    before = await s.search(request("a", "apple", [1, 0, 0]))
-    ak = rq._AgentKeys.of(s._prefix, "a")
+    before = (await s.search(request("a", "apple", [1, 0, 0]))).hits
+    ak = layout.AgentKeys.of(s._prefix, "a")
     await s._redis.delete(ak.mem, ak.doc, ak.df, ak.stats)  # what a restart without AOF does
     assert await s._redis.hlen(ak.mem) == 0
     with caplog.at_level("WARNING", logger="actrone_pg.stores.redis_qdrant"):
-        assert await s.search(request("a", "apple", [1, 0, 0])) == before
+        assert (await s.search(request("a", "apple", [1, 0, 0]))).hits == before
     assert "rebuilt the Redis index of agent 'a': 2 memories" in caplog.text
     assert await redis_state(s, "a") == before_state
     assert await s.count_memories("a") == 2
@@ -741,19 +746,19 @@ async def test_cosines_are_recomputed_only_for_near_ties(
         return await real(*args, **kwargs)
 
     monkeypatch.setattr(s._qdrant, "retrieve", spy)
-    hits = await s.search(request("a", "x", [1, 0, 0], threshold=0.01))
+    hits = (await s.search(request("a", "x", [1, 0, 0], threshold=0.01))).hits
     # dense ranks far 1, twin1 2, twin2 3, mid 4; recency (all equal times) by id: far, mid,
     # twin1, twin2. RRF: far 2/61, twin1 1/62+1/63, mid 1/64+1/62, twin2 1/63+1/64.
     assert [h.memory.id for h in hits] == ["far", "twin1", "mid", "twin2"]
-    assert asked == [sorted([rq._point_id("a", "twin1"), rq._point_id("a", "twin2")])]
+    assert asked == [sorted([layout.point_id("a", "twin1"), layout.point_id("a", "twin2")])]
     # A threshold right at a candidate's cosine puts that candidate under recomputation too,
     # and it is admitted (cosine >= threshold, with the same float32 arithmetic).
     asked.clear()
     cos_mid = float(unit([1, 1, 0]) @ unit([1, 0, 0]))
-    hits = await s.search(request("a", "x", [1, 0, 0], threshold=cos_mid))
+    hits = (await s.search(request("a", "x", [1, 0, 0], threshold=cos_mid))).hits
     # The same four candidates in the same order; mid is recomputed as well as the twins.
     assert [h.memory.id for h in hits] == ["far", "twin1", "mid", "twin2"]
-    assert sorted(asked[0]) == sorted([rq._point_id("a", i) for i in ("mid", "twin1", "twin2")])
+    assert sorted(asked[0]) == sorted([layout.point_id("a", i) for i in ("mid", "twin1", "twin2")])
 
 
 async def test_a_batch_interleaving_agents_keeps_each_record_with_its_agent(
@@ -770,9 +775,12 @@ async def test_a_batch_interleaving_agents_keeps_each_record_with_its_agent(
     )
     b = await s.get_memory("b", "m1")
     assert b is not None and (b.content, b.embedder) == ("b new", "e2")
-    assert await s._qdrant.count(s._collection("e", 3), exact=True) == rq.qm.CountResult(count=2)
-    assert [h.memory.id for h in await s.search(request("a", "a", [1, 0, 0]))] == ["m1", "m2"]
-    assert await s.search(request("b", "b", [0, 1, 0])) == []
+    assert await s._qdrant.count(s._collection("e", 3), exact=True) == qm.CountResult(count=2)
+    assert [h.memory.id for h in (await s.search(request("a", "a", [1, 0, 0]))).hits] == [
+        "m1",
+        "m2",
+    ]
+    assert (await s.search(request("b", "b", [0, 1, 0]))).hits == []
 
 
 async def test_redis_failure_mid_batch_undoes_the_chunks_already_applied(
@@ -797,14 +805,14 @@ async def test_redis_failure_mid_batch_undoes_the_chunks_already_applied(
     monkeypatch.setattr(s, "_script", flaky_script)
     batch = [record("a", "m0", "replacement", [1, 0, 0])] + [
         record("a", f"m{i}", f"word{i} common", [1, 0.001 * i, 0])
-        for i in range(1, rq._REDIS_CHUNK + 20)
+        for i in range(1, index.REDIS_CHUNK + 20)
     ]
     with pytest.raises(StoreUnavailableError):
         await s.upsert_memories(batch)
     monkeypatch.setattr(s, "_script", real_script)
     assert calls == 3  # chunk 1, chunk 2 (failed), the undo of chunk 1
     assert await redis_state(s, "a") == before
-    assert await s._qdrant.count(s._collection("e", 3), exact=True) == rq.qm.CountResult(count=1)
+    assert await s._qdrant.count(s._collection("e", 3), exact=True) == qm.CountResult(count=1)
     got = await s.get_memory("a", "m0")
     assert got is not None and got.content == "already here"
 
@@ -825,12 +833,12 @@ async def test_after_losing_all_of_redis_qdrant_data_is_found_again(
     await s.upsert_memories(
         [record("a", "m1", "apple pie", [1, 0, 0]), record("b", "m1", "secret", [1, 0, 0])]
     )
-    before = await s.search(request("a", "apple", [1, 0, 0]))
+    before = (await s.search(request("a", "apple", [1, 0, 0]))).hits
     await _lose_redis(s)
     # A write with another dimension is still refused: Qdrant's collections remember it.
     with pytest.raises(DimensionMismatchError):
         await s.upsert_memories([record("c", "m", "x", [1, 0])])
-    assert await s.search(request("a", "apple", [1, 0, 0])) == before
+    assert (await s.search(request("a", "apple", [1, 0, 0]))).hits == before
     assert await s.count_memories("a") == 1
     # Reads and deletes by id find the memories again too (each rebuilds a lost index first).
     await _lose_redis(s)
@@ -839,14 +847,16 @@ async def test_after_losing_all_of_redis_qdrant_data_is_found_again(
     await _lose_redis(s)
     assert await s.delete_memory("a", "m1") is True
     assert await s.get_memory("a", "m1") is None
-    assert await s.search(request("a", "apple", [1, 0, 0])) == []
+    assert (await s.search(request("a", "apple", [1, 0, 0]))).hits == []
     await _lose_redis(s)
     assert await s.count_memories("b") == 1
     # Erasure reaches the points even though Redis no longer lists b's memories.
     await s.erase_agent("b")
-    n = await s._qdrant.count(s._collection("e", 3), count_filter=rq._agent_filter("b"), exact=True)
+    n = await s._qdrant.count(
+        s._collection("e", 3), count_filter=layout.agent_filter("b"), exact=True
+    )
     assert n.count == 0
-    assert await s.search(request("b", "secret", [1, 0, 0])) == []
+    assert (await s.search(request("b", "secret", [1, 0, 0]))).hits == []
 
 
 async def test_collections_of_a_longer_prefix_are_not_ours(store_redis_qdrant: Any) -> None:
@@ -854,11 +864,11 @@ async def test_collections_of_a_longer_prefix_are_not_ours(store_redis_qdrant: A
     await s.upsert_memories([record("a", "m1", "mine", [1, 0, 0])])
     other = f"{s._prefix}_x_e-9f2a_{'0' * 8}_3"  # what prefix "<ours>_x" could create
     await s._qdrant.create_collection(
-        other, vectors_config=rq.qm.VectorParams(size=3, distance=rq.qm.Distance.DOT)
+        other, vectors_config=qm.VectorParams(size=3, distance=qm.Distance.DOT)
     )
     await s._qdrant.upsert(
         other,
-        points=[rq.qm.PointStruct(id=rq._point_id("a", "z"), vector=[1.0, 0.0, 0.0],
+        points=[qm.PointStruct(id=layout.point_id("a", "z"), vector=[1.0, 0.0, 0.0],
                                   payload={"agent_id": "a"})],
         wait=True,
     )  # fmt: skip

@@ -1,0 +1,211 @@
+"""The ranking pipeline of spec §3, without I/O: candidates and statistics in, ranked hits out.
+
+A Python store supplies only what it holds: its candidates as arrays aligned by position
+(:class:`Candidates`) and the agent's BM25 statistics (:class:`~actrone_pg.ranking.CorpusStats`).
+:func:`search` does the rest, the same way for every such store::
+
+    candidates ──admit──> admitted ──bm25, rank_arrays──> ranked ──pack──> hits + Explain
+
+The rules it applies (tie order, BM25, RRF, the classic blend) are :mod:`actrone_pg.ranking`;
+the packing is :func:`actrone_pg.budget.pack_costs`. PostgreSQL renders the same pipeline in SQL
+(``hybrid_search.sql``, ``pack_positions.sql``) and is pinned to this one by the parity tests.
+
+Adding a ranking channel or a filter means: this module (and :mod:`actrone_pg.ranking` for the
+rule), the SQL, the PostgreSQL row decoder, and the config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from actrone_pg.budget import pack_costs
+from actrone_pg.models import Explain, Memory, ScoredMemory, Vector
+from actrone_pg.ranking import CorpusStats, RankingParams, bm25, nearest_first, rank_arrays
+
+__all__ = [
+    "Candidates",
+    "PackedSearch",
+    "SearchRequest",
+    "TermFrequencies",
+    "admit",
+    "explains",
+    "pack_hits",
+    "rerank",
+    "search",
+    "stored_tokens",
+]
+
+#: ``(positions, terms)`` -> (frequency of each term in each candidate at ``positions``, as a
+#: ``len(terms) × len(positions)`` matrix; each candidate's length in tokens).
+TermFrequencies = Callable[
+    [npt.NDArray[np.intp], Sequence[str]],
+    tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]],
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """One L2 search: admission, the three rankings, fusion and packing, for one agent.
+
+    ``budget`` (tokens) and ``max_hits`` bound the hits returned, as
+    :func:`~actrone_pg.budget.pack_costs` takes them in rank order, each costing its stored
+    ``token_count``; ``None`` for both returns every ranked memory.
+    """
+
+    agent_id: str
+    query: str
+    terms: tuple[str, ...]
+    vector: Vector
+    embedder: str
+    threshold: float
+    limit: int
+    params: RankingParams
+    now: datetime
+    budget: int | None = None
+    max_hits: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PackedSearch:
+    """The ranked memories that fit a request's budget, and how many were ranked in all."""
+
+    #: Chosen memories, best first, each with its explanation.
+    hits: list[ScoredMemory]
+    #: How many memories the search ranked (every admitted candidate).
+    ranked: int
+    #: Tokens of the chosen memories.
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """A store's candidates for one search, aligned by position, before admission.
+
+    Only the arrays are read for every candidate; ``term_frequencies`` is asked for the admitted
+    ones, and ``memories`` only for the hits that fit (building a memory is the expensive part).
+    """
+
+    cosine: npt.NDArray[np.float64]
+    created_us: npt.NDArray[np.int64]
+    #: Integers that order the candidates as their ids compare (see ``ranking.code_point_ranks``).
+    id_order: npt.NDArray[np.int64]
+    #: Each candidate's stored token count: its cost in the budget.
+    tokens: npt.NDArray[np.int64]
+    term_frequencies: TermFrequencies
+    #: The memories at the given positions, in that order.
+    memories: Callable[[list[int]], list[Memory]]
+
+
+def admit(candidates: Candidates, threshold: float, limit: int) -> npt.NDArray[np.intp]:
+    """Positions with ``cosine >= threshold``: the nearest ``limit`` (ties newer, then id)."""
+    idx = np.flatnonzero(candidates.cosine >= threshold)
+    if idx.size > limit:
+        idx = idx[
+            nearest_first(
+                candidates.cosine[idx],
+                candidates.created_us[idx],
+                candidates.id_order[idx],
+                limit,
+            )
+        ]
+    return idx
+
+
+def search(request: SearchRequest, candidates: Candidates, stats: CorpusStats) -> PackedSearch:
+    """Admit, score BM25, rank, fuse and pack ``candidates`` for ``request``.
+
+    ``stats`` covers the agent's whole corpus (its ``doc_freq`` needs only the query's terms).
+    """
+    admitted = admit(candidates, request.threshold, request.limit)
+    if admitted.size == 0:
+        return PackedSearch(hits=[], ranked=0, tokens=0)
+    cosine = candidates.cosine[admitted]
+    tf, lengths = candidates.term_frequencies(admitted, request.terms)
+    scores = bm25(tf, lengths, [stats.doc_freq.get(t, 0) for t in request.terms], stats)
+    ranked = rank_arrays(
+        candidates.id_order[admitted],
+        candidates.created_us[admitted],
+        cosine,
+        scores,
+        request.params,
+        request.now,
+    )
+    # Packing walks plain lists: indexing numpy arrays element by element costs ~10× more.
+    order = ranked.order.tolist()
+    tokens = candidates.tokens[admitted].tolist()
+    taken, used = pack_costs([tokens[p] for p in order], request.budget, request.max_hits)
+    # The chosen hits' values, gathered by numpy and turned into lists once.
+    chosen = ranked.order[np.asarray(taken, dtype=np.intp)]
+    memories = candidates.memories(admitted[chosen].tolist())
+    explained = explains(
+        cosine[chosen].tolist(),
+        scores[chosen].tolist(),
+        ranked.dense_rank[chosen].tolist(),
+        ranked.lexical_rank[chosen].tolist(),
+        ranked.recency_rank[chosen].tolist(),
+        ranked.score[chosen].tolist(),
+    )
+    hits = [ScoredMemory(m, e) for m, e in zip(memories, explained, strict=True)]
+    return PackedSearch(hits=hits, ranked=len(order), tokens=used)
+
+
+def explains(
+    cosine: Sequence[float],
+    bm25: Sequence[float | None],
+    dense_rank: Sequence[int],
+    lexical_rank: Sequence[int | None],
+    recency_rank: Sequence[int],
+    fused_score: Sequence[float],
+) -> list[Explain]:
+    """The explanations of hits given column by column (one entry per hit, in order).
+
+    A lexical rank of 0 or ``None`` and a BM25 of 0 or ``None`` mean "absent from that ranking".
+    """
+    return [
+        # Positional, in one comprehension: built for every hit returned, up to 500 a search.
+        Explain(c, d, lx or None, r, f, None, b if b is not None and b > 0.0 else None)
+        for c, b, d, lx, r, f in zip(
+            cosine, bm25, dense_rank, lexical_rank, recency_rank, fused_score, strict=True
+        )
+    ]
+
+
+def pack_hits(
+    hits: list[ScoredMemory],
+    cost: Callable[[ScoredMemory], int],
+    budget: int | None,
+    max_hits: int | None = None,
+) -> PackedSearch:
+    """Ranked ``hits`` packed by :func:`~actrone_pg.budget.pack_costs`, each costing ``cost``.
+
+    For hits whose cost or order the caller changes after the store ranked them (a custom token
+    counter, a reranker); ``ranked`` is then ``len(hits)``.
+    """
+    taken, used = pack_costs([cost(h) for h in hits], budget, max_hits)
+    return PackedSearch(hits=[hits[i] for i in taken], ranked=len(hits), tokens=used)
+
+
+def stored_tokens(hit: ScoredMemory) -> int:
+    """A hit's cost in the budget: the token count stored with its memory."""
+    return hit.memory.token_count
+
+
+def rerank(hits: Sequence[ScoredMemory], scores: Sequence[float]) -> list[ScoredMemory]:
+    """``hits`` ordered by a reranker's ``scores`` (one per hit), best first.
+
+    The sort is stable: equal rerank scores keep their fused order.
+    """
+    order = sorted(range(len(hits)), key=lambda i: -scores[i])
+    return [
+        ScoredMemory(
+            memory=hits[i].memory, explain=replace(hits[i].explain, rerank_score=scores[i])
+        )
+        for i in order
+    ]

@@ -1,0 +1,359 @@
+"""The PostgreSQL store's base layer: configuration, the pool, error mapping, the schema check.
+
+Every call takes its connection through :meth:`Connection._conn`, which maps psycopg's errors
+and timeouts onto :mod:`actrone_pg.errors`. Text search normalisation (a configuration other than
+``simple`` turns tokens into lexemes) and the embedder registry are here too: both writes and
+search need them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import re
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from actrone_pg.errors import (
+    ConfigurationError,
+    MissingDependencyError,
+    SchemaError,
+    StoreError,
+    StoreUnavailableError,
+)
+from actrone_pg.ranking import term_counts, tokenize
+from actrone_pg.stores.base import dimension_mismatch
+from actrone_pg.stores.postgres import rows
+from actrone_pg.stores.postgres.statements import (
+    ANALYZE_FIRST,
+    NORMALISE,
+    RECORD_TS_CONFIG,
+    SELECT_EMBEDDERS,
+    SELECT_TS_CONFIG,
+    SETTLE_SECONDS,
+    VECTOR_SCHEMA,
+)
+
+try:
+    import psycopg
+    from pgvector.psycopg import register_vector_async
+    from psycopg import sql
+    from psycopg.rows import TupleRow, dict_row
+    from psycopg_pool import AsyncConnectionPool, PoolTimeout
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingDependencyError("postgres", exc.name or "psycopg") from None
+
+__all__ = ["Connection"]
+
+logger = logging.getLogger("actrone_pg.postgres")
+
+_Conn = psycopg.AsyncConnection[TupleRow]
+
+
+class Connection:
+    """The store's configuration and state, its pool, and the errors it maps.
+
+    The other layers of :class:`~actrone_pg.stores.postgres.PostgresStore` build on this one;
+    its constructor is the store's (the parameters are described there).
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        schema: str = "actrone",
+        auto_migrate: bool = True,
+        data_dir: str | Path | None = None,
+        pool_min_size: int = 1,
+        pool_max_size: int = 10,
+        connect_timeout: float = 5.0,
+        statement_timeout: float = 30.0,
+        text_search_config: str = "simple",
+        ann_min_memories: int = 50_000,
+        ann_ef_search: int = 800,
+    ) -> None:
+        from actrone_pg.migrations import validate_schema
+
+        self.schema = validate_schema(schema)
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*", text_search_config):
+            raise ConfigurationError(
+                "postgres_text_search_config", f"{text_search_config!r} is not a plain identifier"
+            )
+        self._ts_config = text_search_config
+        # token -> its lexeme under a non-'simple' configuration (None for a stop word)
+        self._lexemes: dict[str, str | None] = {}
+        self._dsn = dsn
+        self._auto_migrate = auto_migrate
+        self._data_dir = Path(data_dir) if data_dir is not None else None
+        self._min_size = pool_min_size
+        self._max_size = pool_max_size
+        self._connect_timeout = connect_timeout
+        self._statement_timeout = statement_timeout
+        # A call never waits longer than this, whatever the network does.
+        self._op_timeout = connect_timeout + statement_timeout
+        self._pool: AsyncConnectionPool[_Conn] | None = None
+        self._dimensions: dict[str, int] = {}
+        self._sql: dict[str, sql.Composed] = {}
+        self._ann_ef_search = ann_ef_search
+        # -- the maintenance layer's state (maintenance.py) --
+        # Memories written by this store, and the count at which it next runs ANALYZE.
+        self._written = 0
+        self._next_analyze = ANALYZE_FIRST
+        # Memories written since the last maintenance, when the last write ended, and the task
+        # that runs the maintenance once writes pause (see _settle).
+        self._unmaintained = 0
+        self._last_write = 0.0
+        self._settle_seconds = SETTLE_SECONDS
+        self._settle_task: asyncio.Task[None] | None = None
+        # Large agents' HNSW indexes: (agent, embedder) -> (has a valid one, when last checked),
+        # the builds running in the background, and when a build last failed.
+        self._ann_min = ann_min_memories
+        self._ann_known: dict[tuple[str, str], tuple[bool, float]] = {}
+        self._ann_builds: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._ann_failed: dict[tuple[str, str], float] = {}
+        # Index builds and ANALYZE take turns (see ANN_LOCK); an ANALYZE due while a build runs
+        # is run by the build when it is done, so that writers never wait for a build.
+        self._maintenance = asyncio.Lock()
+        self._analyze_pending = False
+        self._vector_schema = "public"
+
+    @property
+    def dsn(self) -> str | None:
+        """The server's connection string (for the embedded server, known after setup)."""
+        return self._dsn
+
+    # -- lifecycle --
+    async def setup(self) -> None:
+        """Start the embedded server if needed, migrate (or check the schema), open the pool."""
+        if self._pool is not None:
+            return
+        if self._dsn is None:
+            from actrone_pg._embedded import embedded_dsn
+
+            if self._data_dir is None:
+                from actrone_pg.config import default_data_dir
+
+                self._data_dir = Path(default_data_dir())
+            self._dsn = await asyncio.to_thread(embedded_dsn, self._data_dir)
+        await asyncio.to_thread(self._prepare_schema, self._dsn)
+        timeout_ms = max(1, int(self._statement_timeout * 1000))
+        pool: AsyncConnectionPool[_Conn] = AsyncConnectionPool(
+            self._dsn,
+            min_size=self._min_size,
+            max_size=self._max_size,
+            timeout=self._connect_timeout,
+            # A lost server is retried in the background; calls fail fast meanwhile.
+            reconnect_timeout=max(60.0, self._connect_timeout),
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": max(1, math.ceil(self._connect_timeout)),
+                # JIT compilation costs tens of milliseconds and never pays off here.
+                # UTC: timestamps come back in the time zone the library uses.
+                "options": f"-c statement_timeout={timeout_ms} -c jit=off -c TimeZone=UTC",
+            },
+            configure=self._configure,
+            check=AsyncConnectionPool.check_connection,
+            open=False,
+            name=f"actrone-{self.schema}",
+        )
+        try:
+            await pool.open(wait=True, timeout=self._connect_timeout)
+        except PoolTimeout:
+            await pool.close()
+            raise StoreUnavailableError(
+                f"could not connect to PostgreSQL within {self._connect_timeout} s "
+                "(postgres_connect_timeout); is the server running and the DSN right?"
+            ) from None
+        self._pool = pool
+        try:
+            await self._check_text_search_config()
+            async with self._conn() as conn:
+                cur = await conn.execute(VECTOR_SCHEMA)
+                row = await cur.fetchone()
+            self._vector_schema = str(row[0]) if row else "public"
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _configure(self, conn: _Conn) -> None:
+        # Once per pooled connection: teach psycopg the vector type (binary, numpy in and out),
+        # and set how the HNSW index of a large agent is scanned (strict_order: iterate until
+        # the LIMIT is met, in exact distance order; only those indexes are ever scanned).
+        await register_vector_async(conn)
+        await conn.execute(
+            sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(self._ann_ef_search))
+        )
+        await conn.execute("SET hnsw.iterative_scan = strict_order")
+
+    async def _check_text_search_config(self) -> None:
+        # The term statistics are only meaningful under the configuration that built them: the
+        # first store to write a schema records it, and a store configured otherwise refuses.
+        async with self._conn() as conn:
+            if self._ts_config != "simple":
+                cur = await conn.execute(
+                    "SELECT count(*) FROM pg_ts_config WHERE cfgname = %s", (self._ts_config,)
+                )
+                row = await cur.fetchone()
+                if not row or not row[0]:
+                    raise ConfigurationError(
+                        "postgres_text_search_config",
+                        f"the server has no text search configuration {self._ts_config!r} "
+                        "(see \\dF in psql)",
+                    )
+            await conn.execute(self._q(RECORD_TS_CONFIG), (self._ts_config,))
+            cur = await conn.execute(self._q(SELECT_TS_CONFIG))
+            row = await cur.fetchone()
+        recorded = str(row[0]) if row else self._ts_config
+        if recorded != self._ts_config:
+            raise ConfigurationError(
+                "postgres_text_search_config",
+                f"schema {self.schema!r} holds term statistics built with {recorded!r}, not "
+                f"{self._ts_config!r}; use {recorded!r}, or another postgres_schema",
+            )
+
+    def _prepare_schema(self, dsn: str) -> None:
+        from actrone_pg import migrations
+
+        head = migrations.head_revision()
+        try:
+            current = migrations.current_revision(
+                dsn, self.schema, connect_timeout=self._connect_timeout
+            )
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailableError(f"cannot connect to PostgreSQL: {exc}") from None
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot read the schema version: {exc}") from exc
+        if current == head:
+            return
+        if current is not None and current not in migrations.known_revisions():
+            raise SchemaError(
+                f"schema {self.schema!r} is at revision {current}, which this version of "
+                f"actrone_pg does not know (its newest is {head}): the database was migrated by "
+                "a newer release; upgrade actrone-pg"
+            )
+        if self._auto_migrate:
+            logger.info("migrating schema %s from %s to %s", self.schema, current, head)
+            migrations.migrate(dsn, self.schema, text_search_config=self._ts_config)
+            return
+        state = "has never been migrated" if current is None else f"is at revision {current}"
+        raise SchemaError(
+            f"schema {self.schema!r} {state}, but this version of actrone_pg needs revision "
+            f"{head}; run `actrone-pg migrate --schema {self.schema}` (or set "
+            "postgres_auto_migrate=True)"
+        )
+
+    async def close(self) -> None:
+        """Close the pool (the server stays up). Calling it twice is harmless."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    # -- plumbing --
+    def _q(self, text: str) -> sql.Composed:
+        composed = self._sql.get(text)
+        if composed is None:
+            composed = sql.SQL(text).format(s=sql.Identifier(self.schema))
+            self._sql[text] = composed
+        return composed
+
+    @asynccontextmanager
+    async def _conn(self) -> AsyncIterator[_Conn]:
+        if self._pool is None:
+            raise StoreError("the store is not set up (call setup() first) or already closed")
+        try:
+            async with asyncio.timeout(self._op_timeout):
+                async with self._pool.connection() as conn:
+                    yield conn
+        except PoolTimeout:
+            raise StoreUnavailableError(
+                f"no PostgreSQL connection within {self._connect_timeout} s "
+                "(postgres_connect_timeout); the server may be down"
+            ) from None
+        except TimeoutError:
+            raise StoreUnavailableError(
+                f"PostgreSQL did not answer within {self._op_timeout} s"
+            ) from None
+        except psycopg.errors.UndefinedTable as exc:
+            raise SchemaError(
+                f"the schema {self.schema!r} is missing a table ({exc}); run `actrone-pg migrate`"
+            ) from None
+        except psycopg.errors.UndefinedFunction as exc:
+            raise SchemaError(
+                f"the schema {self.schema!r} is missing a function ({exc}); "
+                "run `actrone-pg migrate`"
+            ) from None
+        except psycopg.errors.QueryCanceled:
+            raise StoreUnavailableError(
+                f"a statement ran longer than {self._statement_timeout} s "
+                "(postgres_statement_timeout) and was cancelled"
+            ) from None
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailableError(f"PostgreSQL connection failed: {exc}") from None
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL error: {exc}") from exc
+
+    async def _fetch(
+        self,
+        conn: _Conn,
+        statement: sql.Composed | str,
+        params: Sequence[Any],
+        *,
+        binary: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Run ``statement`` and return its rows as dicts, to be read by column name."""
+        cur = conn.cursor(row_factory=dict_row, binary=binary)
+        await cur.execute(statement, params)
+        return await cur.fetchall()
+
+    # -- text search: the lexemes of the configured text search configuration --
+    async def _term_counts(self, conn: _Conn, text: str) -> tuple[Counter[str], int]:
+        if self._ts_config == "simple":
+            return term_counts(text)
+        lexemes = await self._normalise(conn, tokenize(text))
+        kept = [lx for lx in lexemes if lx is not None]
+        return Counter(kept), len(kept)
+
+    async def _normalise(self, conn: _Conn, tokens: Sequence[str]) -> list[str | None]:
+        """Each reference token's lexeme under the configured text search configuration."""
+        known = self._lexemes
+        missing = sorted({t for t in tokens if t not in known})
+        if not missing:
+            return [known[t] for t in tokens]
+        found = rows.lexemes(await self._fetch(conn, NORMALISE, (self._ts_config, missing)))
+        out = [found[t] if t in found else known[t] for t in tokens]
+        if len(known) + len(found) > 200_000:  # bound the cache; it refills as needed
+            known.clear()
+        known.update(found)
+        return out
+
+    async def _query_terms(self, terms: Sequence[str]) -> list[str]:
+        if self._ts_config == "simple":
+            return list(terms)
+        async with self._conn() as conn:
+            lexemes = await self._normalise(conn, terms)
+        return list(dict.fromkeys(lx for lx in lexemes if lx is not None))
+
+    # -- the embedder registry: each embedder's dimension, fixed by its first write --
+    def _check_known_dimensions(
+        self, dims: dict[str, int], registry: dict[str, int] | None = None
+    ) -> None:
+        registry = self._dimensions if registry is None else registry
+        for name, size in dims.items():
+            known = registry.get(name)
+            if known is not None and known != size:
+                raise dimension_mismatch(name, known, size)
+
+    async def _embedder_dimensions(self, name: str) -> int | None:
+        known = self._dimensions.get(name)
+        if known is not None:
+            return known
+        async with self._conn() as conn:
+            found = rows.dimensions(await self._fetch(conn, self._q(SELECT_EMBEDDERS), ([name],)))
+        if name not in found:
+            return None
+        self._dimensions[name] = found[name]
+        return found[name]

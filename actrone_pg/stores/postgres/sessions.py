@@ -1,0 +1,106 @@
+"""The PostgreSQL store's L1: sessions, their turns, and locks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actrone_pg.errors import MissingDependencyError
+from actrone_pg.models import SessionInfo, Turn
+from actrone_pg.stores.postgres import rows
+from actrone_pg.stores.postgres.connection import Connection
+from actrone_pg.stores.postgres.statements import (
+    ACQUIRE_LOCK,
+    DELETE_EXPIRED_SESSION,
+    DELETE_SESSION,
+    INSERT_TURN,
+    RELEASE_LOCK,
+    SELECT_RECENT_TURNS,
+    SELECT_SESSION,
+    SWEEP_SESSIONS,
+    TRIM_TURNS,
+    UPSERT_SESSION,
+)
+
+try:
+    from psycopg.types.json import Jsonb
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingDependencyError("postgres", exc.name or "psycopg") from None
+
+__all__ = ["Sessions"]
+
+
+class Sessions(Connection):
+    """Turns and sessions (the newest turns of a live session), and per-agent locks."""
+
+    async def append_turn(self, turn: Turn, *, max_turns: int, ttl_seconds: float) -> None:
+        """Append a turn (idempotent by id), trim to ``max_turns``, refresh the expiry."""
+        a, s = turn.agent_id, turn.session_id
+        tool = Jsonb(turn.tool_results) if turn.tool_results is not None else None
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute(self._q(DELETE_EXPIRED_SESSION), (a, s, ttl_seconds))
+            await conn.execute(self._q(UPSERT_SESSION), (a, s, Jsonb({})))
+            await conn.execute(
+                self._q(INSERT_TURN),
+                (
+                    a,
+                    s,
+                    turn.id,
+                    turn.user_message,
+                    turn.assistant_message,
+                    tool,
+                    turn.created_at,
+                    turn.token_count,
+                ),
+            )
+            await conn.execute(self._q(TRIM_TURNS), (a, s, a, s, max_turns))
+
+    async def recent_turns(
+        self, agent_id: str, session_id: str, *, limit: int, ttl_seconds: float
+    ) -> list[Turn]:
+        """The newest ``limit`` turns of a live session, oldest first."""
+        async with self._conn() as conn:
+            found = await self._fetch(
+                conn, self._q(SELECT_RECENT_TURNS), (agent_id, session_id, ttl_seconds, limit)
+            )
+        return rows.turns(agent_id, session_id, found)
+
+    async def get_session(
+        self, agent_id: str, session_id: str, *, ttl_seconds: float
+    ) -> SessionInfo | None:
+        """The live session's bookkeeping, or ``None``."""
+        async with self._conn() as conn:
+            found = await self._fetch(
+                conn, self._q(SELECT_SESSION), (agent_id, session_id, ttl_seconds)
+            )
+        return rows.session(agent_id, session_id, found[0]) if found else None
+
+    async def set_session_metadata(
+        self, agent_id: str, session_id: str, metadata: dict[str, Any], *, ttl_seconds: float
+    ) -> None:
+        """Merge ``metadata`` into the session's (creating or restarting the session)."""
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute(self._q(DELETE_EXPIRED_SESSION), (agent_id, session_id, ttl_seconds))
+            await conn.execute(self._q(UPSERT_SESSION), (agent_id, session_id, Jsonb(metadata)))
+
+    async def clear_session(self, agent_id: str, session_id: str) -> None:
+        """Remove the session and (by cascade) its turns."""
+        async with self._conn() as conn:
+            await conn.execute(self._q(DELETE_SESSION), (agent_id, session_id))
+
+    async def sweep_expired_sessions(self, *, ttl_seconds: float, limit: int) -> int:
+        """Delete up to ``limit`` expired sessions; their turns go by cascade."""
+        async with self._conn() as conn:
+            cur = await conn.execute(self._q(SWEEP_SESSIONS), (ttl_seconds, limit))
+            return max(cur.rowcount, 0)
+
+    async def acquire_lock(self, agent_id: str, name: str, holder: str, ttl_seconds: float) -> bool:
+        """Take the lock in one atomic statement, timed by the server's clock."""
+        async with self._conn() as conn:
+            cur = await conn.execute(self._q(ACQUIRE_LOCK), (agent_id, name, holder, ttl_seconds))
+            return await cur.fetchone() is not None
+
+    async def release_lock(self, agent_id: str, name: str, holder: str) -> bool:
+        """Release the lock if ``holder`` holds a live one."""
+        async with self._conn() as conn:
+            cur = await conn.execute(self._q(RELEASE_LOCK), (agent_id, name, holder))
+            return await cur.fetchone() is not None

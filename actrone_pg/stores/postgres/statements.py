@@ -1,0 +1,226 @@
+"""Every SQL statement of the PostgreSQL store, as named constants, and its fixed settings.
+
+``{s}`` is the schema, composed with ``sql.Identifier`` (``Connection._q``); values always travel
+as bound parameters. The long ranking SQL lives in ``actrone_pg/sql/`` and the migrations; these
+are the short statements around it. The memory columns are derived from
+:data:`actrone_pg.models.STORED_MEMORY_FIELDS`, the one list of a memory's fields.
+"""
+
+from __future__ import annotations
+
+from actrone_pg.errors import MissingDependencyError
+from actrone_pg.models import MEMORY_FIELD_TYPES, STORED_MEMORY_FIELDS
+
+try:
+    from psycopg import sql
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingDependencyError("postgres", exc.name or "psycopg") from None
+
+#: A memory's columns besides ``agent_id`` (every query names the agent), in field order.
+MEMORY_FIELDS = tuple(name for name in STORED_MEMORY_FIELDS if name != "agent_id")
+# Each field's column type, by its Python type in actrone_pg.models.Memory.
+_PG_TYPES = {
+    "str": "text",
+    "str | None": "text",
+    "float": "float8",
+    "int": "int4",
+    "tuple[str, ...]": "text[]",
+    "datetime": "timestamptz",
+    "dict[str, Any]": "jsonb",
+}
+_COLUMN_TYPES = {name: _PG_TYPES[kind] for name, kind in MEMORY_FIELD_TYPES.items()}
+MEMORY_COLUMNS = ", ".join("m." + name for name in MEMORY_FIELDS)
+# -- L1 statements ({s} is the schema, composed with sql.Identifier) --
+DELETE_EXPIRED_SESSION = (
+    "DELETE FROM {s}.sessions WHERE agent_id = %s AND session_id = %s"
+    " AND last_active_at < now() - make_interval(secs => %s)"
+)
+UPSERT_SESSION = (
+    "INSERT INTO {s}.sessions (agent_id, session_id, created_at, last_active_at, metadata)"
+    " VALUES (%s, %s, now(), now(), %s)"
+    " ON CONFLICT (agent_id, session_id) DO UPDATE"
+    " SET last_active_at = now(), metadata = {s}.sessions.metadata || EXCLUDED.metadata"
+)
+INSERT_TURN = (
+    "INSERT INTO {s}.turns (agent_id, session_id, id, user_message, assistant_message,"
+    " tool_results, created_at, token_count) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+    " ON CONFLICT (agent_id, session_id, id) DO NOTHING"
+)
+TRIM_TURNS = (
+    "DELETE FROM {s}.turns WHERE agent_id = %s AND session_id = %s AND seq <= ("
+    "SELECT seq FROM {s}.turns WHERE agent_id = %s AND session_id = %s"
+    " ORDER BY seq DESC OFFSET %s LIMIT 1)"
+)
+SELECT_RECENT_TURNS = (
+    "SELECT t.id, t.user_message, t.assistant_message, t.tool_results, t.created_at,"
+    " t.token_count FROM {s}.turns AS t JOIN {s}.sessions AS x"
+    " ON x.agent_id = t.agent_id AND x.session_id = t.session_id"
+    " WHERE x.agent_id = %s AND x.session_id = %s"
+    " AND x.last_active_at >= now() - make_interval(secs => %s)"
+    " ORDER BY t.seq DESC LIMIT %s"
+)
+SELECT_SESSION = (
+    "SELECT x.created_at, x.last_active_at, x.metadata,"
+    " (SELECT count(*) FROM {s}.turns AS t WHERE t.agent_id = x.agent_id"
+    " AND t.session_id = x.session_id) AS turn_count"
+    " FROM {s}.sessions AS x WHERE x.agent_id = %s AND x.session_id = %s"
+    " AND x.last_active_at >= now() - make_interval(secs => %s)"
+)
+DELETE_SESSION = "DELETE FROM {s}.sessions WHERE agent_id = %s AND session_id = %s"
+# A session a writer is reviving right now is locked: skipped, and re-checked if it was waited on.
+SWEEP_SESSIONS = (
+    "DELETE FROM {s}.sessions WHERE (agent_id, session_id) IN ("
+    "SELECT x.agent_id, x.session_id FROM {s}.sessions AS x"
+    " WHERE x.last_active_at < now() - make_interval(secs => %s)"
+    " LIMIT %s FOR UPDATE SKIP LOCKED)"
+)
+# One atomic statement: insert, or take over a lapsed lock; a live lock (even our own) refuses.
+ACQUIRE_LOCK = (
+    "INSERT INTO {s}.locks AS l (agent_id, name, holder, expires_at)"
+    " VALUES (%s, %s, %s, clock_timestamp() + make_interval(secs => %s))"
+    " ON CONFLICT (agent_id, name) DO UPDATE"
+    " SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at"
+    " WHERE l.expires_at <= clock_timestamp() RETURNING 1"
+)
+RELEASE_LOCK = (
+    "DELETE FROM {s}.locks WHERE agent_id = %s AND name = %s AND holder = %s"
+    " AND expires_at > clock_timestamp() RETURNING 1"
+)
+
+# -- L2 statements --
+REGISTER_EMBEDDERS = (
+    "INSERT INTO {s}.embedders (name, dimensions)"
+    " SELECT * FROM unnest(%s::text[], %s::int[]) ON CONFLICT (name) DO NOTHING"
+)
+SELECT_EMBEDDERS = "SELECT name, dimensions FROM {s}.embedders WHERE name = ANY(%s::text[])"
+ANALYZE_L2 = "VACUUM (ANALYZE) {s}.memories, {s}.term_stats, {s}.agent_stats"
+LOCK_AGENT_STATS = (
+    "INSERT INTO {s}.agent_stats (agent_id, n_docs, total_length) VALUES (%s, 0, 0)"
+    " ON CONFLICT (agent_id) DO UPDATE SET n_docs = {s}.agent_stats.n_docs"
+)
+DELETE_MEMORIES = (
+    "DELETE FROM {s}.memories WHERE agent_id = %s AND id = ANY(%s::text[])"
+    " RETURNING doc_len, ARRAY(SELECT jsonb_object_keys(term_freqs)) AS terms"
+)
+# Every stored field of a memory, then the BM25 inputs and the vector.
+COPY_COLUMNS = ("agent_id", *MEMORY_FIELDS, "doc_len", "term_freqs", "embedding")
+COPY_MEMORIES = "COPY {s}.memories (" + ", ".join(COPY_COLUMNS) + ") FROM STDIN (FORMAT BINARY)"
+COPY_TYPES = [
+    *(_COLUMN_TYPES[name] for name in ("agent_id", *MEMORY_FIELDS)),
+    "int4",
+    "jsonb",
+    "vector",
+]
+UPDATE_TERM_STATS = (
+    "INSERT INTO {s}.term_stats AS t (agent_id, term, df)"
+    " SELECT %s, u.term, u.delta FROM unnest(%s::text[], %s::int[]) AS u(term, delta)"
+    " ON CONFLICT (agent_id, term) DO UPDATE SET df = t.df + EXCLUDED.df"
+)
+PRUNE_TERM_STATS = "DELETE FROM {s}.term_stats WHERE agent_id = %s AND term = ANY(%s) AND df <= 0"
+UPDATE_AGENT_STATS = (
+    "UPDATE {s}.agent_stats SET n_docs = n_docs + %s, total_length = total_length + %s"
+    " WHERE agent_id = %s RETURNING n_docs"
+)
+SELECT_MEMORY = (
+    "SELECT " + MEMORY_COLUMNS + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = %s"
+)
+COUNT_MEMORIES = "SELECT count(*) FROM {s}.memories WHERE agent_id = %s"
+# hybrid_search returns the ranked memories with their fields, best first. {candidates} is
+# NULL (an exact scan) or, for an agent with its own HNSW index, the ids that index finds.
+_HYBRID_SEARCH = (
+    " FROM {s}.hybrid_search(%s, %s, %s::text[], %s, %s::float8, %s::int, %s::bool, %s::int,"
+    " %s::float8[], %s::float8, %s::float8, %s::timestamptz, %s::bool, {candidates}) AS h"
+)
+_EXPLAIN_COLUMNS = "h.cosine, h.bm25, h.dense_rank, h.lexical_rank, h.recency_rank, h.fused_score"
+# Search reads metadata as text: most memories have none, and the decoder skips the JSON parser
+# for '{}' (see rows.memory).
+_SEARCH_MEMORY_COLUMNS = ", ".join(
+    ("h." + name + "::text AS " + name) if name == "metadata" else ("h." + name)
+    for name in MEMORY_FIELDS
+)
+SEARCH = (
+    "SELECT "
+    + _EXPLAIN_COLUMNS
+    + ", "
+    + _SEARCH_MEMORY_COLUMNS
+    + _HYBRID_SEARCH
+    + " ORDER BY h.position"
+)
+# The same ranking without the memories' fields (p_content => false), packed into the budget
+# by pack_positions() (the greedy packing of budget.pack_costs), then the rows of the few
+# chosen: one statement, so one round trip and one snapshot (docs/postgres.md has the
+# measurement against two statements). Always at least one row: the number ranked, with NULLs
+# for the memory when none was chosen.
+SEARCH_PACKED = (
+    "WITH h AS MATERIALIZED (SELECT h.position, "
+    + _EXPLAIN_COLUMNS
+    + ", h.id, h.token_count"
+    + _HYBRID_SEARCH
+    + "), p AS MATERIALIZED (SELECT {s}.pack_positions(array_agg(h.token_count ORDER BY"
+    " h.position), %s::bigint, %s::int) AS taken, count(*)::int AS ranked FROM h),"
+    " c AS MATERIALIZED (SELECT h.* FROM h WHERE h.position = ANY ((SELECT p.taken FROM p)::int[]))"
+    " SELECT p.ranked, c.cosine, c.bm25, c.dense_rank, c.lexical_rank, c.recency_rank,"
+    " c.fused_score, f.*"
+    # One primary-key probe per chosen memory (LATERAL, OFFSET 0 so that it stays a probe):
+    # joined as sets, the planner either compared every pair or read all of the agent's rows
+    # into a hash table.
+    " FROM p LEFT JOIN (c CROSS JOIN LATERAL (SELECT "
+    + MEMORY_COLUMNS.replace("m.metadata", "m.metadata::text AS metadata")
+    + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = c.id OFFSET 0) AS f) ON true"
+    " ORDER BY c.position"
+)
+
+# -- large agents: an HNSW index of their own (docs/postgres.md, "Large agents") --
+ANN_INDEX_STATE = (
+    "SELECT i.indisvalid FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid"
+    " JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s"
+)
+# One build at a time per schema, across processes: two CREATE INDEX CONCURRENTLY on one table
+# (or one and an ANALYZE) each wait for the other's transaction, which PostgreSQL breaks as a
+# deadlock by cancelling one of them.
+ANN_LOCK = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
+ANN_UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
+VECTOR_SCHEMA = (
+    "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n ON n.oid = e.extnamespace"
+    " WHERE e.extname = 'vector'"
+)
+SELECT_ALL_EMBEDDERS = "SELECT name FROM {s}.embedders"
+NO_CANDIDATES = sql.SQL("NULL::text[]")
+RECORD_TS_CONFIG = (
+    "INSERT INTO {s}.settings (name, value) VALUES ('text_search_config', %s)"
+    " ON CONFLICT (name) DO NOTHING"
+)
+SELECT_TS_CONFIG = "SELECT value FROM {s}.settings WHERE name = 'text_search_config'"
+# One lexeme per reference token (the smallest if a dictionary yields several; none for a stop
+# word). The configuration name is a bound value cast to regconfig, never spliced into the SQL.
+NORMALISE = (
+    "SELECT t.token, (SELECT min(u.lexeme) FROM unnest(to_tsvector(%s::regconfig, t.token)) AS u)"
+    " AS lexeme FROM unnest(%s::text[]) AS t(token)"
+)
+ERASE = [
+    "DELETE FROM {s}.memories WHERE agent_id = %s",
+    "DELETE FROM {s}.term_stats WHERE agent_id = %s",
+    "DELETE FROM {s}.agent_stats WHERE agent_id = %s",
+    "DELETE FROM {s}.sessions WHERE agent_id = %s",
+    "DELETE FROM {s}.locks WHERE agent_id = %s",
+]
+
+# -- maintenance schedule and large agents' indexes (maintenance.py) --
+#: ANALYZE after this many memories written by one store, then after ×ANALYZE_GROWTH as many.
+ANALYZE_FIRST = 1_000
+ANALYZE_GROWTH = 4
+#: Once at least SETTLE_MIN_ROWS memories have been written since the last maintenance and no
+#: write has come for SETTLE_SECONDS, the store runs the same maintenance in the background.
+SETTLE_SECONDS = 1.0
+SETTLE_MIN_ROWS = 1_000
+#: The largest vector an HNSW index on the vector type takes.
+ANN_MAX_DIMENSIONS = 2000
+#: Seconds a "this agent has no index" answer is trusted before the catalog is asked again
+#: (another process may have built one meanwhile).
+ANN_RECHECK_SECONDS = 60.0
+#: Seconds before a failed build is tried again.
+ANN_RETRY_SECONDS = 600.0
+#: The index scan fetches this many more ids than the search admits; they are ranked exactly.
+ANN_OVERFETCH = 1.2
+#: maintenance_work_mem of the session that builds an index.
+ANN_BUILD_MEMORY = "512MB"

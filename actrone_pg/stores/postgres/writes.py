@@ -1,0 +1,185 @@
+"""The PostgreSQL store's L2 writes: memories and their BM25 statistics, in one transaction."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from actrone_pg.errors import MissingDependencyError
+from actrone_pg.models import MEMORY_FIELD_TYPES, Memory
+from actrone_pg.stores.base import MemoryRecord, batch_dimensions
+from actrone_pg.stores.postgres import rows
+from actrone_pg.stores.postgres.connection import _Conn
+from actrone_pg.stores.postgres.maintenance import Maintenance
+from actrone_pg.stores.postgres.statements import (
+    ANALYZE_GROWTH,
+    COPY_MEMORIES,
+    COPY_TYPES,
+    COUNT_MEMORIES,
+    DELETE_MEMORIES,
+    ERASE,
+    LOCK_AGENT_STATS,
+    MEMORY_FIELDS,
+    PRUNE_TERM_STATS,
+    REGISTER_EMBEDDERS,
+    SELECT_EMBEDDERS,
+    SELECT_MEMORY,
+    SETTLE_MIN_ROWS,
+    UPDATE_AGENT_STATS,
+    UPDATE_TERM_STATS,
+)
+
+try:
+    from psycopg.types.json import Jsonb
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingDependencyError("postgres", exc.name or "psycopg") from None
+
+__all__ = ["Writes"]
+
+# How COPY takes each field of a memory, by the field's type.
+_ADAPT: dict[str, Callable[[Any], Any]] = {
+    "float": float,
+    "tuple[str, ...]": list,
+    "dict[str, Any]": Jsonb,
+}
+_COPY_VALUE = {
+    name: _ADAPT.get(MEMORY_FIELD_TYPES[name], lambda value: value) for name in MEMORY_FIELDS
+}
+
+
+class Writes(Maintenance):
+    """Memories in, out, counted and erased, with the agent's BM25 statistics kept exact."""
+
+    async def upsert_memories(self, records: Sequence[MemoryRecord]) -> None:
+        """Insert or replace memories and their BM25 statistics in one transaction.
+
+        Rows go in through binary COPY; statistics are updated under a lock on each agent's
+        statistics row (agents locked in sorted order, so concurrent batches cannot deadlock).
+        """
+        if not records:
+            return
+        dims = batch_dimensions(records)
+        self._check_known_dimensions(dims)
+        by_agent: dict[str, list[MemoryRecord]] = defaultdict(list)
+        for rec in records:
+            by_agent[rec.memory.agent_id].append(rec)
+        stored: dict[str, int] = {}
+        sizes: dict[str, int] = {}
+        async with self._conn() as conn, conn.transaction():
+            names = sorted(n for n in dims if n not in self._dimensions)
+            if names:
+                # Registry rows never change once committed, so known ones need no round trip.
+                await conn.execute(self._q(REGISTER_EMBEDDERS), (names, [dims[n] for n in names]))
+                stored = rows.dimensions(
+                    await self._fetch(conn, self._q(SELECT_EMBEDDERS), (names,))
+                )
+                self._check_known_dimensions(dims, stored)
+            for agent_id in sorted(by_agent):
+                sizes[agent_id] = await self._write_agent(conn, agent_id, by_agent[agent_id])
+        # Cached only once committed: a rolled-back registration must not be remembered.
+        self._dimensions.update(stored)
+        if self._ann_min > 0:
+            for agent_id, size in sizes.items():
+                if size >= self._ann_min:
+                    for name in {r.memory.embedder for r in by_agent[agent_id]}:
+                        self._start_ann_build(agent_id, name, dims[name])
+        self._written += len(records)
+        self._unmaintained += len(records)
+        self._last_write = time.monotonic()
+        if self._written >= self._next_analyze:
+            self._next_analyze = self._written * ANALYZE_GROWTH
+            await self._analyze()
+        elif self._unmaintained >= SETTLE_MIN_ROWS and (
+            self._settle_task is None or self._settle_task.done()
+        ):
+            self._settle_task = asyncio.create_task(self._settle(), name="actrone-settle")
+
+    async def _write_agent(self, conn: _Conn, agent_id: str, recs: list[MemoryRecord]) -> int:
+        """Write one agent's batch and its statistics; returns the agent's memory count."""
+        await conn.execute(self._q(LOCK_AGENT_STATS), (agent_id,))
+        ids = [r.memory.id for r in recs]
+        gone = rows.removed(await self._fetch(conn, self._q(DELETE_MEMORIES), (agent_id, ids)))
+        df: Counter[str] = Counter()
+        n_delta = 0
+        len_delta = 0
+        for old in gone:
+            n_delta -= 1
+            len_delta -= old.length
+            df.subtract(old.terms)
+        copied = []
+        for rec in recs:
+            m = rec.memory
+            tf, length = await self._term_counts(conn, m.content)
+            n_delta += 1
+            len_delta += length
+            df.update(tf.keys())
+            copied.append(
+                (
+                    agent_id,
+                    *(_COPY_VALUE[name](getattr(m, name)) for name in MEMORY_FIELDS),
+                    length,
+                    Jsonb(dict(tf)),
+                    rec.vector,
+                )
+            )
+        async with conn.cursor().copy(self._q(COPY_MEMORIES)) as copy:
+            copy.set_types(COPY_TYPES)
+            for row in copied:
+                await copy.write_row(row)
+        changed = {t: d for t, d in df.items() if d != 0}
+        if changed:
+            terms = list(changed)
+            await conn.execute(
+                self._q(UPDATE_TERM_STATS), (agent_id, terms, [changed[t] for t in terms])
+            )
+            removed = [t for t, d in changed.items() if d < 0]
+            if removed:
+                await conn.execute(self._q(PRUNE_TERM_STATS), (agent_id, removed))
+        cur = await conn.execute(self._q(UPDATE_AGENT_STATS), (n_delta, len_delta, agent_id))
+        stats = await cur.fetchone()
+        return int(stats[0]) if stats else 0
+
+    async def get_memory(self, agent_id: str, memory_id: str) -> Memory | None:
+        """One memory of the agent, or ``None``."""
+        async with self._conn() as conn:
+            found = await self._fetch(conn, self._q(SELECT_MEMORY), (agent_id, memory_id))
+        return rows.memory(agent_id, found[0]) if found else None
+
+    async def delete_memory(self, agent_id: str, memory_id: str) -> bool:
+        """Delete one memory of the agent and take it out of the BM25 statistics."""
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute(self._q(LOCK_AGENT_STATS), (agent_id,))
+            gone = rows.removed(
+                await self._fetch(conn, self._q(DELETE_MEMORIES), (agent_id, [memory_id]))
+            )
+            if not gone:
+                return False
+            (old,) = gone
+            if old.terms:
+                await conn.execute(
+                    self._q(UPDATE_TERM_STATS), (agent_id, old.terms, [-1] * len(old.terms))
+                )
+                await conn.execute(self._q(PRUNE_TERM_STATS), (agent_id, old.terms))
+            await conn.execute(self._q(UPDATE_AGENT_STATS), (-1, -old.length, agent_id))
+            return True
+
+    async def count_memories(self, agent_id: str) -> int:
+        """How many memories the agent has."""
+        async with self._conn() as conn:
+            cur = await conn.execute(self._q(COUNT_MEMORIES), (agent_id,))
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    async def erase_agent(self, agent_id: str) -> None:
+        """Delete every row of the agent in every table, in one transaction."""
+        async with self._conn() as conn, conn.transaction():
+            # Take the agent's statistics lock first, as writers do: a batch being written now
+            # commits before the deletes start, and each delete (a new snapshot under READ
+            # COMMITTED) then sees its rows, so no memory outlives its statistics.
+            await conn.execute(self._q(LOCK_AGENT_STATS), (agent_id,))
+            for statement in ERASE:
+                await conn.execute(self._q(statement), (agent_id,))
+        await self._drop_ann_indexes(agent_id)

@@ -1,0 +1,184 @@
+"""The Redis + Qdrant store's memory index: memory id -> embedder, and the BM25 statistics.
+
+Redis keeps, per agent, which embedder each memory was written with, each memory's length and
+distinct terms, and the statistics BM25 needs (document frequency per term, total length), all
+changed by one script per call so they never disagree with each other. Qdrant holds the points;
+the index can be rebuilt from them if Redis loses it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from actrone_pg.errors import MissingDependencyError, StoreError
+from actrone_pg.stores.redis_qdrant.layout import AgentKeys, agent_filter, doc_entry
+from actrone_pg.stores.redis_qdrant.registry import Registry
+
+try:
+    from qdrant_client import models as qm
+except ImportError:  # pragma: no cover - exercised only without the extra
+    raise MissingDependencyError("qdrant", "qdrant-client") from None
+
+__all__ = ["REDIS_CHUNK", "Index", "Prior"]
+
+logger = logging.getLogger("actrone_pg.stores.redis_qdrant")
+
+# Records per Lua call: keeps each Redis script well under a millisecond per 100 records; a
+# larger batch is still all-or-nothing (see Writes.upsert_memories).
+REDIS_CHUNK = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Prior:
+    """What a memory was before a write touched it ('' = it did not exist)."""
+
+    agent_id: str
+    memory_id: str
+    embedder: str
+    doc: str
+
+
+class Index(Registry):
+    """The agent's memory index and BM25 statistics in Redis."""
+
+    async def _apply_entries(self, entries: list[tuple[str, str, str, str]]) -> list[Prior]:
+        """Set (agent, id) -> (embedder, doc) in Redis; '' embedder deletes.
+
+        Returns each entry's prior state, in the order of ``entries``. On failure part-way, the
+        chunks already applied are undone before the error is raised.
+        """
+        by_agent: dict[str, list[int]] = {}
+        for pos, entry in enumerate(entries):
+            by_agent.setdefault(entry[0], []).append(pos)
+        result: list[Prior | None] = [None] * len(entries)
+        applied: list[Prior] = []  # in the order the scripts ran, for an exact undo
+        try:
+            for agent_id, positions in by_agent.items():
+                ak = AgentKeys.of(self._prefix, agent_id)
+                for start in range(0, len(positions), REDIS_CHUNK):
+                    chunk = positions[start : start + REDIS_CHUNK]
+                    args = [x for pos in chunk for x in entries[pos][1:]]
+                    old = await self._script("set_entries", [ak.mem, ak.doc, ak.df, ak.stats], args)
+                    for j, pos in enumerate(chunk):
+                        prior = Prior(agent_id, entries[pos][1], old[2 * j], old[2 * j + 1])
+                        result[pos] = prior
+                        applied.append(prior)
+        except BaseException:
+            await self._restore_entries(applied)
+            raise
+        return [p for p in result if p is not None]
+
+    async def _restore_entries(self, priors: list[Prior]) -> None:
+        """Replay priors in reverse order: undoes :meth:`_apply_entries` exactly.
+
+        Called while another error propagates, so a failure here is logged, not raised.
+        """
+        if not priors:
+            return
+        # Agents are independent; within one agent the script applies triples in order, so
+        # chunks of the reversed sequence keep the exact reverse order.
+        by_agent: dict[str, list[Prior]] = {}
+        for p in reversed(priors):
+            by_agent.setdefault(p.agent_id, []).append(p)
+        try:
+            for agent_id, items in by_agent.items():
+                ak = AgentKeys.of(self._prefix, agent_id)
+                for start in range(0, len(items), REDIS_CHUNK):
+                    args = [
+                        x
+                        for p in items[start : start + REDIS_CHUNK]
+                        for x in (p.memory_id, p.embedder, p.doc)
+                    ]
+                    await self._script("set_entries", [ak.mem, ak.doc, ak.df, ak.stats], args)
+        except StoreError:
+            logger.error(
+                "could not undo the Redis index of %d memories after a failed write "
+                "(agents %s); their BM25 statistics may be off until they are written again",
+                len(priors),
+                sorted({p.agent_id for p in priors}),
+            )
+
+    async def _index_entry(self, agent_id: str, memory_id: str) -> str | None:
+        """The embedder the agent's index names for ``memory_id``.
+
+        On a miss, if the agent's whole index is empty while Qdrant holds points of the agent
+        (Redis lost its data), the index is rebuilt first; a miss in a non-empty index costs
+        nothing more.
+        """
+        ak = AgentKeys.of(self._prefix, agent_id)
+        embedder = await self._hget(ak.mem, memory_id)
+        if embedder is None and await self._rebuild_if_lost(agent_id):
+            embedder = await self._hget(ak.mem, memory_id)
+        return embedder
+
+    async def _rebuild_if_lost(self, agent_id: str) -> bool:
+        """Rebuild the agent's index if it is empty but Qdrant has the agent's points."""
+        ak = AgentKeys.of(self._prefix, agent_id)
+        if int(await self._r(self._client_r().hlen(ak.mem))) > 0:
+            return False
+        for coll, _ in await self._own_collections():
+            found = await self._q(
+                self._client_q().count(coll, count_filter=agent_filter(agent_id), exact=True)
+            )
+            if found.count:
+                await self.rebuild_index(agent_id)
+                return True
+        return False
+
+    async def rebuild_index(self, agent_id: str) -> int:
+        """Recompute the agent's Redis memory index and BM25 statistics from its Qdrant points.
+
+        Needed only if Redis lost data that Qdrant kept (a Redis without persistence restarted,
+        or restored from an older snapshot); :meth:`search` calls it by itself when it finds
+        points for an agent whose index is empty. Returns the number of memories indexed.
+        """
+        entries: list[tuple[str, str, str, str]] = []
+        for coll, dim in await self._own_collections():
+            offset: qm.ExtendedPointId | None = None
+            while True:
+                points, offset = await self._q(
+                    self._client_q().scroll(
+                        coll,
+                        scroll_filter=agent_filter(agent_id),
+                        limit=1000,
+                        offset=offset,
+                        with_payload=["memory_id", "content", "embedder"],
+                        with_vectors=False,
+                    )
+                )
+                for p in points:
+                    payload = p.payload or {}
+                    embedder = str(payload["embedder"])
+                    if self._collection(embedder, dim) != coll:
+                        continue  # not a point this store wrote
+                    if await self._registered_dim(embedder) is None:
+                        await self._register_dim(embedder, dim)
+                    entries.append(
+                        (agent_id, payload["memory_id"], embedder, doc_entry(payload["content"]))
+                    )
+                if offset is None:
+                    break
+        ak = AgentKeys.of(self._prefix, agent_id)
+        await self._r(self._client_r().delete(ak.mem, ak.doc, ak.df, ak.stats))
+        await self._apply_entries(entries)
+        logger.warning("rebuilt the Redis index of agent %r: %d memories", agent_id, len(entries))
+        return len(entries)
+
+    async def _search_stats(
+        self, ak: AgentKeys, embedder: str, ids: list[str], terms: list[str]
+    ) -> tuple[int, int, list[bool], dict[str, int]]:
+        """One script: corpus size, total length, which candidates the index names under
+        ``embedder``, and the query terms' document frequencies (a consistent snapshot)."""
+        res = await self._script(
+            "search_stats",
+            [ak.mem, ak.df, ak.stats],
+            [embedder, len(ids), *ids, *terms],
+        )
+        mask = str(res[2])
+        return (
+            int(res[0]),
+            int(res[1]),
+            [c == "1" for c in mask],
+            {t: int(v) for t, v in zip(terms, res[3:], strict=True) if int(v) > 0},
+        )

@@ -1,0 +1,228 @@
+"""The Redis + Qdrant store's Lua scripts: each runs atomically inside Redis.
+
+Times are Redis's own clock (TIME), in microseconds since the epoch (doubles hold them exactly:
+< 2^53). The per-agent keyset is a sorted set: member "s:<session>" or "l:<lock>", score the time
+(ms) at which that key expires. Every write that extends a key updates its score and drops
+members whose keys have expired, so the set holds only live keys and erasure finds them all.
+"""
+
+from __future__ import annotations
+
+__all__ = ["SCRIPTS"]
+
+# Shared by the scripts that write a session (needs ``ttl_ms`` set and KEYS[1..3] = turns, tids,
+# sess): read Redis's clock, start the session afresh if it has expired, stamp its activity.
+TOUCH_SESSION = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local last = redis.call('HGET', KEYS[3], 'a')
+if last and now - tonumber(last) > ttl_ms * 1000 then
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+  last = false
+end
+local stamp = string.format('%.0f', now)
+if not last then
+  redis.call('HSET', KEYS[3], 'c', stamp)
+end
+redis.call('HSET', KEYS[3], 'a', stamp)
+"""
+
+# Shared by the same scripts, after TOUCH_SESSION (needs ``member``, the session's keyset member,
+# set too): the session's keys expire ``ttl_ms`` from now, and the keyset says so.
+EXTEND_SESSION = """
+redis.call('PEXPIRE', KEYS[1], ttl_ms)
+redis.call('PEXPIRE', KEYS[2], ttl_ms)
+redis.call('PEXPIRE', KEYS[3], ttl_ms)
+local now_ms = math.floor(now / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now_ms)
+redis.call('ZADD', KEYS[4], now_ms + ttl_ms, member)
+"""
+
+# KEYS: turns, tids, sess, keyset. ARGV: turn_id, turn_json, max_turns, ttl_ms, keyset member,
+# ids_kept. tids is a sorted set of turn ids scored by arrival order; the newest `ids_kept` are
+# remembered (far more than any client retries across), so it cannot grow without bound.
+APPEND_TURN = (
+    """
+local ttl_ms = tonumber(ARGV[4])
+local member = ARGV[5]
+"""
+    + TOUCH_SESSION
+    + """local added = 0
+if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
+  local seq = redis.call('HINCRBY', KEYS[3], 'n', 1)
+  redis.call('ZADD', KEYS[2], seq, ARGV[1])
+  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -tonumber(ARGV[6]) - 1)
+  redis.call('RPUSH', KEYS[1], ARGV[2])
+  redis.call('LTRIM', KEYS[1], -tonumber(ARGV[3]), -1)
+  added = 1
+end
+"""
+    + EXTEND_SESSION
+    + """return added
+"""
+)
+
+# Shared by the scripts that read a session (needs ``ttl_ms`` set and KEYS[2] = sess): return
+# nothing unless the session is live by Redis's clock.
+UNLESS_LIVE = """
+local last = redis.call('HGET', KEYS[2], 'a')
+if not last then return {} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+if now - tonumber(last) > ttl_ms * 1000 then return {} end
+"""
+
+# KEYS: turns, sess. ARGV: limit, ttl_ms. Returns the newest `limit` turns, oldest first.
+RECENT_TURNS = (
+    """
+local ttl_ms = tonumber(ARGV[2])
+"""
+    + UNLESS_LIVE
+    + """return redis.call('LRANGE', KEYS[1], -tonumber(ARGV[1]), -1)
+"""
+)
+
+# KEYS: turns, sess. ARGV: ttl_ms. Returns {turn_count, field, value, ...} or {} if not live.
+GET_SESSION = (
+    """
+local ttl_ms = tonumber(ARGV[1])
+"""
+    + UNLESS_LIVE
+    + """local out = {tostring(redis.call('LLEN', KEYS[1]))}
+local h = redis.call('HGETALL', KEYS[2])
+for i = 1, #h do out[#out + 1] = h[i] end
+return out
+"""
+)
+
+# KEYS: turns, tids, sess, keyset. ARGV: ttl_ms, keyset member, then field/value pairs.
+SET_SESSION_METADATA = (
+    """
+local ttl_ms = tonumber(ARGV[1])
+local member = ARGV[2]
+"""
+    + TOUCH_SESSION
+    + """for i = 3, #ARGV, 2 do
+  redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
+end
+"""
+    + EXTEND_SESSION
+    + """return 1
+"""
+)
+
+# KEYS: turns, tids, sess, keyset. ARGV: keyset member.
+CLEAR_SESSION = """
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+redis.call('ZREM', KEYS[4], ARGV[1])
+return 1
+"""
+
+# KEYS: lock, keyset. ARGV: token, ttl_ms, keyset member. SET NX PX: Redis's clock expires it.
+ACQUIRE_LOCK = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local t = redis.call('TIME')
+  local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now_ms)
+  redis.call('ZADD', KEYS[2], now_ms + tonumber(ARGV[2]), ARGV[3])
+  return 1
+end
+return 0
+"""
+
+# KEYS: lock, keyset. ARGV: token, keyset member. Compare-and-delete: only the holder releases.
+RELEASE_LOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('ZREM', KEYS[2], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+# KEYS: mem (id -> embedder), doc (id -> "length term term ..."), df (term -> count),
+# stats ("len" -> total length). ARGV: triples (memory id, embedder, doc); an empty embedder
+# removes the memory. Returns the previous (embedder, doc) of each triple ('' = absent), which is
+# exactly the input that undoes the call when replayed in reverse order. Replaying the same call
+# gives the same end state, so a retry after a lost reply is harmless.
+SET_ENTRIES = """
+local out = {}
+local total = 0
+local function apply(doc, delta)
+  local first = true
+  for tok in string.gmatch(doc, '%S+') do
+    if first then
+      total = total + delta * tonumber(tok)
+      first = false
+    elseif redis.call('HINCRBY', KEYS[3], tok, delta) <= 0 then
+      redis.call('HDEL', KEYS[3], tok)
+    end
+  end
+end
+for i = 1, #ARGV, 3 do
+  local id, emb, doc = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local old_emb = redis.call('HGET', KEYS[1], id)
+  local old_doc = redis.call('HGET', KEYS[2], id)
+  if old_doc then apply(old_doc, -1) end
+  out[#out + 1] = old_emb or ''
+  out[#out + 1] = old_doc or ''
+  if emb ~= '' then
+    redis.call('HSET', KEYS[1], id, emb)
+    redis.call('HSET', KEYS[2], id, doc)
+    apply(doc, 1)
+  else
+    redis.call('HDEL', KEYS[1], id)
+    redis.call('HDEL', KEYS[2], id)
+  end
+end
+if total ~= 0 then redis.call('HINCRBY', KEYS[4], 'len', total) end
+return out
+"""
+
+# KEYS: mem, df, stats. ARGV: embedder, number of ids, the ids, then the query terms. Returns
+# {memory count, total length, "1"/"0" per id (indexed under this embedder?), df per term}. One
+# string for the whole mask: parsing ~500 separate replies cost more than the rest of the call.
+SEARCH_STATS = """
+local n = tonumber(ARGV[2])
+local mask = {}
+for i = 1, n do
+  mask[i] = (redis.call('HGET', KEYS[1], ARGV[2 + i]) == ARGV[1]) and '1' or '0'
+end
+local out = {redis.call('HLEN', KEYS[1]), redis.call('HGET', KEYS[3], 'len') or '0',
+             table.concat(mask)}
+for i = 3 + n, #ARGV do
+  out[#out + 1] = redis.call('HGET', KEYS[2], ARGV[i]) or '0'
+end
+return out
+"""
+
+# KEYS: keyset, mem, doc, df, stats. ARGV: the agent's key base. Deletes every key the keyset
+# names (sessions and locks) and the agent's memory index and statistics.
+ERASE_AGENT = """
+local base = ARGV[1]
+for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local kind, name = string.sub(m, 1, 2), string.sub(m, 3)
+  if kind == 's:' then
+    redis.call('DEL', base .. 'turns:' .. name, base .. 'tids:' .. name, base .. 'sess:' .. name)
+  elseif kind == 'l:' then
+    redis.call('DEL', base .. 'lock:' .. name)
+  end
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+return 1
+"""
+
+
+#: Each script by the name the store calls it with.
+SCRIPTS = {
+    "append": APPEND_TURN,
+    "recent": RECENT_TURNS,
+    "get_session": GET_SESSION,
+    "set_meta": SET_SESSION_METADATA,
+    "clear": CLEAR_SESSION,
+    "acquire": ACQUIRE_LOCK,
+    "release": RELEASE_LOCK,
+    "set_entries": SET_ENTRIES,
+    "erase": ERASE_AGENT,
+    "search_stats": SEARCH_STATS,
+}

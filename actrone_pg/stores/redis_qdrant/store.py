@@ -1,0 +1,41 @@
+"""The Redis + Qdrant store: its layers put together."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from actrone_pg.stores.redis_qdrant.search import Search
+from actrone_pg.stores.redis_qdrant.sessions import Sessions
+from actrone_pg.stores.redis_qdrant.writes import Writes
+
+if TYPE_CHECKING:
+    from actrone_pg.config import MemoryConfig
+
+__all__ = ["RedisQdrantStore", "from_config"]
+
+
+class RedisQdrantStore(Sessions, Writes, Search):
+    """L1 in Redis, L2 in Qdrant, ranked by the pipeline like the in-memory reference.
+
+    Build it with :func:`from_config` (or ``MemoryConfig(backend="redis_qdrant")``); call
+    :meth:`setup` before use. ``qdrant_url`` may be an ``http(s)://`` URL, ``":memory:"`` or a
+    directory path (the last two use qdrant-client's embedded local mode). ``prefix`` (from
+    ``MemoryConfig.qdrant_collection_prefix``) starts every Redis key and every collection name.
+    """
+
+    backend = "redis_qdrant"
+
+
+def from_config(config: MemoryConfig) -> RedisQdrantStore:
+    """Factory used by :func:`actrone_pg.stores.create_store` (connects on ``setup()``)."""
+    return RedisQdrantStore(
+        redis_url=config.redis_url,
+        qdrant_url=config.qdrant_url,
+        qdrant_api_key=config.qdrant_api_key,
+        # One namespace for both servers: the Redis index and statistics describe exactly the
+        # points of the collections with the same prefix, so the two must never be paired apart.
+        prefix=config.qdrant_collection_prefix,
+        redis_timeout=config.redis_timeout,
+        qdrant_timeout=config.qdrant_timeout,
+        redis_pool_size=config.redis_pool_size,
+    )

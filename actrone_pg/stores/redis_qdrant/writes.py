@@ -1,0 +1,262 @@
+"""The Redis + Qdrant store's L2 writes: all or none across two servers, with an undo.
+
+Order of an upsert: every dimension is checked first (a mismatch writes nothing); then the Redis
+index and statistics change (the scripts return each memory's previous state); then the points
+are written to Qdrant. If Qdrant fails, the points this call wrote are removed or restored from
+copies read beforehand and the Redis changes are undone.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, cast
+
+import numpy as np
+
+from actrone_pg.errors import MissingDependencyError, StoreError
+from actrone_pg.models import Memory
+from actrone_pg.stores.base import MemoryRecord, batch_dimensions, dimension_mismatch
+from actrone_pg.stores.redis_qdrant.index import Index, Prior
+from actrone_pg.stores.redis_qdrant.layout import (
+    AgentKeys,
+    agent_filter,
+    doc_entry,
+    from_payload,
+    point_id,
+    to_payload,
+)
+
+try:
+    from qdrant_client import models as qm
+except ImportError:  # pragma: no cover - exercised only without the extra
+    raise MissingDependencyError("qdrant", "qdrant-client") from None
+
+__all__ = ["QDRANT_CHUNK", "Writes"]
+
+logger = logging.getLogger("actrone_pg.stores.redis_qdrant")
+
+# Points per Qdrant upsert: keeps each HTTP body small; a larger batch is still all-or-nothing.
+QDRANT_CHUNK = 256
+
+
+class Writes(Index):
+    """Memories in, out, counted and erased, in Qdrant and the Redis index together."""
+
+    async def upsert_memories(self, records: Sequence[MemoryRecord]) -> None:
+        """Insert or replace, all or none.
+
+        Order: every dimension is checked first (a mismatch writes nothing); then the Redis index
+        and statistics change in Lua scripts that return each memory's previous state; then the
+        points are written to Qdrant with ``wait=True``. If Qdrant fails, the points this call
+        wrote are removed or restored from copies read beforehand and the Redis changes are
+        undone, and the error is raised. If that compensation itself fails (both servers down at
+        once) the original error is still raised and the log names the affected agents and ids.
+        """
+        if not records:
+            return
+        batch_dims = batch_dimensions(records)
+        registered = {name: await self._registered_dim(name) for name in batch_dims}
+        for name, size in batch_dims.items():
+            have = registered[name]
+            if have is not None and have != size:
+                raise dimension_mismatch(name, have, size)
+        collections = {
+            name: await self._ensure_collection(name, size) for name, size in batch_dims.items()
+        }
+        for name, size in batch_dims.items():
+            if registered[name] is None:
+                await self._register_dim(name, size)
+
+        priors = await self._apply_entries(
+            [
+                (r.memory.agent_id, r.memory.id, r.memory.embedder, doc_entry(r.memory.content))
+                for r in records
+            ]
+        )
+        copies: dict[tuple[str, str], qm.Record] = {}
+        try:
+            copies = await self._copy_replaced(records, priors, collections)
+            for coll, points in self._points_by_collection(records, collections).items():
+                for start in range(0, len(points), QDRANT_CHUNK):
+                    chunk = points[start : start + QDRANT_CHUNK]
+                    await self._q(self._client_q().upsert(coll, points=chunk, wait=True))
+        except BaseException:
+            await self._undo_upsert(records, priors, collections, copies)
+            raise
+        await self._drop_moved(records, priors)
+
+    def _points_by_collection(
+        self, records: Sequence[MemoryRecord], collections: dict[str, str]
+    ) -> dict[str, list[qm.PointStruct]]:
+        out: dict[str, list[qm.PointStruct]] = {}
+        for rec in records:
+            m = rec.memory
+            out.setdefault(collections[m.embedder], []).append(
+                qm.PointStruct(
+                    id=point_id(m.agent_id, m.id),
+                    vector=np.asarray(rec.vector, dtype=np.float32).tolist(),
+                    payload=to_payload(m),
+                )
+            )
+        return out
+
+    async def _copy_replaced(
+        self,
+        records: Sequence[MemoryRecord],
+        priors: list[Prior],
+        collections: dict[str, str],
+    ) -> dict[tuple[str, str], qm.Record]:
+        """Copies of the points this write will overwrite in place (to restore on failure)."""
+        wanted: dict[str, list[str]] = {}
+        for rec, prior in zip(records, priors, strict=True):
+            if prior.embedder == rec.memory.embedder:
+                coll = collections[rec.memory.embedder]
+                wanted.setdefault(coll, []).append(point_id(rec.memory.agent_id, rec.memory.id))
+        copies: dict[tuple[str, str], qm.Record] = {}
+        for coll, ids in wanted.items():
+            found = await self._q(
+                self._client_q().retrieve(coll, ids=ids, with_payload=True, with_vectors=True)
+            )
+            for point in found:
+                copies[(coll, str(point.id))] = point
+        return copies
+
+    async def _undo_upsert(
+        self,
+        records: Sequence[MemoryRecord],
+        priors: list[Prior],
+        collections: dict[str, str],
+        copies: dict[tuple[str, str], qm.Record],
+    ) -> None:
+        try:
+            q = self._client_q()
+            restore: dict[str, list[qm.PointStruct]] = {}
+            remove: dict[str, list[qm.ExtendedPointId]] = {}
+            for rec in records:
+                coll = collections[rec.memory.embedder]
+                pid = point_id(rec.memory.agent_id, rec.memory.id)
+                copy = copies.get((coll, pid))
+                if copy is not None:
+                    restore.setdefault(coll, []).append(
+                        qm.PointStruct(id=pid, vector=cast(Any, copy.vector), payload=copy.payload)
+                    )
+                else:
+                    remove.setdefault(coll, []).append(pid)
+            for coll, pids in remove.items():
+                await self._q(
+                    q.delete(coll, points_selector=qm.PointIdsList(points=pids), wait=True)
+                )
+            for coll, pts in restore.items():
+                await self._q(q.upsert(coll, points=pts, wait=True))
+        except StoreError:
+            logger.error(
+                "could not undo the Qdrant points of a failed write of %d memories; ids: %s",
+                len(records),
+                [r.memory.id for r in records][:20],
+            )
+        await self._restore_entries(priors)
+
+    async def _drop_moved(self, records: Sequence[MemoryRecord], priors: list[Prior]) -> None:
+        """Delete old points of memories rewritten under another embedder (best effort).
+
+        A leftover point is harmless: search keeps only points whose Redis index entry names the
+        collection's embedder.
+        """
+        for rec, prior in zip(records, priors, strict=True):
+            if prior.embedder and prior.embedder != rec.memory.embedder:
+                dim = await self._registered_dim(prior.embedder)
+                if dim is None:
+                    continue
+                try:
+                    await self._q(
+                        self._client_q().delete(
+                            self._collection(prior.embedder, dim),
+                            points_selector=qm.PointIdsList(
+                                points=[point_id(prior.agent_id, prior.memory_id)]
+                            ),
+                            wait=True,
+                        )
+                    )
+                except StoreError as exc:
+                    logger.warning("left a stale point of memory %r: %s", prior.memory_id, exc)
+
+    async def get_memory(self, agent_id: str, memory_id: str) -> Memory | None:
+        """The agent's memory from its Qdrant point (the Redis index says which collection)."""
+        embedder = await self._index_entry(agent_id, memory_id)
+        if embedder is None:
+            return None
+        dim = await self._registered_dim(embedder)
+        if dim is None:
+            return None
+        points = await self._q(
+            self._client_q().retrieve(
+                self._collection(embedder, dim),
+                ids=[point_id(agent_id, memory_id)],
+                with_payload=True,
+                with_vectors=False,
+            )
+        )
+        for point in points:
+            payload = point.payload or {}
+            if payload.get("agent_id") == agent_id and payload.get("memory_id") == memory_id:
+                return from_payload(payload)
+        return None
+
+    async def delete_memory(self, agent_id: str, memory_id: str) -> bool:
+        """Delete the point (tenant filter + id), then the index entry and its statistics.
+
+        In this order a failure between the two leaves an index entry without a point, which
+        search cannot return and a retried delete removes.
+        """
+        ak = AgentKeys.of(self._prefix, agent_id)
+        embedder = await self._index_entry(agent_id, memory_id)
+        if embedder is None:
+            return False
+        dim = await self._registered_dim(embedder)
+        if dim is not None and await self._existing_collection(embedder, dim):
+            selector = qm.FilterSelector(
+                filter=qm.Filter(
+                    must=[
+                        qm.HasIdCondition(has_id=[point_id(agent_id, memory_id)]),
+                        qm.FieldCondition(key="agent_id", match=qm.MatchValue(value=agent_id)),
+                    ]
+                )
+            )
+            await self._q(
+                self._client_q().delete(
+                    self._collection(embedder, dim), points_selector=selector, wait=True
+                )
+            )
+        old = await self._script(
+            "set_entries", [ak.mem, ak.doc, ak.df, ak.stats], [memory_id, "", ""]
+        )
+        return bool(old[0])
+
+    async def count_memories(self, agent_id: str) -> int:
+        """Size of the agent's memory index in Redis (rebuilt first if Redis lost it)."""
+        ak = AgentKeys.of(self._prefix, agent_id)
+        n = int(await self._r(self._client_r().hlen(ak.mem)))
+        if n == 0 and await self._rebuild_if_lost(agent_id):
+            n = int(await self._r(self._client_r().hlen(ak.mem)))
+        return n
+
+    async def erase_agent(self, agent_id: str) -> None:
+        """Delete the agent's points in every collection, then all its Redis keys.
+
+        Points go first: if Redis fails afterwards, a retry finds nothing left in Qdrant and
+        finishes the job; no other agent's key or point is touched (the filter and the keys
+        carry the agent id).
+        """
+        # Every collection of this prefix that exists, not only those the Redis registry names:
+        # after a Redis loss the registry may be empty while Qdrant still holds the points.
+        for coll, _ in await self._own_collections():
+            await self._q(
+                self._client_q().delete(
+                    coll,
+                    points_selector=qm.FilterSelector(filter=agent_filter(agent_id)),
+                    wait=True,
+                )
+            )
+        ak = AgentKeys.of(self._prefix, agent_id)
+        await self._script("erase", [ak.keyset, ak.mem, ak.doc, ak.df, ak.stats], [ak.base])
