@@ -4,11 +4,18 @@
 classifies a pair as relevant when ``s_i >= t`` (the same comparison the admission step makes).
 The candidate thresholds are the distinct pair scores, each first rounded *down* to ``decimals``
 places (3 by default) so that the published number admits every pair the exact score admitted;
-the chosen threshold is the candidate with the highest F1 (harmonic mean of precision and
-recall), and among equal F1 the **highest** candidate (fewest admissions, the more conservative
-choice). Precision, recall and F1 are reported at that rounded threshold.
+the chosen threshold is the candidate with the highest **F2** (the F-measure that weighs recall
+twice as much as precision), and among equal F2 the **highest** candidate (fewest admissions).
+Precision, recall, F1 and F2 are reported at that rounded threshold.
 
-F1 only changes when ``t`` crosses a pair's score, so checking every score is exhaustive: no other
+Why F2 and not F1: admission only decides which memories the ranking may order. An unrelated
+memory admitted is ranked below the relevant ones by the fusion (and costs nothing unless it is
+packed); a relevant memory refused is lost for good. On the LoCoMo development set, MiniLM's best-F1
+threshold (0.351) gave recall@10 0.626 / MRR 0.454 and its best-F2 threshold (0.267) 0.643 /
+0.469, better on every conversation but one (docs/quality.md). The hashing embedder's threshold is
+the same under both rules.
+
+F2 only changes when ``t`` crosses a pair's score, so checking every score is exhaustive: no other
 threshold scores better.
 
 **Pairs format.** JSON Lines, one object per line: ``{"query": str, "memory": str, "relevant":
@@ -41,8 +48,8 @@ __all__ = [
 ]
 
 RULE = (
-    "threshold = the pair score (rounded down to {decimals} decimals) that maximises F1 of "
-    "'score >= threshold'; ties go to the higher threshold"
+    "threshold = the pair score (rounded down to {decimals} decimals) that maximises F2 "
+    "(recall weighed twice) of 'score >= threshold'; ties go to the higher threshold"
 )
 
 
@@ -82,6 +89,15 @@ class Metrics:
         """Harmonic mean of precision and recall (0.0 when either is 0)."""
         p, r = self.precision, self.recall
         return 2 * p * r / (p + r) if p + r else 0.0
+
+    @property
+    def f2(self) -> float:
+        """F-measure with recall weighed twice: ``5·TP / (5·TP + 4·FN + FP)`` (0.0 without TP).
+
+        From the counts, so that equal scores are equal floats (ties are exact).
+        """
+        tp = self.true_positives
+        return 5 * tp / (5 * tp + 4 * self.false_negatives + self.false_positives) if tp else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +140,7 @@ def metrics_at(scores: Sequence[float], labels: Sequence[bool], threshold: float
 def choose_threshold(
     scores: Sequence[float], labels: Sequence[bool], *, decimals: int = 3
 ) -> CalibrationResult:
-    """The best-F1 threshold of the module's rule, with its metrics."""
+    """The best-F2 threshold of the module's rule, with its metrics."""
     if len(scores) != len(labels):
         raise ValidationError(f"{len(scores)} scores for {len(labels)} labels")
     if not any(labels):
@@ -137,7 +153,7 @@ def choose_threshold(
     for t in sorted({_floor(s, decimals) for s in scores}):
         m = metrics_at(scores, labels, t)
         # Ascending candidates and ">=" hand ties to the higher threshold.
-        if best is None or m.f1 >= best.f1:
+        if best is None or m.f2 >= best.f2:
             best = m
     assert best is not None
     relevant = tuple(s for s, rel in zip(scores, labels, strict=True) if rel)

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("actrone_pg._cli.demo", "store a short conversation and show what retrieval picks"),
     "mcp": ("actrone_pg._cli.mcp", "serve memory to MCP clients over stdio or streamable HTTP"),
     "migrate": ("actrone_pg._cli.migrate", "apply the PostgreSQL schema migrations"),
+    "reindex": ("actrone_pg._cli.reindex", "rebuild a store's BM25 terms with the text analyzer"),
     "inspect": ("actrone_pg._cli.inspect", "show sessions, recent turns and memories (PostgreSQL)"),
     "dsn": ("actrone_pg._cli.dsn", 'print the PostgreSQL DSN (for psql "$(actrone-pg dsn)")'),
     "sweep": ("actrone_pg._cli.sweep", "remove expired sessions and their turns"),

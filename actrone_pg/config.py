@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from actrone_pg.errors import ConfigurationError
+from actrone_pg.ranking import ANALYZERS
 
 __all__ = ["BACKENDS", "EMBEDDING_PROVIDERS", "MemoryConfig", "default_data_dir", "redact"]
 
@@ -124,7 +125,13 @@ class MemoryConfig:
     max_episodic_memories: int = 500
     hybrid_retrieval: bool = True
     rrf_k: int = 60
-    rrf_weights: tuple[float, float, float] = (1.0, 3.0, 0.1)  # measured: docs/quality.md
+    rrf_weights: tuple[float, float, float] = (1.0, 4.0, 0.1)  # measured: docs/quality.md
+    #: How text becomes BM25 terms in every backend: "english" (Snowball English stemming) or
+    #: "simple" (lower-case tokens). A store records it with its term statistics.
+    text_analyzer: str = "english"
+    #: BM25's term-frequency saturation and length normalisation (measured: docs/quality.md).
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.3
     relevance_weight: float = 0.7
     recency_weight: float = 0.3
     rerank_enabled: bool = False
@@ -443,6 +450,13 @@ def _validate(cfg: MemoryConfig) -> None:
             fail(name, f"must be greater than 0, got {getattr(cfg, name)}")
     if cfg.relevance_threshold is not None and not (0.0 < cfg.relevance_threshold < 1.0):
         fail("relevance_threshold", f"must lie in (0, 1), got {cfg.relevance_threshold}")
+    if cfg.text_analyzer not in ANALYZERS:
+        choices = " or ".join(ANALYZERS)
+        fail("text_analyzer", f"unknown analyzer {cfg.text_analyzer!r}; choose {choices}")
+    if not (math.isfinite(cfg.bm25_k1) and cfg.bm25_k1 > 0.0):
+        fail("bm25_k1", f"must be greater than 0, got {cfg.bm25_k1}")
+    if not (0.0 <= cfg.bm25_b <= 1.0):
+        fail("bm25_b", f"must lie in [0, 1], got {cfg.bm25_b}")
     if any(w < 0 for w in cfg.rrf_weights) or not any(w > 0 for w in cfg.rrf_weights):
         fail("rrf_weights", f"weights must be ≥ 0 with at least one > 0, got {cfg.rrf_weights}")
     for name in ("relevance_weight", "recency_weight"):

@@ -102,6 +102,8 @@ class MemoryManager:
             rrf_weights=config.rrf_weights,
             relevance_weight=config.relevance_weight,
             recency_weight=config.recency_weight,
+            bm25_k1=config.bm25_k1,
+            bm25_b=config.bm25_b,
         )
 
     # -- construction --
@@ -591,7 +593,7 @@ class MemoryManager:
         return SearchRequest(
             agent_id=agent_id,
             query=query,
-            terms=tuple(query_terms(query)),
+            terms=tuple(query_terms(query, self.config.text_analyzer)),
             vector=await self._embed_query(query),
             embedder=self.embedder.name,
             threshold=self._threshold,

@@ -21,9 +21,10 @@ SCORES = [0.9125, 0.8125, 0.7125, 0.6125, 0.5125, 0.3125]
 LABELS = [True, False, True, True, False, False]
 
 
-def test_best_f1_threshold_by_hand() -> None:
-    # t=0.912: P 1, R 1/3, F1 .500 | t=0.812: P .5, R 1/3, F1 .400 | t=0.712: P 2/3, R 2/3,
-    # F1 .667 | t=0.612: P .75, R 1, F1 6/7 = .857 (best) | t=0.512: F1 .75 | t=0.312: F1 .667
+def test_best_f2_threshold_by_hand() -> None:
+    # F2 = 5 TP / (5 TP + 4 FN + FP). t=0.912: TP 1, FN 2: 5/13 | t=0.812: FP 1: 5/14 |
+    # t=0.712: TP 2, FN 1, FP 1: 10/15 | t=0.612: TP 3, FP 1: 15/16 (best; F1 6/7, also best) |
+    # t=0.512: FP 2: 15/17 | t=0.312: FP 3: 15/18
     r = choose_threshold(SCORES, LABELS)
     assert r.threshold == 0.612
     assert (r.metrics.true_positives, r.metrics.false_positives) == (3, 1)
@@ -31,14 +32,23 @@ def test_best_f1_threshold_by_hand() -> None:
     assert r.metrics.precision == 0.75
     assert r.metrics.recall == 1.0
     assert r.metrics.f1 == pytest.approx(6 / 7)
+    assert r.metrics.f2 == 15 / 16
     assert r.relevant_scores == (0.9125, 0.7125, 0.6125)
 
 
-def test_ties_go_to_the_higher_threshold() -> None:
-    # t=0.9: P 1, R .5, F1 2/3; t=0.6: P .5, R 1, F1 2/3 -> the tie goes to 0.9.
+def test_recall_weighs_twice() -> None:
+    # t=0.9: P 1, R .5 (F1 2/3, F2 5/9); t=0.6: P .5, R 1 (F1 2/3, F2 5/6): F2 takes the lower.
     r = choose_threshold([0.9, 0.8, 0.7, 0.6], [True, False, False, True])
+    assert r.threshold == 0.6
+    assert r.metrics.f2 == pytest.approx(5 / 6)
+
+
+def test_ties_go_to_the_higher_threshold() -> None:
+    # t=0.9: TP 1, FN 1: F2 5/9; t=0.05: TP 2, FP 8: F2 10/18 = 5/9 -> the tie goes to 0.9.
+    scores = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05]
+    r = choose_threshold(scores, [True] + [False] * 8 + [True])
     assert r.threshold == 0.9
-    assert r.metrics.f1 == pytest.approx(2 / 3)
+    assert r.metrics.f2 == 5 / 9
 
 
 def test_threshold_is_rounded_down_and_admits_its_pair() -> None:

@@ -32,7 +32,7 @@ def test_defaults_match_the_spec() -> None:
     )  # fmt: skip
     assert (c.embedding_provider, c.max_session_turns, c.session_ttl_hours) == ("local", 50, 24)
     assert (c.relevance_threshold, c.max_episodic_memories, c.hybrid_retrieval) == (None, 500, True)
-    assert (c.rrf_k, c.rrf_weights) == (60, (1.0, 3.0, 0.1))
+    assert (c.rrf_k, c.rrf_weights) == (60, (1.0, 4.0, 0.1))
     assert (c.relevance_weight, c.recency_weight) == (0.7, 0.3)
     assert (c.rerank_enabled, c.rerank_top_k) == (False, 20)
     assert (c.budget_fraction_session, c.budget_fraction_episodic) == (0.35, 0.25)

@@ -25,7 +25,7 @@ from actrone_pg.ranking import (
 )
 from tests.factories import NOW, memory, request
 
-STATS = CorpusStats(n_docs=10, total_length=30, doc_freq={"coffee": 3})
+STATS = CorpusStats(n_docs=10, total_length=30, doc_freq={"milk": 3})
 
 
 def run(
@@ -37,14 +37,14 @@ def run(
     budget: int | None = None,
     max_hits: int | None = None,
 ) -> PackedSearch:
-    """The pipeline over ``(id, cosine, tf of "coffee", age in days)`` rows of 3 tokens each."""
+    """The pipeline over ``(id, cosine, tf of "milk", age in days)`` rows of 3 tokens each."""
     ids = [r[0] for r in rows]
     created = [NOW - timedelta(days=r[3]) for r in rows]
 
     def tf(
         idx: npt.NDArray[np.intp], terms: Sequence[str]
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        counts = [[float(rows[i][2]) if t == "coffee" else 0.0 for i in idx] for t in terms]
+        counts = [[float(rows[i][2]) if t == "milk" else 0.0 for i in idx] for t in terms]
         return np.array(counts).reshape(len(terms), idx.size), np.full(idx.size, 3.0)
 
     candidates = Candidates(
@@ -55,7 +55,7 @@ def run(
         term_frequencies=tf,
         memories=lambda at: [memory("ag", ids[i], "x" * 40, created_at=created[i]) for i in at],
     )
-    req = request("ag", "coffee", [1, 0], threshold=threshold, limit=limit, params=params)
+    req = request("ag", "milk", [1, 0], threshold=threshold, limit=limit, params=params)
     return search(replace(req, budget=budget, max_hits=max_hits), candidates, STATS)
 
 
@@ -68,12 +68,12 @@ def test_tokenize_is_lowercase_runs_of_letters_and_digits() -> None:
 
 
 def test_idf_and_bm25_by_hand() -> None:
-    stats = CorpusStats(n_docs=4, total_length=12, doc_freq={"coffee": 2, "tea": 1})
+    stats = CorpusStats(n_docs=4, total_length=12, doc_freq={"milk": 2, "tea": 1})
     assert idf(4, 2) == pytest.approx(math.log(1 + 2.5 / 2.5))
     # doc 0 of length 3 (= avgdl), tf(coffee) = 1: idf * 1 * 2.2 / (1 + 1.2)
     # doc 1: tf = 2, length 6 (twice avgdl): norm = 1.2 * (0.25 + 0.75 * 2) = 2.1
     # doc 2: no query term
-    got = bm25(np.array([[1.0, 2.0, 0.0]]), np.array([3.0, 6.0, 3.0]), [2], stats)
+    got = bm25(np.array([[1.0, 2.0, 0.0]]), np.array([3.0, 6.0, 3.0]), [2], stats, 1.2, 0.75)
     expected = [math.log(2.0), math.log(2.0) * 2 * 2.2 / (2 + 2.1), 0.0]
     assert got.tolist() == pytest.approx(expected)
 

@@ -1,8 +1,8 @@
 """``actrone-pg calibrate``: measure an embedder's relevance threshold on labelled pairs.
 
 Scores every (query, memory) pair with the embedder (cosine of the L2-normalised vectors), picks
-the threshold by the rule in :mod:`actrone_pg.calibration` (best F1, ties to the higher
-threshold), and prints both score distributions as a histogram with precision, recall and F1.
+the threshold by the rule in :mod:`actrone_pg.calibration` (best F2, ties to the higher
+threshold), and prints both score distributions as a histogram with precision, recall, F1, F2.
 """
 
 from __future__ import annotations
@@ -144,6 +144,7 @@ def _result_dict(
         "precision": m.precision,
         "recall": m.recall,
         "f1": m.f1,
+        "f2": m.f2,
         "true_positives": m.true_positives,
         "false_positives": m.false_positives,
         "false_negatives": m.false_negatives,
@@ -198,7 +199,7 @@ def _print(data: dict[str, Any], result: CalibrationResult, bins: int) -> None:
     console.print(f"rule: {data['rule']}")
     console.print(
         f"[bold]threshold {threshold:.3f}[/bold]: precision {data['precision']:.3f}, "
-        f"recall {data['recall']:.3f}, F1 {data['f1']:.3f} "
+        f"recall {data['recall']:.3f}, F1 {data['f1']:.3f}, F2 {data['f2']:.3f} "
         f"(TP {data['true_positives']}, FP {data['false_positives']}, "
         f"FN {data['false_negatives']}, TN {data['true_negatives']})"
     )
@@ -208,7 +209,7 @@ def _print(data: dict[str, Any], result: CalibrationResult, bins: int) -> None:
         console.print(
             f"declared threshold {declared['threshold']:.3f}"
             f"{' (the same)' if same else ''}: precision {declared['precision']:.3f}, "
-            f"recall {declared['recall']:.3f}, F1 {declared['f1']:.3f}"
+            f"recall {declared['recall']:.3f}, F1 {declared['f1']:.3f}, F2 {declared['f2']:.3f}"
         )
     else:
         console.print("the embedder declares no threshold (the library default 0.72 applies)")
@@ -234,6 +235,7 @@ def run(args: argparse.Namespace) -> int:
             "precision": dm.precision,
             "recall": dm.recall,
             "f1": dm.f1,
+            "f2": dm.f2,
         }
     data = _result_dict(embedder, source, result, declared)
     if args.json:

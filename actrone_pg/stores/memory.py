@@ -21,7 +21,14 @@ import numpy.typing as npt
 from actrone_pg import pipeline
 from actrone_pg.models import Memory, SessionInfo, Turn, Vector
 from actrone_pg.pipeline import Candidates, PackedSearch, SearchRequest
-from actrone_pg.ranking import CorpusStats, code_point_ranks, cosines, micros, term_counts
+from actrone_pg.ranking import (
+    DEFAULT_ANALYZER,
+    CorpusStats,
+    analyzer,
+    code_point_ranks,
+    cosines,
+    micros,
+)
 from actrone_pg.stores.base import (
     MemoryRecord,
     batch_dimensions,
@@ -170,7 +177,9 @@ class InMemoryStore:
 
     backend = "memory"
 
-    def __init__(self) -> None:
+    def __init__(self, *, text_analyzer: str = DEFAULT_ANALYZER) -> None:
+        #: How contents become BM25 terms (``MemoryConfig.text_analyzer``).
+        self.analyzer = analyzer(text_analyzer)
         self._sessions: dict[tuple[str, str], _Session] = {}
         self._agents: dict[str, _Agent] = {}
         self._locks: dict[tuple[str, str], tuple[str, float]] = {}
@@ -285,7 +294,7 @@ class InMemoryStore:
                 raise dimension_mismatch(name, dims[name], size)
         self._dimensions = dims
         for rec in records:
-            tf, length = term_counts(rec.memory.content)
+            tf, length = self.analyzer.term_counts(rec.memory.content)
             vector = np.asarray(rec.vector, dtype=np.float32)
             agent = self._agents.setdefault(rec.memory.agent_id, _Agent())
             agent.add(_Entry(memory=rec.memory, vector=vector, tf=tf, length=length))
@@ -346,8 +355,7 @@ class InMemoryStore:
 
 def from_config(config: MemoryConfig) -> InMemoryStore:
     """Factory used by :func:`actrone_pg.stores.create_store`."""
-    del config
-    return InMemoryStore()
+    return InMemoryStore(text_analyzer=config.text_analyzer)
 
 
 def _now() -> datetime:

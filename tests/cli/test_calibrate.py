@@ -52,7 +52,7 @@ def test_calibrate_a_jsonl_file(tmp_path: Path, capsys: pytest.CaptureFixture[st
     out = run_json(
         capsys, "--embedder", "tests.cli.test_calibrate:AngleEmbedder", "--pairs", str(path)
     )
-    # Worked out in tests/test_calibration.py: best F1 6/7 at 0.612 (TP 3, FP 1).
+    # Worked out in tests/test_calibration.py: best F2 15/16 at 0.612 (TP 3, FP 1).
     assert out["threshold"] == 0.612
     assert out["precision"] == 0.75 and out["recall"] == 1.0
     assert out["embedder"] == "angle" and out["declared"] is None

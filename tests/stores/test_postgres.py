@@ -159,9 +159,10 @@ async def test_bm25_statistics_match_a_recount_after_random_writes(
             live[mid] = text
         await store_postgres.upsert_memories(batch)
     df: Counter[str] = Counter()
+    terms = store_postgres.analyzer.terms
     for text in live.values():
-        df.update(set(tokenize(text)))
-    total = sum(len(tokenize(t)) for t in live.values())
+        df.update(set(terms(text)))
+    total = sum(len(terms(t)) for t in live.values())
     with psycopg.connect(postgres_dsn) as conn:
         stats = conn.execute(
             sql.SQL("SELECT n_docs, total_length FROM {} WHERE agent_id = 'a'").format(
@@ -200,7 +201,7 @@ async def test_bm25_adds_its_terms_in_query_order_bit_for_bit(
     query = "theta eta zeta epsilon delta gamma beta alpha"
     hits = (await store_postgres.search(request("a", query, [1, 0, 0, 0], limit=500))).hits
     assert len(hits) == len(texts)
-    terms = tokenize(query)
+    terms = store_postgres.analyzer.query_terms(query)
     reordered = 0
     for hit in hits:
         assert hit.explain is not None
@@ -259,7 +260,8 @@ async def test_hybrid_search_is_callable_from_plain_sql(
     schema = sql.Identifier(postgres_schema)
     query = sql.SQL(
         "SELECT id, dense_rank, lexical_rank, recency_rank, fused_score FROM {}.hybrid_search("
-        "'a', 'test-embedder', {}.query_terms('coffee?'), '[1,0,0,0]', p_threshold => 0.0,"
+        "'a', 'test-embedder', tsvector_to_array(to_tsvector('english', 'coffee?')), '[1,0,0,0]',"
+        " p_threshold => 0.0,"
         " p_now => '2026-11-01 12:00:00+00')"
     ).format(schema, schema)
     with psycopg.connect(postgres_dsn) as conn:

@@ -25,13 +25,21 @@ from actrone_pg.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from actrone_pg.ranking import term_counts, tokenize
+from actrone_pg.ranking import (
+    ANALYZERS,
+    DEFAULT_ANALYZER,
+    analyzer,
+    analyzer_mismatch,
+    tokenize,
+)
 from actrone_pg.stores.base import dimension_mismatch
 from actrone_pg.stores.postgres import rows
 from actrone_pg.stores.postgres.statements import (
     ANALYZE_FIRST,
     NORMALISE,
+    RECORD_ANALYZER,
     RECORD_TS_CONFIG,
+    SELECT_ANALYZER,
     SELECT_EMBEDDERS,
     SELECT_TS_CONFIG,
     SETTLE_SECONDS,
@@ -73,6 +81,7 @@ class Connection:
         connect_timeout: float = 5.0,
         statement_timeout: float = 30.0,
         text_search_config: str = "simple",
+        text_analyzer: str = DEFAULT_ANALYZER,
         ann_min_memories: int = 50_000,
         ann_ef_search: int = 800,
     ) -> None:
@@ -84,6 +93,11 @@ class Connection:
                 "postgres_text_search_config", f"{text_search_config!r} is not a plain identifier"
             )
         self._ts_config = text_search_config
+        if text_analyzer not in ANALYZERS:
+            raise ConfigurationError("text_analyzer", f"unknown analyzer {text_analyzer!r}")
+        #: How contents and queries become BM25 terms (under postgres_text_search_config
+        #: 'simple'; any other configuration maps the plain tokens through the server instead).
+        self.analyzer = analyzer(text_analyzer)
         # token -> its lexeme under a non-'simple' configuration (None for a stop word)
         self._lexemes: dict[str, str | None] = {}
         self._dsn = dsn
@@ -171,6 +185,7 @@ class Connection:
         self._pool = pool
         try:
             await self._check_text_search_config()
+            await self._check_text_analyzer()
             async with self._conn() as conn:
                 cur = await conn.execute(VECTOR_SCHEMA)
                 row = await cur.fetchone()
@@ -214,6 +229,21 @@ class Connection:
                 f"schema {self.schema!r} holds term statistics built with {recorded!r}, not "
                 f"{self._ts_config!r}; use {recorded!r}, or another postgres_schema",
             )
+
+    async def _check_text_analyzer(self) -> None:
+        # Like the configuration: term_freqs, doc_len and the statistics hold the analyzer's
+        # terms, so the schema records it and a store configured otherwise refuses to write
+        # (`actrone-pg reindex` rebuilds them). A schema written before analyzers were recorded
+        # holds plain tokens: it is recorded as 'simple'.
+        if self._ts_config != "simple":
+            return
+        async with self._conn() as conn:
+            await conn.execute(self._q(RECORD_ANALYZER), (self.analyzer.name,))
+            cur = await conn.execute(self._q(SELECT_ANALYZER))
+            row = await cur.fetchone()
+        recorded = str(row[0]) if row else self.analyzer.name
+        if recorded != self.analyzer.name:
+            raise analyzer_mismatch(f"schema {self.schema!r}", recorded, self.analyzer.name)
 
     def _prepare_schema(self, dsn: str) -> None:
         from actrone_pg import migrations
@@ -312,7 +342,7 @@ class Connection:
     # -- text search: the lexemes of the configured text search configuration --
     async def _term_counts(self, conn: _Conn, text: str) -> tuple[Counter[str], int]:
         if self._ts_config == "simple":
-            return term_counts(text)
+            return self.analyzer.term_counts(text)
         lexemes = await self._normalise(conn, tokenize(text))
         kept = [lx for lx in lexemes if lx is not None]
         return Counter(kept), len(kept)
@@ -330,11 +360,13 @@ class Connection:
         known.update(found)
         return out
 
-    async def _query_terms(self, terms: Sequence[str]) -> list[str]:
+    async def _query_terms(self, query: str, terms: Sequence[str]) -> list[str]:
+        """``terms`` (the analyzer's, from the manager), or the query's plain tokens mapped
+        through a non-'simple' text search configuration."""
         if self._ts_config == "simple":
             return list(terms)
         async with self._conn() as conn:
-            lexemes = await self._normalise(conn, terms)
+            lexemes = await self._normalise(conn, list(dict.fromkeys(tokenize(query))))
         return list(dict.fromkeys(lx for lx in lexemes if lx is not None))
 
     # -- the embedder registry: each embedder's dimension, fixed by its first write --

@@ -60,7 +60,7 @@ class Search(Maintenance):
         params: tuple[Any, ...] = (
             request.agent_id,
             request.embedder,
-            await self._query_terms(request.terms),
+            await self._query_terms(request.query, request.terms),
             request.vector,
             float(request.threshold),
             int(request.limit),

@@ -192,6 +192,33 @@ RECORD_TS_CONFIG = (
     " ON CONFLICT (name) DO NOTHING"
 )
 SELECT_TS_CONFIG = "SELECT value FROM {s}.settings WHERE name = 'text_search_config'"
+# The analyzer of the stored terms: the configured one for an empty schema, 'simple' for one
+# written before analyzers were recorded (its terms are plain tokens).
+RECORD_ANALYZER = (
+    "INSERT INTO {s}.settings (name, value) SELECT 'text_analyzer',"
+    " CASE WHEN EXISTS (SELECT 1 FROM {s}.memories) THEN 'simple' ELSE %s END"
+    " ON CONFLICT (name) DO NOTHING"
+)
+SELECT_ANALYZER = "SELECT value FROM {s}.settings WHERE name = 'text_analyzer'"
+SET_ANALYZER = (
+    "INSERT INTO {s}.settings (name, value) VALUES ('text_analyzer', %s)"
+    " ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value"
+)
+# -- reindex.py: every memory's terms again, then the statistics from them, in one transaction
+REINDEX_LOCK = "LOCK TABLE {s}.memories, {s}.term_stats, {s}.agent_stats IN EXCLUSIVE MODE"
+REINDEX_READ = "SELECT m.agent_id, m.id, m.content FROM {s}.memories AS m"
+REINDEX_WRITE = (
+    "UPDATE {s}.memories SET term_freqs = %s, doc_len = %s WHERE agent_id = %s AND id = %s"
+)
+REINDEX_STATS = [
+    "DELETE FROM {s}.term_stats",
+    "INSERT INTO {s}.term_stats (agent_id, term, df) SELECT m.agent_id, t.term, count(*)"
+    " FROM {s}.memories AS m CROSS JOIN LATERAL jsonb_object_keys(m.term_freqs) AS t(term)"
+    " GROUP BY m.agent_id, t.term",
+    "DELETE FROM {s}.agent_stats",
+    "INSERT INTO {s}.agent_stats (agent_id, n_docs, total_length)"
+    " SELECT m.agent_id, count(*), sum(m.doc_len) FROM {s}.memories AS m GROUP BY m.agent_id",
+]
 # One lexeme per reference token (the smallest if a dictionary yields several; none for a stop
 # word). The configuration name is a bound value cast to regconfig, never spliced into the SQL.
 NORMALISE = (

@@ -39,6 +39,7 @@ class PostgresStore(Sessions, Writes, Search):
             connect_timeout=config.postgres_connect_timeout,
             statement_timeout=config.postgres_statement_timeout,
             text_search_config=config.postgres_text_search_config,
+            text_analyzer=config.text_analyzer,
             ann_min_memories=config.postgres_ann_min_memories,
             ann_ef_search=config.postgres_ann_ef_search,
         )

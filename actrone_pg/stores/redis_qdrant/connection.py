@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from actrone_pg.errors import MissingDependencyError, StoreError, StoreUnavailableError
+from actrone_pg.ranking import DEFAULT_ANALYZER, analyzer
 from actrone_pg.stores.redis_qdrant.layout import LAYOUT
 from actrone_pg.stores.redis_qdrant.scripts import SCRIPTS
 
@@ -53,7 +54,10 @@ class Connection:
         redis_timeout: float = 5.0,
         qdrant_timeout: float = 10.0,
         redis_pool_size: int = 20,
+        text_analyzer: str = DEFAULT_ANALYZER,
     ) -> None:
+        #: How contents and queries become BM25 terms (``MemoryConfig.text_analyzer``).
+        self.analyzer = analyzer(text_analyzer)
         self._redis_url = redis_url
         self._qdrant_url = qdrant_url
         self._qdrant_api_key = qdrant_api_key
@@ -77,6 +81,11 @@ class Connection:
     @property
     def _dims_key(self) -> str:
         return f"{self._prefix}:{LAYOUT}:dims"
+
+    @property
+    def _analyzer_key(self) -> str:
+        """The analyzer whose terms the index and statistics of this prefix hold."""
+        return f"{self._prefix}:{LAYOUT}:analyzer"
 
     async def setup(self) -> None:
         """Create the clients and check that both servers answer (StoreUnavailableError if not)."""

@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass
 
 from actrone_pg.errors import MissingDependencyError, StoreError
+from actrone_pg.ranking import analyzer_mismatch
 from actrone_pg.stores.redis_qdrant.layout import AgentKeys, agent_filter, doc_entry
 from actrone_pg.stores.redis_qdrant.registry import Registry
 
@@ -155,7 +156,12 @@ class Index(Registry):
                     if await self._registered_dim(embedder) is None:
                         await self._register_dim(embedder, dim)
                     entries.append(
-                        (agent_id, payload["memory_id"], embedder, doc_entry(payload["content"]))
+                        (
+                            agent_id,
+                            payload["memory_id"],
+                            embedder,
+                            doc_entry(payload["content"], self.analyzer),
+                        )
                     )
                 if offset is None:
                     break
@@ -164,6 +170,50 @@ class Index(Registry):
         await self._apply_entries(entries)
         logger.warning("rebuilt the Redis index of agent %r: %d memories", agent_id, len(entries))
         return len(entries)
+
+    async def _check_text_analyzer(self) -> None:
+        """Record this prefix's analyzer, or refuse one that differs from the recorded.
+
+        The index and statistics hold the analyzer's terms. A prefix written before analyzers
+        were recorded (embedders registered, no record) holds plain tokens: it is 'simple'.
+        """
+        r = self._client_r()
+        if not await self._r(r.exists(self._analyzer_key)):
+            written = int(await self._r(r.hlen(self._dims_key))) > 0
+            await self._r(r.setnx(self._analyzer_key, "simple" if written else self.analyzer.name))
+        recorded = await self._r(r.get(self._analyzer_key))
+        if recorded is not None and str(recorded) != self.analyzer.name:
+            raise analyzer_mismatch(
+                f"the Redis index of prefix {self._prefix!r}", str(recorded), self.analyzer.name
+            )
+
+    async def _reindex_terms(self) -> int:
+        """Rebuild every agent's index and statistics from Qdrant with this store's analyzer.
+
+        Returns the number of memories indexed. Writes made meanwhile by other processes may be
+        indexed with the old analyzer: run it while nothing writes to the prefix.
+        """
+        agents: set[str] = set()
+        for coll, _ in await self._own_collections():
+            offset: qm.ExtendedPointId | None = None
+            while True:
+                points, offset = await self._q(
+                    self._client_q().scroll(
+                        coll,
+                        limit=1000,
+                        offset=offset,
+                        with_payload=["agent_id"],
+                        with_vectors=False,
+                    )
+                )
+                agents.update(str((p.payload or {})["agent_id"]) for p in points)
+                if offset is None:
+                    break
+        count = 0
+        for agent_id in sorted(agents):
+            count += await self.rebuild_index(agent_id)
+        await self._r(self._client_r().set(self._analyzer_key, self.analyzer.name))
+        return count
 
     async def _search_stats(
         self, ak: AgentKeys, embedder: str, ids: list[str], terms: list[str]

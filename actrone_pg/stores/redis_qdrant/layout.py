@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from actrone_pg.errors import MissingDependencyError
 from actrone_pg.models import STORED_MEMORY_FIELDS, Memory, Turn, memory_from_fields
-from actrone_pg.ranking import micros, term_counts
+from actrone_pg.ranking import Analyzer, micros
 
 try:
     from qdrant_client import models as qm
@@ -121,9 +121,9 @@ def point_id(agent_id: str, memory_id: str) -> str:
     return str(uuid.uuid5(_POINT_NAMESPACE, f"{agent_id}\x00{memory_id}"))
 
 
-def doc_entry(content: str) -> str:
+def doc_entry(content: str, terms: Analyzer) -> str:
     """``"length term term ..."``: what the BM25 statistics need to add or remove a memory."""
-    tf, length = term_counts(content)
+    tf, length = terms.term_counts(content)
     return " ".join([str(length), *tf.keys()])
 
 

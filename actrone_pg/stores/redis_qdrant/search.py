@@ -11,7 +11,7 @@ import numpy.typing as npt
 from actrone_pg import pipeline
 from actrone_pg.errors import MissingDependencyError
 from actrone_pg.pipeline import Candidates, PackedSearch, SearchRequest
-from actrone_pg.ranking import CorpusStats, code_point_ranks, tokenize
+from actrone_pg.ranking import CorpusStats, code_point_ranks
 from actrone_pg.ranking import cosines as _reference_cosines
 from actrone_pg.stores.base import check_query_dimensions
 from actrone_pg.stores.redis_qdrant.index import Index
@@ -99,10 +99,12 @@ class Search(Index):
         payloads = [p.payload or {} for p in kept]
         columns = payload_columns(payloads)
 
+        terms_of = self.analyzer.terms
+
         def tf(
             idx: npt.NDArray[np.intp], terms: Sequence[str]
         ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-            tokens = [tokenize(columns.contents[i]) for i in idx.tolist()]
+            tokens = [terms_of(columns.contents[i]) for i in idx.tolist()]
             counts = [[t.count(term) for t in tokens] for term in terms]
             lengths = np.array([len(t) for t in tokens], dtype=np.float64)
             return np.array(counts, dtype=np.float64).reshape(len(terms), idx.size), lengths

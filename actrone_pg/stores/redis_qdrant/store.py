@@ -25,6 +25,27 @@ class RedisQdrantStore(Sessions, Writes, Search):
 
     backend = "redis_qdrant"
 
+    async def setup(self) -> None:
+        """Connect, and check that the index holds the configured analyzer's terms."""
+        await super().setup()
+        try:
+            await self._check_text_analyzer()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def reindex(self) -> int:
+        """Connect and rebuild the BM25 terms of every memory with the configured analyzer.
+
+        ``actrone-pg reindex``: for a prefix whose recorded analyzer differs (where
+        :meth:`setup` refuses). Returns the number of memories indexed.
+        """
+        await super().setup()
+        try:
+            return await self._reindex_terms()
+        finally:
+            await self.close()
+
 
 def from_config(config: MemoryConfig) -> RedisQdrantStore:
     """Factory used by :func:`actrone_pg.stores.create_store` (connects on ``setup()``)."""
@@ -38,4 +59,5 @@ def from_config(config: MemoryConfig) -> RedisQdrantStore:
         redis_timeout=config.redis_timeout,
         qdrant_timeout=config.qdrant_timeout,
         redis_pool_size=config.redis_pool_size,
+        text_analyzer=config.text_analyzer,
     )

@@ -70,7 +70,12 @@ class Writes(Index):
 
         priors = await self._apply_entries(
             [
-                (r.memory.agent_id, r.memory.id, r.memory.embedder, doc_entry(r.memory.content))
+                (
+                    r.memory.agent_id,
+                    r.memory.id,
+                    r.memory.embedder,
+                    doc_entry(r.memory.content, self.analyzer),
+                )
                 for r in records
             ]
         )

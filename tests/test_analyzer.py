@@ -1,0 +1,196 @@
+"""The lexical analyzer (ranking.Analyzer) and the analyzer each store records with its terms."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from actrone_pg import MemoryConfig, cli, migrations
+from actrone_pg.errors import ConfigurationError
+from actrone_pg.ranking import Analyzer, analyzer, query_terms, term_counts, tokenize
+from actrone_pg.stores.memory import InMemoryStore
+from actrone_pg.stores.postgres import PostgresStore
+from actrone_pg.stores.postgres.reindex import reindex
+from actrone_pg.stores.redis_qdrant.layout import LAYOUT
+from tests.backends.redis_qdrant import cleanup, redis_qdrant_settings, unique_prefix
+from tests.factories import record, request
+
+TEXTS = {
+    "m1": "The cats were running after the mice",
+    "m2": "A cat runs; the dog sleeps.",
+    "m3": "Universities organise generous scholarships",
+    "m4": "nothing in common here",
+}
+QUERY = "cat running"
+
+
+def _records() -> list:  # type: ignore[type-arg]
+    return [record("a", mid, text, [1, i, 0, 0]) for i, (mid, text) in enumerate(TEXTS.items())]
+
+
+def test_english_stems_and_simple_keeps_tokens() -> None:
+    english, simple = analyzer("english"), analyzer("simple")
+    assert english.terms("The cats were running") == ["the", "cat", "were", "run"]
+    assert english.query_terms("Running cats, running!") == ["run", "cat"]
+    assert simple.terms("The cats were running") == tokenize("The cats were running")
+    assert term_counts("cats cat CAT", "english") == ({"cat": 3}, 3)
+    assert query_terms("cat & dog | cat:* !", "simple") == ["cat", "dog"]
+    # every analyzer starts from the one tokenizer
+    assert english.terms("Don't e-mail") == ["don", "t", "e", "mail"]
+    with pytest.raises(ValueError, match="unknown analyzer"):
+        Analyzer("klingon")
+
+
+def test_unknown_analyzer_and_bm25_values_are_configuration_errors() -> None:
+    with pytest.raises(ConfigurationError, match="text_analyzer"):
+        MemoryConfig(text_analyzer="porter")
+    with pytest.raises(ConfigurationError, match="bm25_b"):
+        MemoryConfig(bm25_b=1.5)
+    with pytest.raises(ConfigurationError, match="bm25_k1"):
+        MemoryConfig(bm25_k1=0.0)
+
+
+async def _ranked(store: object) -> list[tuple[str, float | None, int | None]]:
+    hits = (await store.search(request("a", QUERY, [1, 0, 0, 0]))).hits  # type: ignore[attr-defined]
+    return [(h.memory.id, h.explain.bm25, h.explain.lexical_rank) for h in hits]
+
+
+async def _reference(name: str) -> list[tuple[str, float | None, int | None]]:
+    store = InMemoryStore(text_analyzer=name)
+    await store.upsert_memories(_records())
+    return await _ranked(store)
+
+
+@pytest.mark.postgres
+def test_the_stemmer_is_postgresql_english_stem(postgres_dsn: str) -> None:
+    """Snowball's English stemmer as PostgreSQL ships it, on the words of the shipped data sets.
+
+    PostgreSQL's english_stem drops its own stop words (an empty result); the analyzer keeps
+    them. Two words differ from the Snowball release the analyzer pins (2.2): PostgreSQL 18
+    carries a later fix for "added" / "adding".
+    """
+    data = resources.files("actrone_pg") / "data"
+    text = " ".join(
+        (data / name).read_text(encoding="utf-8")
+        for name in ("eval_conversations.jsonl", "calibration.jsonl")
+    )
+    words = sorted(set(tokenize(text)))
+    words += ["universities", "organise", "generously", "caresses", "dying", "news", "evening"]
+    english = analyzer("english")
+    with psycopg.connect(postgres_dsn) as conn:
+        rows = conn.execute(
+            "SELECT w, ts_lexize('english_stem', w) FROM unnest(%s::text[]) AS w", (words,)
+        ).fetchall()
+    differ = {w: (lx[0], (english.terms(w) or [w])[0]) for w, lx in rows if lx}
+    differ = {w: pair for w, pair in differ.items() if pair[0] != pair[1]}
+    assert len(rows) > 700
+    assert set(differ) <= {"added", "adding"}, differ
+
+
+@pytest.mark.postgres
+async def test_postgres_records_its_analyzer_refuses_another_and_reindexes(
+    postgres_dsn: str, scratch_schema: str
+) -> None:
+    migrations.migrate(postgres_dsn, scratch_schema)
+
+    def store(name: str) -> PostgresStore:
+        return PostgresStore(postgres_dsn, schema=scratch_schema, text_analyzer=name)
+
+    old = store("simple")
+    await old.setup()
+    await old.upsert_memories(_records())
+    assert await _ranked(old) == await _reference("simple")
+    await old.close()
+
+    # A schema written before analyzers were recorded holds plain tokens: it reads as 'simple'.
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        settings = sql.Identifier(scratch_schema, "settings")
+        conn.execute(sql.SQL("DELETE FROM {} WHERE name = 'text_analyzer'").format(settings))
+    new = store("english")
+    with pytest.raises(ConfigurationError, match=r"'simple', not 'english'.*actrone-pg reindex"):
+        await new.setup()
+
+    assert reindex(postgres_dsn, scratch_schema, "english") == len(TEXTS)
+    new = store("english")
+    await new.setup()
+    try:
+        english = await _ranked(new)
+        assert english == await _reference("english")
+        # "cat running" now meets "cats ... running" and "cat runs"
+        assert {m for m, bm25, _ in english if bm25} == {"m1", "m2"}
+    finally:
+        await new.close()
+    # ... and a store still configured for the old analyzer is refused in turn.
+    with pytest.raises(ConfigurationError, match="'english', not 'simple'"):
+        await store("simple").setup()
+
+
+@pytest.mark.postgres
+def test_reindex_command(
+    postgres_dsn: str, scratch_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    migrations.migrate(postgres_dsn, scratch_schema)
+    argv = ["reindex", "--backend", "postgres", "--dsn", postgres_dsn, "--schema", scratch_schema]
+    assert cli.main([*argv, "--text-analyzer", "simple"]) == 0
+    assert "re-indexed 0 memories with the analyzer 'simple'" in capsys.readouterr().out
+    with psycopg.connect(postgres_dsn) as conn:
+        row = conn.execute(
+            sql.SQL("SELECT value FROM {} WHERE name = 'text_analyzer'").format(
+                sql.Identifier(scratch_schema, "settings")
+            )
+        ).fetchone()
+    assert row == ("simple",)
+    assert cli.main(["reindex", "--backend", "memory"]) == 2
+    assert "nothing to re-index" in capsys.readouterr().err
+
+
+@pytest.mark.redis
+@pytest.mark.qdrant
+async def test_redis_records_its_analyzer_refuses_another_and_reindexes(tmp_path: Path) -> None:
+    from actrone_pg.stores.redis_qdrant import from_config
+
+    prefix = unique_prefix()
+    # Qdrant in local mode on a path: its points outlive each store object.
+    settings = redis_qdrant_settings(prefix, qdrant_url=str(tmp_path / "qdrant"))
+
+    def store(name: str):  # type: ignore[no-untyped-def]
+        return from_config(MemoryConfig(**settings, text_analyzer=name))
+
+    try:
+        old = store("simple")
+        await old.setup()
+        await old.upsert_memories(_records())
+        assert await _ranked(old) == await _reference("simple")
+        await old.close()
+        import redis.asyncio as aioredis
+
+        client = aioredis.Redis.from_url(settings["redis_url"])
+        try:  # written before analyzers were recorded: plain tokens, 'simple'
+            await client.delete(f"{prefix}:{LAYOUT}:analyzer")
+        finally:
+            await client.aclose()
+        with pytest.raises(ConfigurationError, match=r"'simple', not 'english'.*reindex"):
+            await store("english").setup()
+        assert await store("english").reindex() == len(TEXTS)
+        new = store("english")
+        await new.setup()
+        try:
+            assert await _ranked(new) == await _reference("english")
+        finally:
+            await new.close()
+    finally:
+        await cleanup(prefix)
+
+
+def test_every_backend_builds_its_store_with_the_configured_analyzer() -> None:
+    from actrone_pg.stores import create_store
+
+    for backend in ("memory", "postgres", "redis_qdrant"):
+        config = MemoryConfig(
+            backend=backend, text_analyzer="simple", postgres_dsn="postgresql://x"
+        )
+        assert create_store(config).analyzer.name == "simple"  # type: ignore[attr-defined]
