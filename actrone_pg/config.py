@@ -86,8 +86,9 @@ class MemoryConfig:
     postgres_connect_timeout: float = 5.0
     #: Seconds a single statement may run before it is cancelled.
     postgres_statement_timeout: float = 30.0
-    #: Text search configuration used for the lexical index ("simple" keeps parity with the
-    #: in-memory reference tokeniser; "english" adds stemming and stop words).
+    #: "simple": the lexical index holds the terms of ``text_analyzer``, as every backend does.
+    #: Any other text search configuration of the server ("german", ...) maps the plain tokens
+    #: through it instead (PostgreSQL only; rankings then differ from the other backends).
     postgres_text_search_config: str = "simple"
     #: An agent with at least this many memories gets an HNSW index of its own (per embedder of
     #: up to 2,000 dimensions), built in the background, and is searched through it: nearly

@@ -18,12 +18,15 @@ and PostgreSQL's SQL is tested for parity against it, so every rule here is the 
 
 **Tokenisation** (shared by every backend's BM25): lower-case the text, then take the maximal runs
 of Unicode letters and digits (``[^\\W_]+``); everything else separates terms. ``"Don't e-mail
-me!"`` gives ``["don", "t", "e", "mail", "me"]``. A query's terms are its distinct tokens.
+me!"`` gives ``["don", "t", "e", "mail", "me"]``. An :class:`Analyzer` then turns the tokens into
+terms (``english``, the default: each token's Snowball English stem; ``simple``: the tokens as
+they are). Every backend gets its terms from here, and each store records the analyzer its
+stored terms were built with. A query's terms are its distinct terms.
 
 **BM25**: ``k1`` and ``b`` from :class:`RankingParams` (by default ``BM25_K1`` and
 ``BM25_B``); ``idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))`` where ``N``
 is the number of the agent's memories and ``df`` how many contain ``t``; document length is its
-token count, ``avgdl`` the agent's mean. Statistics cover the agent's whole corpus, not only the
+term count, ``avgdl`` the agent's mean. Statistics cover the agent's whole corpus, not only the
 admitted candidates.
 """
 
