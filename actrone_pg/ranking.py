@@ -114,14 +114,8 @@ class Analyzer:
         """The terms of already tokenized text, in order (repeats kept)."""
         if self.name == "simple":
             return list(tokens)
-        cache = self._cache
-        out: list[str] = []
-        for token in tokens:
-            term = cache.get(token)
-            if term is None:
-                term = self._stem(token)
-            out.append(term)
-        return out
+        known, stem = self._cache.get, self._stem
+        return [known(token) or stem(token) for token in tokens]
 
     def _stem(self, token: str) -> str:
         stemmer = getattr(self._local, "stemmer", None)
