@@ -94,7 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="create that environment (a separate venv) first; implies --reference",
     )
     ref.add_argument("--reference-venv", type=Path, help="where --setup-reference creates it")
-    ref.add_argument("--reference-driver", help="path of benchmarks/eval_reference_driver.py")
+    ref.add_argument("--reference-driver", help="driver script to run instead of the shipped one")
     parser.add_argument("--chart", type=Path, help="save a PNG bar chart here (needs [bench])")
     parser.add_argument("--json", action="store_true", help="print the results as JSON only")
 
@@ -125,7 +125,7 @@ def _configs(args: argparse.Namespace) -> list[EvalConfig]:
 
 
 def _reference_python(args: argparse.Namespace, console: Any) -> Path:
-    from actrone_pg import _bench_reference as ref
+    from actrone_pg.bench import reference as ref
 
     venv = args.reference_venv or ref.default_reference_venv()
     try:

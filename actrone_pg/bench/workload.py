@@ -1,7 +1,7 @@
 """The benchmark behind ``actrone-pg bench``: synthetic data, ingest, timed retrieval, recall.
 
 Everything here is deterministic given the seed, and free of any terminal output, so the command
-(``actrone_pg/_cli/bench.py``) and the smoke test share it.
+(:mod:`actrone_pg.bench.command`) and the smoke test share it.
 
 **Data.** Each agent gets ``per_agent`` memories of ``dimensions`` floats, grouped into clusters
 of about ``cluster_size`` memories. A memory is a unit vector at a random angle from its cluster's
