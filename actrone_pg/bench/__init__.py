@@ -1,7 +1,7 @@
 """``actrone-pg bench``: ingest, retrieval latency and candidate recall, with an optional reference.
 
-The library never imports this package (``actrone-pg eval`` borrows its reference environment);
-it is the command's code, kept apart:
+The library never imports this package (``actrone-pg eval`` borrows its reference environment
+and :func:`~actrone_pg.bench.reference.run_driver`); it is the command's code, kept apart:
 
 - :mod:`~actrone_pg.bench.workload`: the synthetic data, the timed run and the recall check
   (no terminal output, shared by the command and the tests);

@@ -38,6 +38,7 @@ __all__ = [
     "find_driver",
     "reference_python",
     "reference_result",
+    "run_driver",
     "run_reference",
     "setup_reference_venv",
     "write_reference_data",
@@ -155,7 +156,14 @@ def run_reference(
         "--table-prefix",
         table_prefix,
     ]
-    # stderr (its progress lines) goes straight to the terminal; stdout is the JSON result.
+    return run_driver(cmd)
+
+
+def run_driver(cmd: list[str]) -> dict[str, Any]:
+    """Run a reference driver's command line; the JSON object it printed last on stdout.
+
+    Its stderr (progress lines, or the error) goes straight to the terminal.
+    """
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
     if proc.returncode != 0:
         raise ReferenceError(

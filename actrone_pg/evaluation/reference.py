@@ -11,13 +11,13 @@ both systems rank identical vectors), launches the driver and turns its ranked i
 from __future__ import annotations
 
 import json
-import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from actrone_pg.bench.reference import ReferenceError, run_driver
 from actrone_pg.errors import ActroneError
 from actrone_pg.evaluation.loader import Conversation
 from actrone_pg.evaluation.metrics import QueryResult
@@ -105,17 +105,10 @@ def run_reference_eval(
         cmd = [str(python), str(driver), "--data", tmp]
         if threshold is not None:
             cmd += ["--threshold", repr(threshold)]
-        # stderr goes straight to the terminal; stdout is the JSON result.
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
-    if proc.returncode != 0:
-        raise ReferenceRunError(
-            f"the reference driver failed (exit {proc.returncode}); its error is printed above"
-        )
-    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-    try:
-        raw = json.loads(lines[-1])
-    except (IndexError, ValueError):
-        raise ReferenceRunError("the reference driver printed no JSON result") from None
+        try:
+            raw = run_driver(cmd)
+        except ReferenceError as exc:
+            raise ReferenceRunError(str(exc)) from None
     label = f"{raw['system']} {raw['version']} default"
     if threshold is not None:
         label += f" (threshold {threshold:g})"

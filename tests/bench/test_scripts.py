@@ -7,13 +7,14 @@ moved. Importing runs no benchmark: each script does its work under ``__main__``
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from actrone_pg.bench.reference import find_driver
+from actrone_pg.bench.reference import ReferenceError, find_driver, run_driver
 from actrone_pg.evaluation.reference import find_eval_driver
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -46,3 +47,20 @@ def test_a_reference_driver_runs_without_actrone_pg(driver: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "--data" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        ("import sys; sys.exit(3)", "failed (exit 3)"),
+        ("print('progress, no result')", "printed no JSON result"),
+    ],
+)
+def test_a_failing_driver_is_a_clear_error(code: str, message: str) -> None:
+    with pytest.raises(ReferenceError, match=re.escape(message)):
+        run_driver([sys.executable, "-c", code])
+
+
+def test_a_driver_result_is_its_last_stdout_line() -> None:
+    code = 'print(\'warming up\'); print(); print(\'{"system": "x", "hits": [1, 2]}\')'
+    assert run_driver([sys.executable, "-c", code]) == {"system": "x", "hits": [1, 2]}
