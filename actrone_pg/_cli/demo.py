@@ -160,7 +160,7 @@ async def _left_out(
 ) -> list[LeftOut]:
     """The demo's memories missing from ``ctx``, each with the reason, in the demo's order.
 
-    An admitted memory that is missing was skipped by the packing (§3: a memory that does not
+    An admitted memory that is missing was skipped by the packing (a memory that does not
     fit the L2 share is skipped and the next one tried); any other scored below the threshold.
     Their cosines are computed here with the same embedder, as the store never returns them.
     """

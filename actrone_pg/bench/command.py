@@ -1,7 +1,7 @@
 """``actrone-pg bench``: ingest rate, retrieval latency and candidate recall on synthetic data.
 
 Figures are medians and 99th percentiles over many queries after a warm-up; nothing here passes
-or fails on time (spec §7). See ``docs/benchmarks.md`` for what each number means and
+or fails on time. See ``docs/benchmarks.md`` for what each number means and
 :mod:`actrone_pg.bench.workload` for how the data is built.
 """
 

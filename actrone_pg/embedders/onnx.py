@@ -381,9 +381,8 @@ class OnnxEmbedder:
         return await asyncio.to_thread(self._embed_sync, items)
 
     def _embed_sync(self, texts: list[str]) -> np.ndarray:
-        # Sorting by length keeps the padding of each batch small: 256 texts of 4-120 words in
-        # batches of 32 took 7.4 s sorted vs 18.4-19.7 s unsorted with MiniLM on this 2-CPU
-        # machine. Results go back to the caller's order.
+        # Sorting by length keeps the padding of each batch small, less than half the time
+        # (docs/benchmarks.md, "Measurements behind the code"). Results go back in caller order.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out: np.ndarray | None = None
         for start in range(0, len(order), self.batch_size):
