@@ -251,7 +251,7 @@ def _render(result: dict[str, Any]) -> None:
 
     mems = Table(
         title=f"L2 · memories admitted at cosine ≥ {ctx.relevance_threshold:.3f}, best first "
-        f"(✓ in the {ctx.episodic_budget}-token share, ✗ over it)"
+        f"(✓ in the {ctx.episodic_budget}-token L2 share, ✗ over it)"
     )
     for col, justify in [
         ("", "center"),
@@ -307,8 +307,8 @@ def _budget_bar(ctx: RetrievedContext, width: int = 60) -> Any:
 
     total = ctx.token_budget
     parts = [
-        ("L1 turns", ctx.session_budget, ctx.session_tokens, "blue"),
-        ("L2 memories", ctx.episodic_budget, ctx.episodic_tokens, "magenta"),
+        ("L1 · recent turns", ctx.session_budget, ctx.session_tokens, "blue"),
+        ("L2 · memories", ctx.episodic_budget, ctx.episodic_tokens, "magenta"),
         ("yours", ctx.reserved_budget, 0, "grey50"),
     ]
     bar = Text()

@@ -149,9 +149,9 @@ def _print(report: EvalReport, console: Any) -> None:
     n_questions = sum(c["questions"] for c in report.conversations)
     n_turns = sum(c["turns"] for c in report.conversations)
     console.print(
-        f"[bold]{len(report.conversations)} conversations[/bold], {n_turns:,} turns as memories, "
-        f"{n_questions:,} questions; embedder {report.embedder}, backend {report.backend}, "
-        "search_memories(limit=10)"
+        f"[bold]{len(report.conversations)} conversations[/bold], {n_turns:,} turns stored as "
+        f"L2 memories, {n_questions:,} questions; embedder {report.embedder}, "
+        f"backend {report.backend}, search_memories(limit=10)"
     )
     table = Table(show_edge=False, pad_edge=False, title="overall")
     table.add_column("configuration", no_wrap=True)

@@ -301,7 +301,7 @@ def _result_table(results: list[BenchResult], title: str) -> Any:
             [f"{r.admitted_median:,.0f} [{r.admitted_min:,}–{r.admitted_max:,}]" for r in results],
         ),
         ("candidates returned, median", [f"{r.returned_median:,.0f}" for r in results]),
-        ("memories in context, median", [f"{r.context_memories_median:,.0f}" for r in results]),
+        ("L2 memories in context, median", [f"{r.context_memories_median:,.0f}" for r in results]),
     ]
     for label, values in rows:
         table.add_row(label, *values)
