@@ -39,7 +39,7 @@ class Search(Maintenance):
         if packed:
             params = (*params, request.budget, request.max_hits, request.agent_id)
         async with self._conn() as conn:
-            # Binary results: 500 rows parse in ~0.3 ms instead of ~5 ms (cProfile, same bench).
+            # Binary results parse an order of magnitude faster than text (docs/benchmarks.md).
             found = await self._fetch(
                 conn, self._search_sql(statement, candidates), params, binary=True
             )
