@@ -9,9 +9,12 @@ search need them.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import math
+import os
 import re
+import socket
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -52,6 +55,15 @@ __all__ = ["Connection"]
 logger = logging.getLogger("actrone_pg.postgres")
 
 _Conn = psycopg.AsyncConnection[TupleRow]
+
+# When (event loop time) the call taking a connection must have it: the pool's checkout check
+# runs in the caller's task and reads it (see _check_connection).
+_checkout_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "actrone_pg_checkout_deadline", default=None
+)
+#: Seconds after a call's deadline at which asyncio cancels it, should severing its connection
+#: not have ended it (see _conn).
+_CANCEL_GRACE = 1.0
 
 
 class Connection:
@@ -156,7 +168,7 @@ class Connection:
                 "options": f"-c statement_timeout={timeout_ms} -c jit=off -c TimeZone=UTC",
             },
             configure=self._configure,
-            check=AsyncConnectionPool.check_connection,
+            check=self._check_connection,
             open=False,
             name=f"actrone-{self.schema}",
         )
@@ -262,12 +274,28 @@ class Connection:
 
     @asynccontextmanager
     async def _conn(self) -> AsyncIterator[_Conn]:
+        # The bound: connect timeout to take a connection, connect + statement timeout for all.
+        # A server that stops answering (frozen, or a network that drops packets) cannot enforce
+        # its statement_timeout, and cancelling the task mid-statement makes psycopg send a
+        # cancel request and wait for it (up to 10 s more against a frozen server). So at the
+        # deadline the connection's socket is shut down instead (_Severance): the statement
+        # fails at once, and the pool replaces the connection. asyncio's cancellation stays as
+        # a backstop only.
         if self._pool is None:
             raise StoreError("the store is not set up (call setup() first) or already closed")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._op_timeout
+        severance: _Severance | None = None
+        token = _checkout_deadline.set(loop.time() + self._connect_timeout)
         try:
-            async with asyncio.timeout(self._op_timeout):
+            async with asyncio.timeout_at(deadline + _CANCEL_GRACE):
                 async with self._pool.connection() as conn:
-                    yield conn
+                    _checkout_deadline.reset(token)
+                    severance = _Severance(conn, deadline)
+                    try:
+                        yield conn
+                    finally:
+                        severance.cancel()
         except PoolTimeout:
             raise StoreUnavailableError(
                 f"no PostgreSQL connection within {self._connect_timeout} s "
@@ -292,9 +320,31 @@ class Connection:
                 "(postgres_statement_timeout) and was cancelled"
             ) from None
         except psycopg.OperationalError as exc:
+            if severance is not None and severance.fired:
+                raise StoreUnavailableError(
+                    f"PostgreSQL did not answer within {self._op_timeout:g} s "
+                    "(postgres_connect_timeout + postgres_statement_timeout); the connection "
+                    "was closed"
+                ) from None
             raise StoreUnavailableError(f"PostgreSQL connection failed: {exc}") from None
         except psycopg.Error as exc:
             raise StoreError(f"PostgreSQL error: {exc}") from exc
+        finally:
+            if severance is None:
+                _checkout_deadline.reset(token)
+
+    async def _check_connection(self, conn: _Conn) -> None:
+        # The pool's checkout check (an empty query), bounded by the checkout deadline of the
+        # call that waits for it: against a frozen server it would otherwise wait forever.
+        loop = asyncio.get_running_loop()
+        deadline = _checkout_deadline.get()
+        if deadline is None:
+            deadline = loop.time() + self._connect_timeout
+        severance = _Severance(conn, deadline)
+        try:
+            await conn.execute("")
+        finally:
+            severance.cancel()
 
     async def _fetch(
         self,
@@ -357,3 +407,32 @@ class Connection:
             return None
         self._dimensions[name] = found[name]
         return found[name]
+
+
+class _Severance:
+    """Shuts a connection's socket down at ``deadline`` (event loop time) unless cancelled.
+
+    ``shutdown`` leaves the descriptor open (the event loop may be watching it) but makes it
+    readable at once: libpq reads end-of-file and psycopg raises ``OperationalError`` without
+    sending a cancel request, which a frozen server would never answer.
+    """
+
+    def __init__(self, conn: _Conn, deadline: float) -> None:
+        self.fired = False
+        self._conn = conn
+        self._handle = asyncio.get_running_loop().call_at(deadline, self._fire)
+
+    def cancel(self) -> None:
+        self._handle.cancel()
+
+    def _fire(self) -> None:
+        self.fired = True
+        try:
+            fd = self._conn.pgconn.socket
+        except psycopg.OperationalError:
+            return  # already closed
+        try:
+            with socket.socket(fileno=os.dup(fd)) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
+        except OSError as exc:
+            logger.debug("could not shut down a PostgreSQL connection: %s", exc)
