@@ -36,6 +36,10 @@ __all__ = ["Connection"]
 
 T = TypeVar("T")
 
+# Calls for one agent re-index it one at a time (see Index._ensure_indexed), under one of these
+# many locks.
+_REINDEX_LOCKS = 64
+
 
 class Connection:
     """The store's clients, their lifecycle, and the errors they map.
@@ -68,6 +72,7 @@ class Connection:
         self._dims: dict[str, int] = {}
         self._collections: set[str] = set()  # created or checked by _ensure_collection
         self._known: set[str] = set()  # seen to exist (reads)
+        self._reindex_locks = [asyncio.Lock() for _ in range(_REINDEX_LOCKS)]
 
     @property
     def is_local_qdrant(self) -> bool:
