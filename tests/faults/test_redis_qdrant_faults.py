@@ -14,6 +14,7 @@ import pytest
 
 from actrone_pg import MemoryConfig, MemoryManager
 from actrone_pg.embedders import HashingEmbedder
+from actrone_pg.errors import StoreUnavailableError
 
 pytestmark = [pytest.mark.redis, pytest.mark.qdrant]
 
@@ -100,3 +101,26 @@ async def test_the_reindexed_statistics_equal_those_of_a_store_that_never_lost_t
             await control.close()
     finally:
         await lost.close()
+
+
+async def test_a_refused_connection_says_refused_not_timed_out(private_redis: Any) -> None:
+    url = private_redis.url
+    private_redis.kill9()
+    config = MemoryConfig(
+        backend="redis_qdrant", redis_url=url, qdrant_url=":memory:", redis_timeout=5.0
+    )
+    with pytest.raises(StoreUnavailableError, match="refused the connection") as caught:
+        await MemoryManager.create(config, embedder=HashingEmbedder(64))
+    assert "did not answer" not in str(caught.value)
+
+
+async def test_a_frozen_redis_says_it_did_not_answer_in_time(
+    mm: MemoryManager, private_redis: Any
+) -> None:
+    await mm.count_memories("a")
+    private_redis.freeze()
+    try:
+        with pytest.raises(StoreUnavailableError, match=r"did not answer within 2 s"):
+            await mm.count_memories("a")
+    finally:
+        private_redis.thaw()

@@ -150,9 +150,7 @@ class Connection:
                 return await aw
         except (RedisConnectionError, RedisTimeoutError, TimeoutError, OSError) as exc:
             raise StoreUnavailableError(
-                f"Redis at {_redact(self._redis_url)} did not answer within "
-                f"{self._redis_timeout:g} s ({type(exc).__name__}: {exc}); check that it is "
-                "running and reachable, or raise MemoryConfig.redis_timeout"
+                _redis_unavailable(_redact(self._redis_url), self._redis_timeout, exc)
             ) from None
         except RedisError as exc:
             raise StoreError(f"Redis failed: {exc}") from exc
@@ -182,6 +180,19 @@ class Connection:
     async def _script(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         self._client_r()
         return await self._r(self._scripts[name](keys=list(keys), args=list(args)))
+
+
+def _redis_unavailable(url: str, timeout: float, exc: BaseException) -> str:
+    """What happened, in words: refused at once, timed out, or a connection lost."""
+    if isinstance(exc, (RedisTimeoutError, TimeoutError)):
+        return (
+            f"Redis at {url} did not answer within {timeout:g} s ({type(exc).__name__}: {exc}); "
+            "check that it is reachable and not stalled, or raise MemoryConfig.redis_timeout"
+        )
+    causes = (exc, exc.__cause__, exc.__context__)
+    if any(isinstance(c, ConnectionRefusedError) for c in causes):
+        return f"Redis at {url} refused the connection ({exc}); is it running on that port?"
+    return f"Redis at {url} could not be reached or dropped the connection ({exc}); is it running?"
 
 
 def _redact(url: str) -> str:
