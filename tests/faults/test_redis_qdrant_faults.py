@@ -6,6 +6,7 @@ that FLUSHALL and restarts never touch the suite's shared Redis. Qdrant is local
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -79,6 +80,21 @@ async def test_a_write_first_after_redis_lost_its_data_leaves_every_memory_visib
     assert await mm.get_memory("a", new_a) is not None
     assert await mm.get_memory("b", new_b) is not None
     assert await mm.get_memory("b", ids["a"][0]) is None  # still scoped by agent
+
+
+async def test_a_redis_restart_without_persistence_is_recovered_by_the_next_call(
+    mm: MemoryManager, private_redis: Any
+) -> None:
+    ids = await fill(mm)
+    # In threads, so that the event loop sees the old connections close, as it would while a
+    # real server restarts. No call in between: the next call meets the pool's stale
+    # connections, and must still succeed (spec §8), and find every memory (finding 7).
+    await asyncio.to_thread(private_redis.kill9)
+    await asyncio.to_thread(private_redis.start)  # same port, empty: no persistence
+    new = await mm.inject_memory("a", "moved to the coast in spring")
+    assert await mm.count_memories("a") == 4
+    found = {m.id for m in await mm.search_memories("a", "jazz cellar peanut coast", limit=10)}
+    assert found == {*ids["a"], new}
 
 
 async def test_the_reindexed_statistics_equal_those_of_a_store_that_never_lost_them(

@@ -87,16 +87,21 @@ class Connection:
         """Create the clients and check that both servers answer (StoreUnavailableError if not)."""
         if self._redis is None:
             # A blocking pool: when every connection is busy a caller waits (up to the timeout)
-            # instead of failing with "Too many connections". No client-side retries: the
-            # pool already replaces a connection that the server closed (it checks each one on
-            # checkout), and retrying would multiply the time a caller waits for an error.
+            # instead of failing with "Too many connections". One immediate retry on a new
+            # connection, for connection errors only: after a Redis restart the pooled
+            # connections are dead, and the checkout check misses those whose close the event
+            # loop has not processed yet, so without it the first call after the restart
+            # failed. A refused retry costs a millisecond; timeouts are not retried, so a caller
+            # still waits at most redis_timeout (see _r). Every script and command is safe to
+            # replay after a lost reply (writes are idempotent; a replayed lock acquire or
+            # release answers False, never admitting a second holder).
             pool = aioredis.BlockingConnectionPool.from_url(
                 self._redis_url,
                 max_connections=self._pool_size,
                 timeout=self._redis_timeout,
                 socket_timeout=self._redis_timeout,
                 socket_connect_timeout=self._redis_timeout,
-                retry=Retry(NoBackoff(), 0),
+                retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
                 decode_responses=True,
             )
             self._redis = aioredis.Redis.from_pool(pool)
