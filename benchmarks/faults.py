@@ -323,6 +323,8 @@ class Workload:
         self.writes_left = 0
         #: Seconds a writer rests after each acknowledged write (so that writes last the run).
         self.pace = 0.02
+        #: Readers also call retrieve_context (off by default: see --with-context).
+        self.with_context = False
 
     async def _call(self, make: Callable[[], Awaitable[Any]]) -> tuple[bool, Any]:
         """Run one API call as its own task (so that the storm can cancel it); never raises."""
@@ -387,7 +389,7 @@ class Workload:
         while not self.stop.is_set():
             agent = self.rng.choice(self.agents)
             known = list(self.ledger.memories.get(agent, {}).items())
-            op = self.rng.randrange(5)
+            op = self.rng.randrange(6 if self.with_context else 5)
             if op == 0:
                 word = self.rng.choice(WORDS)
                 ok, hits = await self._call(partial(self.mm.search_memories, agent, word, 20))
@@ -410,6 +412,16 @@ class Workload:
                     self.stats.cross_tenant += 1
             elif op == 3:
                 await self._call(partial(self.mm.count_memories, agent))
+            elif op == 5:
+                session = f"s{self.rng.randrange(4)}"
+                word = self.rng.choice(WORDS)
+                ok, ctx = await self._call(
+                    partial(self.mm.retrieve_context, agent, session, word, 2000)
+                )
+                if ok:
+                    self.stats.cross_tenant += sum(
+                        1 for m in ctx.episodic_memories if not m.content.startswith(agent)
+                    ) + sum(1 for t in ctx.recent_turns if not t.user_message.startswith(agent))
             else:
                 session = f"s{self.rng.randrange(4)}"
                 ok, turns = await self._call(partial(self.mm.get_recent_turns, agent, session))
@@ -443,6 +455,7 @@ class Settings:
     connect_timeout: float
     statement_timeout: float
     redis_timeout: float
+    with_context: bool = False
 
 
 async def scenario(
@@ -484,6 +497,7 @@ async def scenario(
     mm = await MemoryManager.create(config, embedder=HashingEmbedder(64))
     work = Workload(mm, agents, seed, storm=fault == "cancel")
     work.writes_left = settings.max_writes
+    work.with_context = settings.with_context
     tasks = [asyncio.create_task(work.writer(i)) for i in range(settings.writers)]
     tasks += [asyncio.create_task(work.reader()) for _ in range(settings.readers)]
     row: dict[str, Any] = {"backend": backend, "fault": fault, "bound_s": bound}
@@ -759,6 +773,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         connect_timeout=args.connect_timeout,
         statement_timeout=args.statement_timeout,
         redis_timeout=args.redis_timeout,
+        with_context=args.with_context,
     )
     rows = []
     with contextlib.ExitStack() as servers:
@@ -799,6 +814,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--connect-timeout", type=float, default=1.0)
     parser.add_argument("--statement-timeout", type=float, default=2.0)
     parser.add_argument("--redis-timeout", type=float, default=1.0)
+    parser.add_argument(
+        "--with-context",
+        action="store_true",
+        help="readers also call retrieve_context, which raises an ExceptionGroup on a store "
+        "outage until issue 13's finding 1 is fixed",
+    )
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args(argv)
