@@ -15,7 +15,8 @@ Each scenario gets a fresh schema or key prefix and one ``MemoryManager`` (the "
 never re-created), then runs writers (``inject_memory`` and ``store_turn`` with a turn id; a
 failed write is retried with the same content, so the retry must not duplicate it) and readers
 (``search_memories``, ``get_memory`` of an acknowledged memory, ``get_memory`` of another agent's
-memory, ``count_memories``, ``get_recent_turns``) over several agents, and injects one fault:
+memory, ``count_memories``, ``get_recent_turns``, ``retrieve_context``) over several agents,
+and injects one fault:
 
 - ``kill9``: SIGKILL of every server process, restart after ``--down`` seconds (the same data);
 - ``freeze``: SIGSTOP of every server process for ``--down`` seconds, then SIGCONT;
@@ -323,8 +324,6 @@ class Workload:
         self.writes_left = 0
         #: Seconds a writer rests after each acknowledged write (so that writes last the run).
         self.pace = 0.02
-        #: Readers also call retrieve_context (off by default: see --with-context).
-        self.with_context = False
 
     async def _call(self, make: Callable[[], Awaitable[Any]]) -> tuple[bool, Any]:
         """Run one API call as its own task (so that the storm can cancel it); never raises."""
@@ -389,7 +388,7 @@ class Workload:
         while not self.stop.is_set():
             agent = self.rng.choice(self.agents)
             known = list(self.ledger.memories.get(agent, {}).items())
-            op = self.rng.randrange(6 if self.with_context else 5)
+            op = self.rng.randrange(6)
             if op == 0:
                 word = self.rng.choice(WORDS)
                 ok, hits = await self._call(partial(self.mm.search_memories, agent, word, 20))
@@ -455,7 +454,6 @@ class Settings:
     connect_timeout: float
     statement_timeout: float
     redis_timeout: float
-    with_context: bool = False
 
 
 async def scenario(
@@ -497,7 +495,6 @@ async def scenario(
     mm = await MemoryManager.create(config, embedder=HashingEmbedder(64))
     work = Workload(mm, agents, seed, storm=fault == "cancel")
     work.writes_left = settings.max_writes
-    work.with_context = settings.with_context
     tasks = [asyncio.create_task(work.writer(i)) for i in range(settings.writers)]
     tasks += [asyncio.create_task(work.reader()) for _ in range(settings.readers)]
     row: dict[str, Any] = {"backend": backend, "fault": fault, "bound_s": bound}
@@ -773,7 +770,6 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         connect_timeout=args.connect_timeout,
         statement_timeout=args.statement_timeout,
         redis_timeout=args.redis_timeout,
-        with_context=args.with_context,
     )
     rows = []
     with contextlib.ExitStack() as servers:
@@ -814,12 +810,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--connect-timeout", type=float, default=1.0)
     parser.add_argument("--statement-timeout", type=float, default=2.0)
     parser.add_argument("--redis-timeout", type=float, default=1.0)
-    parser.add_argument(
-        "--with-context",
-        action="store_true",
-        help="readers also call retrieve_context, which raises an ExceptionGroup on a store "
-        "outage until issue 13's finding 1 is fixed",
-    )
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args(argv)
