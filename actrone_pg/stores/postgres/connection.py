@@ -9,7 +9,6 @@ search need them.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import math
 import os
@@ -56,11 +55,6 @@ logger = logging.getLogger("actrone_pg.postgres")
 
 _Conn = psycopg.AsyncConnection[TupleRow]
 
-# When (event loop time) the call taking a connection must have it: the pool's checkout check
-# runs in the caller's task and reads it (see _check_connection).
-_checkout_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
-    "actrone_pg_checkout_deadline", default=None
-)
 #: Seconds after a call's deadline at which asyncio cancels it, should severing its connection
 #: not have ended it (see _conn).
 _CANCEL_GRACE = 1.0
@@ -108,6 +102,13 @@ class Connection:
         # A call never waits longer than this, whatever the network does.
         self._op_timeout = connect_timeout + statement_timeout
         self._pool: AsyncConnectionPool[_Conn] | None = None
+        # A call could not reach the server: the next one first checks that it answers and, if
+        # the pool has nothing to give, replaces the pool (see _recover). Calls recover one at
+        # a time. Connections in use, and the old pools being closed after a replacement:
+        self._server_lost = False
+        self._recovery = asyncio.Lock()
+        self._in_use = 0
+        self._retired: set[asyncio.Future[None]] = set()
         self._dimensions: dict[str, int] = {}
         self._sql: dict[str, sql.Composed] = {}
         self._ann_ef_search = ann_ef_search
@@ -152,26 +153,7 @@ class Connection:
                 self._data_dir = Path(default_data_dir())
             self._dsn = await asyncio.to_thread(embedded_dsn, self._data_dir)
         await asyncio.to_thread(self._prepare_schema, self._dsn)
-        timeout_ms = max(1, int(self._statement_timeout * 1000))
-        pool: AsyncConnectionPool[_Conn] = AsyncConnectionPool(
-            self._dsn,
-            min_size=self._min_size,
-            max_size=self._max_size,
-            timeout=self._connect_timeout,
-            # A lost server is retried in the background; calls fail fast meanwhile.
-            reconnect_timeout=max(60.0, self._connect_timeout),
-            kwargs={
-                "autocommit": True,
-                "connect_timeout": max(1, math.ceil(self._connect_timeout)),
-                # JIT compilation costs tens of milliseconds and never pays off here.
-                # UTC: timestamps come back in the time zone the library uses.
-                "options": f"-c statement_timeout={timeout_ms} -c jit=off -c TimeZone=UTC",
-            },
-            configure=self._configure,
-            check=self._check_connection,
-            open=False,
-            name=f"actrone-{self.schema}",
-        )
+        pool = self._new_pool(self._dsn)
         try:
             await pool.open(wait=True, timeout=self._connect_timeout)
         except PoolTimeout:
@@ -190,6 +172,28 @@ class Connection:
         except BaseException:
             await self.close()
             raise
+
+    def _new_pool(self, dsn: str) -> AsyncConnectionPool[_Conn]:
+        timeout_ms = max(1, int(self._statement_timeout * 1000))
+        return AsyncConnectionPool(
+            dsn,
+            min_size=self._min_size,
+            max_size=self._max_size,
+            timeout=self._connect_timeout,
+            # A lost server is retried in the background; calls fail fast meanwhile.
+            reconnect_timeout=max(60.0, self._connect_timeout),
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": max(1, math.ceil(self._connect_timeout)),
+                # JIT compilation costs tens of milliseconds and never pays off here.
+                # UTC: timestamps come back in the time zone the library uses.
+                "options": f"-c statement_timeout={timeout_ms} -c jit=off -c TimeZone=UTC",
+            },
+            configure=self._configure,
+            # No check callback: _checkout checks each connection itself (see there).
+            open=False,
+            name=f"actrone-{self.schema}",
+        )
 
     async def _configure(self, conn: _Conn) -> None:
         # Once per pooled connection: teach psycopg the vector type (binary, numpy in and out),
@@ -263,6 +267,8 @@ class Connection:
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()
+        if self._retired:
+            await asyncio.gather(*self._retired, return_exceptions=True)
 
     # -- plumbing --
     def _q(self, text: str) -> sql.Composed:
@@ -286,17 +292,19 @@ class Connection:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._op_timeout
         severance: _Severance | None = None
-        token = _checkout_deadline.set(loop.time() + self._connect_timeout)
         try:
             async with asyncio.timeout_at(deadline + _CANCEL_GRACE):
-                async with self._pool.connection() as conn:
-                    _checkout_deadline.reset(token)
-                    severance = _Severance(conn, deadline)
-                    try:
-                        yield conn
-                    finally:
-                        severance.cancel()
+                pool, conn = await self._checkout(loop.time() + self._connect_timeout)
+                self._in_use += 1
+                severance = _Severance(conn, deadline)
+                try:
+                    yield conn
+                finally:
+                    severance.cancel()
+                    self._in_use -= 1
+                    await pool.putconn(conn)
         except PoolTimeout:
+            self._server_lost = True
             raise StoreUnavailableError(
                 f"no PostgreSQL connection within {self._connect_timeout} s "
                 "(postgres_connect_timeout); the server may be down"
@@ -320,6 +328,7 @@ class Connection:
                 "(postgres_statement_timeout) and was cancelled"
             ) from None
         except psycopg.OperationalError as exc:
+            self._server_lost = True
             if severance is not None and severance.fired:
                 raise StoreUnavailableError(
                     f"PostgreSQL did not answer within {self._op_timeout:g} s "
@@ -329,22 +338,90 @@ class Connection:
             raise StoreUnavailableError(f"PostgreSQL connection failed: {exc}") from None
         except psycopg.Error as exc:
             raise StoreError(f"PostgreSQL error: {exc}") from exc
-        finally:
-            if severance is None:
-                _checkout_deadline.reset(token)
 
-    async def _check_connection(self, conn: _Conn) -> None:
-        # The pool's checkout check (an empty query), bounded by the checkout deadline of the
-        # call that waits for it: against a frozen server it would otherwise wait forever.
+    async def _checkout(self, by: float) -> tuple[AsyncConnectionPool[_Conn], _Conn]:
+        """A connection that answers, and its pool, by ``by`` (event loop time).
+
+        Each connection is checked (an empty query, cut off at ``by``) before it is used; one
+        that fails goes back to the pool, which replaces it at once, and the next is tried
+        without a pause. (The pool's own check paused a second after the second failure in a
+        row: after a restart, with a few dead connections pooled, the first call ran out of
+        time although the server answered.)
+        """
         loop = asyncio.get_running_loop()
-        deadline = _checkout_deadline.get()
-        if deadline is None:
-            deadline = loop.time() + self._connect_timeout
-        severance = _Severance(conn, deadline)
+        while True:
+            if self._server_lost:
+                await self._recover(by)
+            pool = self._pool
+            if pool is None:
+                raise StoreError("the store is not set up (call setup() first) or already closed")
+            conn = await pool.getconn(timeout=max(0.0, by - loop.time()))
+            severance = _Severance(conn, by)
+            try:
+                await conn.execute("")
+            except psycopg.Error as exc:
+                logger.info("discarded a PostgreSQL connection that failed its check: %s", exc)
+                await pool.putconn(conn)
+                if severance.fired:  # the server did not answer in time
+                    raise PoolTimeout() from None
+                continue
+            except BaseException:
+                await pool.putconn(conn)
+                raise
+            finally:
+                severance.cancel()
+            return pool, conn
+
+    async def _recover(self, by: float) -> None:
+        """After a call could not reach the server: does it answer now? (by ``by``)
+
+        If not, the call fails at once. If it does and the pool has no connection to give (its
+        reconnection attempts back off exponentially, up to 30 s apart after a long outage), a
+        fresh pool replaces it, so that the first call after the server is back succeeds; the
+        old pool is closed in the background.
+        """
+        assert self._dsn is not None
+        loop = asyncio.get_running_loop()
         try:
-            await conn.execute("")
-        finally:
-            severance.cancel()
+            async with asyncio.timeout_at(by):
+                async with self._recovery:
+                    if not self._server_lost:
+                        return  # another call recovered meanwhile
+                    probe = await psycopg.AsyncConnection.connect(
+                        self._dsn,
+                        autocommit=True,
+                        connect_timeout=max(1, math.ceil(by - loop.time())),
+                    )
+                    await probe.close()
+                    self._server_lost = False
+                    pool = self._pool
+                    if (
+                        pool is not None
+                        and self._in_use == 0
+                        and pool.get_stats().get("pool_available", 0) == 0
+                    ):
+                        await self._replace_pool(pool)
+        except TimeoutError:
+            raise StoreUnavailableError(
+                f"PostgreSQL did not accept a connection within {self._connect_timeout} s "
+                "(postgres_connect_timeout); the server may be down"
+            ) from None
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailableError(f"PostgreSQL connection failed: {exc}") from None
+
+    async def _replace_pool(self, old: AsyncConnectionPool[_Conn]) -> None:
+        assert self._dsn is not None
+        pool = self._new_pool(self._dsn)
+        await pool.open()  # connects in the background; a call waits for its connection
+        self._pool = pool
+        logger.warning(
+            "PostgreSQL answers again; replaced the connection pool %s, whose reconnection "
+            "attempts were backing off",
+            old.name,
+        )
+        task = asyncio.ensure_future(old.close())
+        self._retired.add(task)
+        task.add_done_callback(self._retired.discard)
 
     async def _fetch(
         self,
