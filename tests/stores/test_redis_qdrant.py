@@ -556,6 +556,31 @@ async def test_unreachable_qdrant_server_fails_fast_with_a_typed_error() -> None
     await store.close()
 
 
+async def test_unreachable_servers_are_named_without_their_passwords() -> None:
+    # The Qdrant URL reached the message unmasked (the Redis URL had a masking of its own).
+    port = _free_port()
+    store = RedisQdrantStore(
+        redis_url=f"redis://:r3dis-secret@127.0.0.1:{port}",
+        qdrant_url=":memory:",
+        redis_timeout=1.0,
+    )
+    with pytest.raises(StoreUnavailableError) as redis_down:
+        await store.setup()
+    await store.close()
+    assert f"redis://:***@127.0.0.1:{port}" in str(redis_down.value)
+    assert "r3dis-secret" not in str(redis_down.value)
+    store = RedisQdrantStore(
+        redis_url=redis_qdrant_settings("x")["redis_url"],
+        qdrant_url=f"http://admin:qdr4nt-secret@127.0.0.1:{port}",
+        qdrant_timeout=2.0,
+    )
+    with pytest.raises(StoreUnavailableError) as qdrant_down:
+        await store.setup()
+    await store.close()
+    assert f"http://admin:***@127.0.0.1:{port}" in str(qdrant_down.value)
+    assert "qdr4nt-secret" not in str(qdrant_down.value)
+
+
 @pytest.mark.parametrize(("module", "extra"), [("redis", "redis"), ("qdrant_client", "qdrant")])
 def test_missing_extra_names_the_pip_line(module: str, extra: str) -> None:
     code = (

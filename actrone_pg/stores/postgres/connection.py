@@ -20,6 +20,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from actrone_pg.config import redact
 from actrone_pg.errors import (
     ConfigurationError,
     MissingDependencyError,
@@ -240,9 +241,9 @@ class Connection:
                 dsn, self.schema, connect_timeout=self._connect_timeout
             )
         except psycopg.OperationalError as exc:
-            raise StoreUnavailableError(f"cannot connect to PostgreSQL: {exc}") from None
+            raise StoreUnavailableError(redact(f"cannot connect to PostgreSQL: {exc}")) from None
         except psycopg.Error as exc:
-            raise StoreError(f"cannot read the schema version: {exc}") from exc
+            raise StoreError(redact(f"cannot read the schema version: {exc}")) from exc
         if current == head:
             return
         if current is not None and current not in migrations.known_revisions():
@@ -335,9 +336,9 @@ class Connection:
                     "(postgres_connect_timeout + postgres_statement_timeout); the connection "
                     "was closed"
                 ) from None
-            raise StoreUnavailableError(f"PostgreSQL connection failed: {exc}") from None
+            raise StoreUnavailableError(redact(f"PostgreSQL connection failed: {exc}")) from None
         except psycopg.Error as exc:
-            raise StoreError(f"PostgreSQL error: {exc}") from exc
+            raise StoreError(redact(f"PostgreSQL error: {exc}")) from exc
 
     async def _checkout(self, by: float) -> tuple[AsyncConnectionPool[_Conn], _Conn]:
         """A connection that answers, and its pool, by ``by`` (event loop time).
@@ -407,7 +408,7 @@ class Connection:
                 "(postgres_connect_timeout); the server may be down"
             ) from None
         except psycopg.OperationalError as exc:
-            raise StoreUnavailableError(f"PostgreSQL connection failed: {exc}") from None
+            raise StoreUnavailableError(redact(f"PostgreSQL connection failed: {exc}")) from None
 
     async def _replace_pool(self, old: AsyncConnectionPool[_Conn]) -> None:
         assert self._dsn is not None

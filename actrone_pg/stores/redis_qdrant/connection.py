@@ -11,8 +11,8 @@ import asyncio
 import math
 from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
+from actrone_pg.config import redact
 from actrone_pg.errors import MissingDependencyError, StoreError, StoreUnavailableError
 from actrone_pg.stores.redis_qdrant.layout import LAYOUT
 from actrone_pg.stores.redis_qdrant.scripts import SCRIPTS
@@ -155,10 +155,10 @@ class Connection:
                 return await aw
         except (RedisConnectionError, RedisTimeoutError, TimeoutError, OSError) as exc:
             raise StoreUnavailableError(
-                _redis_unavailable(_redact(self._redis_url), self._redis_timeout, exc)
+                redact(_redis_unavailable(self._redis_url, self._redis_timeout, exc))
             ) from None
         except RedisError as exc:
-            raise StoreError(f"Redis failed: {exc}") from exc
+            raise StoreError(redact(f"Redis failed: {exc}")) from exc
 
     async def _q(self, aw: Awaitable[T]) -> T:
         """Await a Qdrant call; connection trouble becomes StoreUnavailableError."""
@@ -167,16 +167,18 @@ class Connection:
                 return await aw
         except (ResponseHandlingException, TimeoutError, OSError) as exc:
             raise StoreUnavailableError(
-                f"Qdrant at {self._qdrant_url} did not answer within {self._qdrant_timeout:g} s "
-                f"({type(exc).__name__}: {exc}); check that it is running and reachable, or "
-                "raise MemoryConfig.qdrant_timeout"
+                redact(
+                    f"Qdrant at {self._qdrant_url} did not answer within "
+                    f"{self._qdrant_timeout:g} s ({type(exc).__name__}: {exc}); check that it is "
+                    "running and reachable, or raise MemoryConfig.qdrant_timeout"
+                )
             ) from None
         except UnexpectedResponse as exc:
             if exc.status_code is not None and exc.status_code >= 500:
                 raise StoreUnavailableError(
-                    f"Qdrant at {self._qdrant_url} answered {exc.status_code}; retry later"
+                    redact(f"Qdrant at {self._qdrant_url} answered {exc.status_code}; retry later")
                 ) from None
-            raise StoreError(f"Qdrant refused the request: {exc}") from exc
+            raise StoreError(redact(f"Qdrant refused the request: {exc}")) from exc
 
     async def _hget(self, key: str, field: str) -> str | None:
         value = await self._r(self._client_r().hget(key, field))
@@ -198,12 +200,3 @@ def _redis_unavailable(url: str, timeout: float, exc: BaseException) -> str:
     if any(isinstance(c, ConnectionRefusedError) for c in causes):
         return f"Redis at {url} refused the connection ({exc}); is it running on that port?"
     return f"Redis at {url} could not be reached or dropped the connection ({exc}); is it running?"
-
-
-def _redact(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit(parts._replace(netloc=user + netloc))
