@@ -9,6 +9,7 @@ search need them.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import os
@@ -46,11 +47,12 @@ try:
     from pgvector.psycopg import register_vector_async
     from psycopg import sql
     from psycopg.rows import TupleRow, dict_row
+    from psycopg.types.json import Jsonb
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("postgres", exc.name or "psycopg") from None
 
-__all__ = ["Connection"]
+__all__ = ["Connection", "jsonb"]
 
 logger = logging.getLogger("actrone_pg.postgres")
 
@@ -514,3 +516,32 @@ class _Severance:
                 sock.shutdown(socket.SHUT_RDWR)
         except OSError as exc:
             logger.debug("could not shut down a PostgreSQL connection: %s", exc)
+
+
+def jsonb(value: Any) -> Jsonb:
+    """``value`` for a jsonb column, written so that every float reads back as the same float.
+
+    jsonb keeps numbers as ``numeric``, which prints ``1.152921504606847e+18`` (the shortest
+    repr of 2.0**60, as json.dumps writes it) as ``1152921504606847000``: read back, that is an
+    int, and another number. Floats of 1e16 and more (the ones whose repr has an exponent) are
+    therefore written as their exact decimal value with ``.0``, which numeric keeps as it is and
+    which parses back to the same float. Smaller floats already keep their decimal point.
+    """
+    return Jsonb(value, dumps=_dumps_exact)
+
+
+def _dumps_exact(value: Any) -> str:
+    text = json.dumps(value)
+    if "e+" not in text and "E+" not in text:
+        return text  # no float of 1e16 or more (nor a string with "e+": that costs a rewrite)
+    return _encode(value)
+
+
+def _encode(value: Any) -> str:
+    if isinstance(value, float) and math.isfinite(value) and abs(value) >= 1e16:
+        return f"{int(value)}.0"  # a float this large is a whole number: int() is exact
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(str(k))}:{_encode(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_encode(v) for v in value) + "]"
+    return json.dumps(value)
