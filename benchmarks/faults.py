@@ -503,7 +503,6 @@ async def scenario(
         try:
             await asyncio.sleep(settings.warm)
             work.stats.fault_at = time.monotonic()
-            work.ledger.acked_before_fault = {k: set(v) for k, v in work.ledger.turns.items()}
             if fault == "cancel":
                 storm = asyncio.create_task(work.cancellation_storm())
                 await asyncio.sleep(settings.down)
@@ -512,6 +511,10 @@ async def scenario(
             else:
                 await asyncio.to_thread(_inject, server, fault)
                 await asyncio.sleep(settings.down)
+                # The turns a Redis without persistence may lose: every one acknowledged before
+                # it died, also in the moment between the fault's start and the kill (the kill
+                # runs in a thread while the writers go on), so taken while it is still down.
+                work.ledger.acked_before_fault = {k: set(v) for k, v in work.ledger.turns.items()}
                 await asyncio.to_thread(_restore, server, fault)
                 work.stats.back_at = time.monotonic()
             await asyncio.sleep(settings.after)
