@@ -24,9 +24,6 @@ MAX_INT = 2**31 - 1
 MAX_TTL_SECONDS = 365 * 24 * 3600
 #: Whole numbers inside metadata and tool results: a signed 64-bit integer (Qdrant payloads).
 MIN_JSON_INT, MAX_JSON_INT = -(2**63), 2**63 - 1
-#: Floats inside metadata and tool results: PostgreSQL's jsonb prints larger ones as integers
-#: whose digits are the float's shortest repr (2.0**60 reads back as 1152921504606847000).
-MAX_JSON_FLOAT = 1e16
 #: Lists and objects nested inside metadata and tool results (``{"a": [1]}`` is depth 2).
 MAX_JSON_DEPTH = 32
 
@@ -163,7 +160,7 @@ def check_json(name: str, value: object, *, max_chars: int) -> Any:
     """A JSON value, returned as plain dict, list, str, int, float, bool and None.
 
     Objects need string keys; strings hold no NUL and no lone surrogates; whole numbers fit a
-    signed 64-bit integer; floats are finite and within ±1e16; nesting is at most
+    signed 64-bit integer; floats are finite; nesting is at most
     ``MAX_JSON_DEPTH`` deep; and the encoded JSON is at most ``max_chars`` long.
     """
     out = _plain_json(name, value, 0)
@@ -197,11 +194,6 @@ def _plain_json(where: str, value: object, depth: int) -> Any:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ValidationError(f"{where} contains NaN or an infinite number, which JSON has not")
-        if not -MAX_JSON_FLOAT < value < MAX_JSON_FLOAT:
-            raise ValidationError(
-                f"{where}: floats must lie within (-1e16, 1e16), got {value!r}; PostgreSQL"
-                " would read a larger one back as a different number (pass an int or a string)"
-            )
         return float(value)
     if isinstance(value, (Mapping, list, tuple)):
         if depth >= MAX_JSON_DEPTH:

@@ -120,7 +120,7 @@ CLEAN_LEAF = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(min_value=v.MIN_JSON_INT, max_value=v.MAX_JSON_INT),
-    st.floats(min_value=-1e16, max_value=1e16, exclude_min=True, exclude_max=True),
+    st.floats(allow_nan=False, allow_infinity=False),
     st.text(TEXT_CHAR, max_size=20),
 )
 WILD_LEAF = st.one_of(

@@ -12,7 +12,7 @@ from actrone_pg.errors import MissingDependencyError
 from actrone_pg.models import MEMORY_FIELD_TYPES, Memory
 from actrone_pg.stores.base import MemoryRecord, batch_dimensions
 from actrone_pg.stores.postgres import rows
-from actrone_pg.stores.postgres.connection import _Conn
+from actrone_pg.stores.postgres.connection import _Conn, jsonb
 from actrone_pg.stores.postgres.maintenance import Maintenance
 from actrone_pg.stores.postgres.statements import (
     ANALYZE_GROWTH,
@@ -43,7 +43,7 @@ __all__ = ["Writes"]
 _ADAPT: dict[str, Callable[[Any], Any]] = {
     "float": float,
     "tuple[str, ...]": list,
-    "dict[str, Any]": Jsonb,
+    "dict[str, Any]": jsonb,
 }
 _COPY_VALUE = {
     name: _ADAPT.get(MEMORY_FIELD_TYPES[name], lambda value: value) for name in MEMORY_FIELDS

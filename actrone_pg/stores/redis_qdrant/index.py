@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 
 from actrone_pg.errors import MissingDependencyError, StoreError
-from actrone_pg.stores.redis_qdrant.layout import AgentKeys, agent_filter, doc_entry
+from actrone_pg.stores.redis_qdrant.layout import INDEXED, AgentKeys, agent_filter, doc_entry
 from actrone_pg.stores.redis_qdrant.registry import Registry
 
 try:
@@ -106,6 +106,7 @@ class Index(Registry):
         (Redis lost its data), the index is rebuilt first; a miss in a non-empty index costs
         nothing more.
         """
+        await self._ensure_indexed(agent_id)
         ak = AgentKeys.of(self._prefix, agent_id)
         embedder = await self._hget(ak.mem, memory_id)
         if embedder is None and await self._rebuild_if_lost(agent_id):
@@ -133,6 +134,16 @@ class Index(Registry):
         or restored from an older snapshot); :meth:`search` calls it by itself when it finds
         points for an agent whose index is empty. Returns the number of memories indexed.
         """
+        entries = await self._qdrant_entries(agent_id)
+        ak = AgentKeys.of(self._prefix, agent_id)
+        await self._r(self._client_r().delete(ak.mem, ak.doc, ak.df, ak.stats))
+        await self._apply_entries(entries)
+        await self._r(self._client_r().hset(ak.stats, INDEXED, "1"))
+        logger.warning("rebuilt the Redis index of agent %r: %d memories", agent_id, len(entries))
+        return len(entries)
+
+    async def _qdrant_entries(self, agent_id: str) -> list[tuple[str, str, str, str]]:
+        """(agent, memory id, embedder, doc) of each of the agent's points in our collections."""
         entries: list[tuple[str, str, str, str]] = []
         for coll, dim in await self._own_collections():
             offset: qm.ExtendedPointId | None = None
@@ -159,11 +170,34 @@ class Index(Registry):
                     )
                 if offset is None:
                     break
+        return entries
+
+    async def _ensure_indexed(self, agent_id: str) -> None:
+        """Index the agent's Qdrant points in Redis if Redis lost the index (one HEXISTS if not).
+
+        Redis without persistence comes back empty after a restart while Qdrant keeps every
+        point: without this, a write as the first call for an agent made its index non-empty,
+        and the agent's older memories stayed invisible to reads, counts and searches. The
+        points are merged into the index (setting an entry again changes nothing), so entries
+        written meanwhile by another process are kept; then the marker is set.
+        """
         ak = AgentKeys.of(self._prefix, agent_id)
-        await self._r(self._client_r().delete(ak.mem, ak.doc, ak.df, ak.stats))
-        await self._apply_entries(entries)
-        logger.warning("rebuilt the Redis index of agent %r: %d memories", agent_id, len(entries))
-        return len(entries)
+        r = self._client_r()
+        if await self._r(r.hexists(ak.stats, INDEXED)):
+            return
+        lock = self._reindex_locks[hash(agent_id) % len(self._reindex_locks)]
+        async with lock:
+            if await self._r(r.hexists(ak.stats, INDEXED)):
+                return  # another call of this process did it meanwhile
+            entries = await self._qdrant_entries(agent_id)
+            await self._apply_entries(entries)
+            await self._r(r.hset(ak.stats, INDEXED, "1"))
+        if entries:
+            logger.warning(
+                "re-indexed agent %r from Qdrant (Redis had lost its index): %d memories",
+                agent_id,
+                len(entries),
+            )
 
     async def _search_stats(
         self, ak: AgentKeys, embedder: str, ids: list[str], terms: list[str]

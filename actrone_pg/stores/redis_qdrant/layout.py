@@ -60,6 +60,12 @@ TURN_IDS_KEPT = 1000
 # rebuilt from Qdrant on first search (see rebuild_index), and old keys can be deleted by prefix.
 LAYOUT = "v1"
 
+# Field of an agent's statistics hash saying its memory index holds every point Qdrant has for
+# the agent. Redis losing its data (restarted without persistence, FLUSHALL, failover to an empty
+# replica) loses it with the index, and the next call for the agent re-indexes from Qdrant (see
+# Index._ensure_indexed).
+INDEXED = "indexed"
+
 
 def enc(value: str) -> str:
     """Percent-encode an id so that it contains no ':', '{', '}', '*', '?', '%' or space.

@@ -53,6 +53,7 @@ class Search(Index):
         coll = await self._existing_collection(request.embedder, dim)
         if coll is None:
             return nothing
+        await self._ensure_indexed(request.agent_id)
         query = np.asarray(request.vector, dtype=np.float32)
         ak = AgentKeys.of(self._prefix, request.agent_id)
         terms = list(request.terms)

@@ -67,6 +67,8 @@ class Writes(Index):
         for name, size in batch_dims.items():
             if registered[name] is None:
                 await self._register_dim(name, size)
+        for agent_id in dict.fromkeys(r.memory.agent_id for r in records):
+            await self._ensure_indexed(agent_id)
 
         priors = await self._apply_entries(
             [
@@ -235,6 +237,7 @@ class Writes(Index):
 
     async def count_memories(self, agent_id: str) -> int:
         """Size of the agent's memory index in Redis (rebuilt first if Redis lost it)."""
+        await self._ensure_indexed(agent_id)
         ak = AgentKeys.of(self._prefix, agent_id)
         n = int(await self._r(self._client_r().hlen(ak.mem)))
         if n == 0 and await self._rebuild_if_lost(agent_id):
