@@ -21,8 +21,10 @@ No query text, identifier or exception message is recorded unless ``otel_record_
 an error then records its type and stack frames only. Memory and turn texts are never recorded.
 
 The no-op costs what an attribute lookup and a branch cost: :meth:`Telemetry.step` hands the
-awaitable back untouched and :meth:`Telemetry.span` returns one shared ``nullcontext`` (measured
-in docs/observability.md).
+awaitable back untouched and :meth:`Telemetry.span` returns one shared ``nullcontext``. Enabled
+while no application configured a tracer provider (the API alone, as a dependency of another
+package brings it), a call records its histogram point but makes no spans: the API's no-op spans
+cost microseconds each. Measurements in docs/observability.md.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import time
 import traceback
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from actrone_pg.config import MemoryConfig
@@ -71,6 +74,8 @@ _CONTENT_ARGUMENTS = ("agent_id", "session_id", "query", "memory_id", "turn_id")
 # Seconds: retrieval on the in-memory backend takes about a millisecond, PostgreSQL a few.
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _NULL: AbstractContextManager[None] = nullcontext()
+# Whether the public call running in this context has a recording span (children get spans).
+_RECORDING: ContextVar[bool] = ContextVar("actrone_pg_recording", default=False)
 
 
 class Telemetry:
@@ -155,8 +160,13 @@ class _OpenTelemetry(Telemetry):
         threshold: float | None,
         limit: int,
     ) -> None:
+        from opentelemetry import trace
+
         self._tracer = tracer
         self._meter = meter
+        self._provider = trace.get_tracer_provider
+        # What the API answers while no application configured tracing (or it was disabled).
+        self._untraced = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
         self._histograms: dict[str, Histogram] = {}
         self.record_content = record_content
         self._backend = backend
@@ -170,13 +180,15 @@ class _OpenTelemetry(Telemetry):
             retrieval["actrone.l2.threshold"] = threshold
         self._retrieval: Attributes = retrieval
 
-    # -- child spans --
+    # -- child spans: only under a recording span of a public call --
     def step(
         self,
         name: str,
         awaitable: Coroutine[Any, Any, T],
         attributes: Attributes | None = None,
     ) -> Coroutine[Any, Any, T]:
+        if not _RECORDING.get():
+            return awaitable
         return self._step(name, awaitable, attributes)
 
     async def _step(
@@ -185,11 +197,13 @@ class _OpenTelemetry(Telemetry):
         with self._span(name, attributes) as span:
             result = await awaitable
             describe = _STEP_RESULTS.get(name)
-            if describe is not None and span.is_recording():
+            if describe is not None:
                 span.set_attributes(describe(result))
             return result
 
     def span(self, name: str) -> AbstractContextManager[object]:
+        if not _RECORDING.get():
+            return _NULL
         return self._span(name, None)
 
     @contextmanager
@@ -215,30 +229,50 @@ class _OpenTelemetry(Telemetry):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> T:
+        started = time.perf_counter()
+        error: str | None = None
+        try:
+            # Without a configured provider every span would be the API's no-op, at a few
+            # microseconds each: skip them, asked per call so a provider set later counts.
+            if isinstance(self._provider(), self._untraced):
+                return await fn(owner, *args, **kwargs)
+            return await self._traced_call(name, fn, owner, args, kwargs)
+        except BaseException as exc:
+            error = type(exc).__qualname__
+            raise
+        finally:
+            self._record(name, time.perf_counter() - started, error)
+
+    async def _traced_call(
+        self,
+        name: str,
+        fn: Callable[..., Coroutine[Any, Any, T]],
+        owner: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> T:
         attrs = dict(self._retrieval if name in _RETRIEVAL else self._base)
         if self.record_content:
             attrs.update(_content_arguments(fn, owner, args, kwargs))
-        started = time.perf_counter()
-        error: str | None = None
         with self._tracer.start_as_current_span(
             f"actrone.{name}",
             attributes=attrs,
             record_exception=False,
             set_status_on_exception=False,
         ) as span:
+            recording = span.is_recording()
+            # A sampled-out call gets no child spans either.
+            token = _RECORDING.set(recording)
             try:
                 result = await fn(owner, *args, **kwargs)
-            except BaseException as exc:
-                error = type(exc).__qualname__
-                if isinstance(exc, Exception):
-                    self._failed(span, exc)
+            except Exception as exc:
+                self._failed(span, exc)
                 raise
-            else:
-                if span.is_recording():
-                    span.set_attributes(_describe_result(result, self.record_content))
-                return result
             finally:
-                self._record(name, time.perf_counter() - started, error)
+                _RECORDING.reset(token)
+            if recording:
+                span.set_attributes(_describe_result(result, self.record_content))
+            return result
 
     def _failed(self, span: Span, exc: Exception) -> None:
         from opentelemetry.trace import Status, StatusCode

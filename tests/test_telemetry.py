@@ -382,6 +382,61 @@ def test_absent_or_off_never_imports_opentelemetry(prelude: str) -> None:
     assert out.stdout.strip() == "ok"
 
 
+def test_providers_configured_by_the_application_later_are_used() -> None:
+    code = textwrap.dedent(
+        """
+        import asyncio
+        from opentelemetry import metrics, trace
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        from actrone_pg import MemoryConfig, MemoryManager
+
+        reader = InMemoryMetricReader()
+        exporter = InMemorySpanExporter()
+
+        def points():
+            data = reader.get_metrics_data()
+            return sum(
+                p.count
+                for rm in data.resource_metrics
+                for sm in rm.scope_metrics
+                for m in sm.metrics
+                if m.name == "actrone.search_memories.duration"
+                for p in m.data.data_points
+            )
+
+        async def main():
+            cfg = MemoryConfig(backend="memory", embedding_provider="hashing")
+            async with await MemoryManager.create(cfg) as mm:
+                # Metrics only: the histogram counts, no tracer provider to make spans for.
+                metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+                await mm.search_memories("a", "peanuts")
+                assert points() == 1
+                provider = TracerProvider()
+                provider.add_span_processor(SimpleSpanProcessor(exporter))
+                trace.set_tracer_provider(provider)
+                await mm.search_memories("a", "peanuts")
+                assert points() == 2
+            names = sorted(s.name for s in exporter.get_finished_spans())
+            print(names)
+
+        asyncio.run(main())
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    # Spans only from the calls after the tracer provider was set: the second search (its query
+    # vector cached by the first: no embedding) and close.
+    assert out.stdout.strip() == str(
+        ["actrone.close", "actrone.l2.search", "actrone.search_memories"]
+    )
+
+
 def test_the_documented_example_runs() -> None:
     doc = (Path(__file__).parent.parent / "docs" / "observability.md").read_text()
     match = re.search(r"```python\n(.*?)```", doc, re.S)
