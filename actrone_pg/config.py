@@ -139,6 +139,15 @@ class MemoryConfig:
     #: Longest message, memory or query accepted, in characters (longer ones are rejected).
     max_text_chars: int = 200_000
 
+    # -- observability --
+    #: Spans and latency histograms through OpenTelemetry when ``opentelemetry-api`` is
+    #: installed (the ``[otel]`` extra); the application's tracer and meter providers decide
+    #: where they go. Off, the manager never imports opentelemetry.
+    otel_enabled: bool = True
+    #: Also record query text, agent, session, memory and turn ids, and exception messages on
+    #: spans. Memory and turn texts are never recorded.
+    otel_record_content: bool = False
+
     def __post_init__(self) -> None:
         _validate(self)
 

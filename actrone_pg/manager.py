@@ -24,6 +24,7 @@ import numpy as np
 
 from actrone_pg import _validation as v
 from actrone_pg._guard import guard_public_methods
+from actrone_pg._telemetry import create_telemetry, trace_public_methods
 from actrone_pg.budget import pack_turns, split_budget
 from actrone_pg.config import MemoryConfig
 from actrone_pg.embedders import Embedder, as_vectors, create_embedder
@@ -63,6 +64,7 @@ _SET_BY_MANAGER = {"id", "agent_id", "embedder", "token_count"}
 _MEMORY_FIELDS = frozenset(STORED_MEMORY_FIELDS) - _SET_BY_MANAGER | {"memory_id"}
 
 
+@trace_public_methods  # outside the guard: a span sees the error the caller gets
 @guard_public_methods
 class MemoryManager:
     """Stores turns and memories for agents and assembles their context inside a token budget.
@@ -102,6 +104,9 @@ class MemoryManager:
             rrf_weights=config.rrf_weights,
             relevance_weight=config.relevance_weight,
             recency_weight=config.recency_weight,
+        )
+        self._telemetry = create_telemetry(
+            config, backend=store.backend, embedder=embedder.name, threshold=self._threshold
         )
 
     # -- construction --
@@ -499,17 +504,23 @@ class MemoryManager:
         )
         async with asyncio.TaskGroup() as tg:
             l1 = tg.create_task(
-                self.store.recent_turns(
-                    agent_id,
-                    session_id,
-                    limit=self.config.max_session_turns,
-                    ttl_seconds=self.config.session_ttl_seconds,
+                self._telemetry.step(
+                    "actrone.l1",
+                    self.store.recent_turns(
+                        agent_id,
+                        session_id,
+                        limit=self.config.max_session_turns,
+                        ttl_seconds=self.config.session_ttl_seconds,
+                    ),
                 )
             )
             l2 = tg.create_task(self._search(agent_id, query, shares.episodic))
         turns = l1.result()
         packed = l2.result()
-        recent, session_used = pack_turns(list(reversed(turns)), self._turn_tokens, shares.session)
+        with self._telemetry.span("actrone.l1.pack"):
+            recent, session_used = pack_turns(
+                list(reversed(turns)), self._turn_tokens, shares.session
+            )
         chosen = [self._present(h, explain) for h in packed.hits]
         return RetrievedContext(
             agent_id=agent_id,
@@ -576,14 +587,18 @@ class MemoryManager:
         """
         reorder = self.reranker is not None
         repack = reorder or (budget is not None and self._custom_counter)
+        step = self._telemetry.step
         if not repack:
-            return await self.store.search(await self._request(agent_id, query, budget, max_hits))
+            request = await self._request(agent_id, query, budget, max_hits)
+            return await step("actrone.l2.search", self.store.search(request))
         top = self.config.rerank_top_k if reorder else None
-        found = await self.store.search(await self._request(agent_id, query, None, top))
+        request = await self._request(agent_id, query, None, top)
+        found = await step("actrone.l2.search", self.store.search(request))
         hits = found.hits
         if reorder and hits:
-            hits = await self._rerank(query, hits)
-        return pack_hits(hits, self._memory_tokens, budget, max_hits)
+            hits = await step("actrone.rerank", self._rerank(query, hits))
+        with self._telemetry.span("actrone.l2.pack"):
+            return pack_hits(hits, self._memory_tokens, budget, max_hits)
 
     async def _request(
         self, agent_id: str, query: str, budget: int | None, max_hits: int | None
@@ -625,7 +640,11 @@ class MemoryManager:
         for start in range(0, len(texts), size):
             chunk = texts[start : start + size]
             try:
-                raw = await self.embedder.embed_batch(chunk)
+                raw = await self._telemetry.step(
+                    "actrone.embed",
+                    self.embedder.embed_batch(chunk),
+                    {"actrone.embed.texts": len(chunk)},
+                )
             except ActroneError:
                 raise
             except Exception as exc:
