@@ -707,7 +707,7 @@ def _leaked(row: dict[str, Any]) -> str:
     return f"{n} ({m} after gc)" if n else "0"
 
 
-COLUMNS = [
+COLUMNS: list[tuple[str, str | Callable[[dict[str, Any]], Any]]] = [
     ("backend", "backend"),
     ("fault", "fault"),
     ("acked", lambda r: r["memories_acked"] + r["turns_acked"]),
