@@ -139,6 +139,22 @@ def check_tags(value: object) -> tuple[str, ...]:
     return tags
 
 
+#: At most this many source turns per memory (a consolidation of a long session lists them all).
+MAX_SOURCE_TURNS = 10_000
+
+
+def check_turn_ids(value: object) -> tuple[str, ...]:
+    """``source_turn_ids``: a list of turn ids (a lone string is refused: it is not a list)."""
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise ValidationError("source_turn_ids must be a list or tuple of turn ids")
+    ids = tuple(value)
+    if len(ids) > MAX_SOURCE_TURNS:
+        raise ValidationError(f"at most {MAX_SOURCE_TURNS:,} source_turn_ids, got {len(ids):,}")
+    for turn_id in ids:
+        check_id("each source turn id", turn_id)
+    return ids
+
+
 def check_datetime(name: str, value: object) -> datetime:
     """A timezone-aware datetime."""
     if not isinstance(value, datetime):

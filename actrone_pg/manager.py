@@ -58,8 +58,8 @@ logger = logging.getLogger("actrone_pg.manager")
 _MEMORY_NAMESPACE = uuid.UUID("6f3a7d2e-5c1b-4e8a-9d0f-2b7c4e6a8f10")
 
 # What an item of inject_memories may set: the stored fields the manager does not fill in itself,
-# with the id as "memory_id".
-_SET_BY_MANAGER = {"id", "agent_id", "embedder", "token_count"}
+# with the id as "memory_id". A version's number and validity belong to update_memory.
+_SET_BY_MANAGER = {"id", "agent_id", "embedder", "token_count", "version", "valid_from", "valid_to"}
 _MEMORY_FIELDS = frozenset(STORED_MEMORY_FIELDS) - _SET_BY_MANAGER | {"memory_id"}
 
 
@@ -340,12 +340,20 @@ class MemoryManager:
         created_at: datetime | None = None,
         metadata: Mapping[str, Any] | None = None,
         memory_id: str | None = None,
+        expires_at: datetime | None = None,
+        source_turn_ids: Iterable[str] = (),
     ) -> str:
         """Store one long-term memory and return its id.
 
         Without ``memory_id`` the id is derived from the agent, session and content, so injecting
         the same content again (for example a retry after a timeout) replaces rather than
         duplicates it. With ``memory_id`` an existing memory of this agent is replaced.
+
+        ``expires_at`` (timezone-aware) is when the memory stops being returned; one that is not
+        in the future is refused (:class:`~actrone_pg.errors.ValidationError`, nothing written):
+        storing what no read may return is a caller's mistake, not a request. ``source_turn_ids``
+        records the turns the memory came from (consolidation sets it, with
+        ``source="consolidated"``).
         """
         item = {
             "content": content,
@@ -358,6 +366,8 @@ class MemoryManager:
             "created_at": created_at,
             "metadata": metadata,
             "memory_id": memory_id,
+            "expires_at": expires_at,
+            "source_turn_ids": source_turn_ids,
         }
         ids = await self.inject_memories(agent_id, [item])
         return ids[0]
@@ -375,7 +385,8 @@ class MemoryManager:
         v.check_id("agent_id", agent_id)
         if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
             raise ValidationError("items must be a list of memories (strings or dicts)")
-        memories = [self._build_memory(agent_id, item, i) for i, item in enumerate(items)]
+        now = _now()
+        memories = [self._build_memory(agent_id, item, i, now) for i, item in enumerate(items)]
         if not memories:
             return []
         # An item repeated in one batch (a conversation says "Thanks!" twice) is stored once, as
@@ -397,7 +408,9 @@ class MemoryManager:
         await self.store.upsert_memories(records)
         return [m.id for m in memories]
 
-    def _build_memory(self, agent_id: str, item: Mapping[str, Any] | str, index: int) -> Memory:
+    def _build_memory(
+        self, agent_id: str, item: Mapping[str, Any] | str, index: int, now: datetime
+    ) -> Memory:
         if isinstance(item, str):
             item = {"content": item}
         if not isinstance(item, Mapping):
@@ -416,7 +429,7 @@ class MemoryManager:
             if session_id is not None:
                 v.check_id("session_id", session_id)
             created = item.get("created_at")
-            created_at = _now() if created is None else v.check_datetime("created_at", created)
+            created_at = now if created is None else v.check_datetime("created_at", created)
             created_at = created_at.astimezone(UTC)
             memory_id = item.get("memory_id")
             if memory_id is None:
@@ -438,6 +451,9 @@ class MemoryManager:
                 metadata=v.check_metadata(item.get("metadata"), max_chars=limit),
                 embedder=self.embedder.name,
                 token_count=self.count_tokens(content),
+                expires_at=_check_expiry(item.get("expires_at"), now),
+                source_turn_ids=v.check_turn_ids(item.get("source_turn_ids", ())),
+                valid_from=now,
             )
         except ValidationError as exc:
             raise type(exc)(f"item {index}: {exc}") from None
@@ -561,6 +577,11 @@ class MemoryManager:
             metadata=m.metadata,
             embedder=m.embedder,
             token_count=self._memory_tokens(hit),
+            expires_at=m.expires_at,
+            source_turn_ids=m.source_turn_ids,
+            version=m.version,
+            valid_from=m.valid_from,
+            valid_to=m.valid_to,
             explain=hit.explain if explain else None,
         )
 
@@ -699,6 +720,19 @@ def _check_embedder(embedder: object) -> None:
         raise ConfigurationError("embedder", "relevance_threshold must be None or lie in (0, 1)")
     if not callable(getattr(embedder, "embed_batch", None)):
         raise ConfigurationError("embedder", "must have an async embed_batch(texts) method")
+
+
+def _check_expiry(value: object, now: datetime) -> datetime | None:
+    """``expires_at``: ``None`` or an aware datetime after ``now`` (a past one is refused)."""
+    if value is None:
+        return None
+    expires = v.check_datetime("expires_at", value)
+    if expires <= now:
+        raise ValidationError(
+            f"expires_at {expires.isoformat()} is not in the future; a memory that expired"
+            " already would never be returned (omit it, or pass a later time)"
+        )
+    return expires
 
 
 def _now() -> datetime:

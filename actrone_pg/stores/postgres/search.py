@@ -31,13 +31,17 @@ class Search(Maintenance):
         the ones ranked, in one snapshot, even while other sessions write.
         """
         packed = request.budget is not None or request.max_hits is not None
-        prepared = await self._search_params(request, content=not packed)
+        # The memories' fields come from the memories table (statements._MEMORY_ROW), so the
+        # function never returns them.
+        prepared = await self._search_params(request, content=False)
         if prepared is None:
             return PackedSearch(hits=[], ranked=0, tokens=0)
         candidates, params = prepared
         statement = SEARCH_PACKED if packed else SEARCH
         if packed:
             params = (*params, request.budget, request.max_hits, request.agent_id)
+        else:
+            params = (*params, request.agent_id)
         async with self._conn() as conn:
             # Binary results: 500 rows parse in ~0.3 ms instead of ~5 ms (cProfile, same bench).
             found = await self._fetch(

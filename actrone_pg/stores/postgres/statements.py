@@ -26,6 +26,7 @@ _PG_TYPES = {
     "int": "int4",
     "tuple[str, ...]": "text[]",
     "datetime": "timestamptz",
+    "datetime | None": "timestamptz",
     "dict[str, Any]": "jsonb",
 }
 _COLUMN_TYPES = {name: _PG_TYPES[kind] for name, kind in MEMORY_FIELD_TYPES.items()}
@@ -134,16 +135,20 @@ _HYBRID_SEARCH = (
 _EXPLAIN_COLUMNS = "h.cosine, h.bm25, h.dense_rank, h.lexical_rank, h.recency_rank, h.fused_score"
 # Search reads metadata as text: most memories have none, and the decoder skips the JSON parser
 # for '{}' (see rows.memory).
-_SEARCH_MEMORY_COLUMNS = ", ".join(
-    ("h." + name + "::text AS " + name) if name == "metadata" else ("h." + name)
-    for name in MEMORY_FIELDS
+_SEARCH_MEMORY_COLUMNS = MEMORY_COLUMNS.replace("m.metadata", "m.metadata::text AS metadata")
+# One primary-key probe per ranked memory (LATERAL, OFFSET 0 so that it stays a probe) reads
+# the memory's row by MEMORY_COLUMNS: every stored field, whatever hybrid_search returns.
+_MEMORY_ROW = (
+    " CROSS JOIN LATERAL (SELECT "
+    + _SEARCH_MEMORY_COLUMNS
+    + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = {h}.id OFFSET 0) AS f"
 )
 SEARCH = (
     "SELECT "
     + _EXPLAIN_COLUMNS
-    + ", "
-    + _SEARCH_MEMORY_COLUMNS
+    + ", f.*"
     + _HYBRID_SEARCH
+    + _MEMORY_ROW.replace("{h}", "h")
     + " ORDER BY h.position"
 )
 # The same ranking without the memories' fields (p_content => false), packed into the budget
@@ -164,9 +169,7 @@ SEARCH_PACKED = (
     # One primary-key probe per chosen memory (LATERAL, OFFSET 0 so that it stays a probe):
     # joined as sets, the planner either compared every pair or read all of the agent's rows
     # into a hash table.
-    " FROM p LEFT JOIN (c CROSS JOIN LATERAL (SELECT "
-    + MEMORY_COLUMNS.replace("m.metadata", "m.metadata::text AS metadata")
-    + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = c.id OFFSET 0) AS f) ON true"
+    " FROM p LEFT JOIN (c" + _MEMORY_ROW.replace("{h}", "c") + ") ON true"
     " ORDER BY c.position"
 )
 

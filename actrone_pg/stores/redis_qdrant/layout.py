@@ -19,7 +19,13 @@ import numpy as np
 import numpy.typing as npt
 
 from actrone_pg.errors import MissingDependencyError
-from actrone_pg.models import STORED_MEMORY_FIELDS, Memory, Turn, memory_from_fields
+from actrone_pg.models import (
+    DATETIME_FIELDS,
+    STORED_MEMORY_FIELDS,
+    Memory,
+    Turn,
+    memory_from_fields,
+)
 from actrone_pg.ranking import micros, term_counts
 
 try:
@@ -162,7 +168,9 @@ def turn_from_json(text: str) -> Turn:
 
 
 # A memory's payload: its stored fields, the id under "memory_id" (the point's own id is derived
-# from the agent and memory ids), tags as a list and the time as ISO 8601.
+# from the agent and memory ids), tuples as lists and times as ISO 8601. ``expires_us`` (the
+# expiry in microseconds, or none) is what Qdrant's range filter compares: it has no datetime
+# index in local mode.
 _PAYLOAD_KEY = {name: "memory_id" if name == "id" else name for name in STORED_MEMORY_FIELDS}
 
 
@@ -170,15 +178,18 @@ def to_payload(memory: Memory) -> dict[str, Any]:
     """The Qdrant payload of ``memory``."""
     out = {_PAYLOAD_KEY[name]: getattr(memory, name) for name in STORED_MEMORY_FIELDS}
     out["tags"] = list(memory.tags)
-    out["created_at"] = memory.created_at.isoformat()
+    out["source_turn_ids"] = list(memory.source_turn_ids)
+    for name in DATETIME_FIELDS:
+        value = out[name]
+        out[name] = None if value is None else value.isoformat()
+    out["created_us"] = micros(memory.created_at)
+    out["expires_us"] = None if memory.expires_at is None else micros(memory.expires_at)
     return out
 
 
 def from_payload(p: dict[str, Any]) -> Memory:
     """The memory a payload of :func:`to_payload` holds."""
-    return memory_from_fields(
-        p, id=p["memory_id"], created_at=datetime.fromisoformat(p["created_at"])
-    )
+    return memory_from_fields(p, id=p["memory_id"])
 
 
 @dataclass(frozen=True, slots=True)
