@@ -150,7 +150,8 @@ DELETE_HISTORY = "DELETE FROM {s}.memory_history WHERE agent_id = %s AND id = AN
 # NULL (an exact scan) or, for an agent with its own HNSW index, the ids that index finds.
 _HYBRID_SEARCH = (
     " FROM {s}.hybrid_search(%s, %s, %s::text[], %s, %s::float8, %s::int, %s::bool, %s::int,"
-    " %s::float8[], %s::float8, %s::float8, %s::timestamptz, %s::bool, {candidates}) AS h"
+    " %s::float8[], %s::float8, %s::float8, %s::timestamptz, %s::bool, {candidates},"
+    " %s::float8, %s::float8) AS h"
 )
 _EXPLAIN_COLUMNS = "h.cosine, h.bm25, h.dense_rank, h.lexical_rank, h.recency_rank, h.fused_score"
 # Search reads metadata as text: most memories have none, and the decoder skips the JSON parser
