@@ -16,6 +16,7 @@ __all__ = [
     "STORED_MEMORY_FIELDS",
     "Explain",
     "Memory",
+    "MemoryPage",
     "RetrievedContext",
     "ScoredMemory",
     "SessionInfo",
@@ -163,6 +164,15 @@ def memory_from_fields(values: Mapping[str, Any], **given: Any) -> Memory:
             value = _LATER_DEFAULTS[name]
         out[name] = value if coerce is None else coerce(value)
     return Memory(**out)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPage:
+    """One page of :meth:`~actrone_pg.MemoryManager.list_memories`: current memories, newest
+    first, and the cursor of the next page (``None`` after the last one)."""
+
+    items: list[Memory]
+    next_cursor: str | None
 
 
 @dataclass(slots=True)

@@ -54,6 +54,8 @@ CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "get_memory": (("ag", "m1"), {}),
     "update_memory": (("ag", "m1"), {"content": "new content"}),
     "memory_history": (("ag", "m1"), {}),
+    "list_memories": (("ag",), {"filters": {"tags_any": ["x"]}, "limit": 5}),
+    "sweep_expired": ((), {}),
     "count_memories": (("ag",), {}),
     "erase_agent": (("ag",), {}),
     "search_memories": (("ag", "query"), {}),
