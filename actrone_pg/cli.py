@@ -19,7 +19,7 @@ __all__ = ["main"]
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "bench": ("actrone_pg._cli.bench", "measure ingest, retrieval latency and candidate recall"),
+    "bench": ("actrone_pg.bench.command", "measure ingest, retrieval latency and candidate recall"),
     "calibrate": (
         "actrone_pg._cli.calibrate",
         "measure an embedder's relevance threshold on labelled query-memory pairs",

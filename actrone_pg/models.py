@@ -44,8 +44,8 @@ class Turn:
     token_count: int
 
 
-# Not frozen: a search builds one per admitted candidate (up to 500), and a frozen dataclass costs
-# 1.9 µs to construct against 0.37 µs for a plain one (timeit, 100,000 constructions, this machine).
+# Not frozen: a search builds one per admitted candidate (up to 500), and a frozen dataclass is
+# about five times slower to construct (docs/benchmarks.md, "Measurements behind the code").
 @dataclass(slots=True)
 class Explain:
     """Why a memory was ranked where it was.

@@ -1,4 +1,4 @@
-"""The ranking pipeline of spec §3, without I/O: candidates and statistics in, ranked hits out.
+"""The ranking pipeline, without I/O: candidates and statistics in, ranked hits out.
 
 A Python store supplies only what it holds: its candidates as arrays aligned by position
 (:class:`Candidates`) and the agent's BM25 statistics (:class:`~actrone_pg.ranking.CorpusStats`).

@@ -1,4 +1,4 @@
-"""Spec §5: every public method raises only ActroneError subclasses, with the cause chained.
+"""Every public method raises only ActroneError subclasses, cause chained (README, "Bad input").
 
 The failures here are real components that fail: a store, an embedder, a reranker and a token
 counter written to raise, and inputs that used to escape as ``ExceptionGroup``, ``TypeError``,

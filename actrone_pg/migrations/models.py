@@ -110,7 +110,7 @@ def build_metadata(schema: str) -> sa.MetaData:
         sa.Column("embedding", VECTOR(), nullable=False),
         sa.ForeignKeyConstraint(["embedder"], ["embedders.name"]),
         # The candidate scan: an index-only scan of this index reads one agent's vectors stored
-        # together, whatever the heap order (see actrone_pg/stores/postgres.py for the numbers).
+        # together, whatever the heap order (docs/postgres.md, "Candidate search").
         sa.Index(
             "ix_memories_candidates",
             "agent_id",

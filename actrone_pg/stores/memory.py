@@ -1,9 +1,9 @@
 """The in-process store: no server, no dependency beyond numpy; the library's default backend.
 
-It is also the reference backend of spec §3: it hands every vector of the agent to
-:func:`actrone_pg.pipeline.search` as a candidate, and every other backend is tested for parity
-against it. Data lives only as long as
-the process. All methods run to completion without awaiting, so on one event loop each is atomic.
+It is also the reference backend of the ranking (README, "How retrieval works"): it hands every
+vector of the agent to :func:`actrone_pg.pipeline.search` as a candidate, and every other backend
+is tested for parity against it. Data lives only as long as the process. All methods run to
+completion without awaiting, so on one event loop each is atomic.
 """
 
 from __future__ import annotations
