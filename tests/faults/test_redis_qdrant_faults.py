@@ -97,6 +97,16 @@ async def test_a_redis_restart_without_persistence_is_recovered_by_the_next_call
     assert found == {*ids["a"], new}
 
 
+async def test_listing_first_after_redis_lost_its_data_lists_every_memory(
+    mm: MemoryManager, private_redis: Any
+) -> None:
+    ids = await fill(mm)
+    await flushall(private_redis.url)
+    # The listing reads Qdrant points the Redis index names as current: it re-indexes first.
+    page = await mm.list_memories("a")
+    assert {m.id for m in page.items} == set(ids["a"])
+
+
 async def test_the_reindexed_statistics_equal_those_of_a_store_that_never_lost_them(
     private_redis: Any,
 ) -> None:
