@@ -51,9 +51,11 @@ def test_mcp_example(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixtu
                 "get_memory",
                 "get_recent_turns",
                 "inject_memory",
+                "list_memories",
                 "retrieve_context",
                 "search_memories",
                 "store_turn",
+                "update_memory",
             ]
         )
     )
