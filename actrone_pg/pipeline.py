@@ -111,24 +111,28 @@ def json_contains(container: Any, contained: Any) -> bool:
     """PostgreSQL's ``jsonb @>`` on plain JSON values: objects contain sub-objects key by key,
     an array contains an array whose every element some element of it contains (order and
     repetition ignored), scalars only an equal scalar of the same JSON type (``true`` is not
-    ``1``); at the top level an array also contains a scalar it holds."""
+    ``1``); at the top level only, an array also contains a scalar it holds."""
+    if isinstance(container, list) and not isinstance(contained, (dict, list)):
+        return any(_same_scalar(c, contained) for c in container)
+    return _contains(container, contained)
+
+
+def _contains(container: Any, contained: Any) -> bool:
     if isinstance(contained, dict):
         return isinstance(container, dict) and all(
-            k in container and json_contains(container[k], v) for k, v in contained.items()
+            k in container and _contains(container[k], v) for k, v in contained.items()
         )
     if isinstance(contained, list):
         return isinstance(container, list) and all(
             any(_contains_element(c, item) for c in container) for item in contained
         )
-    if isinstance(container, list):
-        return any(_same_scalar(c, contained) for c in container)
     return _same_scalar(container, contained)
 
 
 def _contains_element(container: Any, item: Any) -> bool:
     # Inside arrays a scalar is not contained by an array ([[1]] does not contain [1]).
     if isinstance(item, (dict, list)):
-        return isinstance(container, type(item)) and json_contains(container, item)
+        return isinstance(container, type(item)) and _contains(container, item)
     return _same_scalar(container, item)
 
 
