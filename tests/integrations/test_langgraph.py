@@ -2,7 +2,8 @@
 
 LangGraph ships no reusable store test suite (its store tests exercise its own InMemoryStore), so
 its InMemoryStore serves as the oracle where the two must agree: get, filters without a query and
-list_namespaces, given the same puts. Memory backend and PostgreSQL both, sync and async.
+list_namespaces, given the same puts. Every backend (the async tests), sync and async, and a sync
+graph on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -56,7 +57,13 @@ def mm() -> Iterator[MemoryManager]:
         yield manager
 
 
-@pytest.fixture(params=["memory", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(
+    params=[
+        "memory",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("redis_qdrant", marks=[pytest.mark.redis, pytest.mark.qdrant]),
+    ]
+)
 def backend_store(request: pytest.FixtureRequest) -> Any:
     """A fresh store of each backend in turn (synchronous: it only picks the fixture by name)."""
     return request.getfixturevalue(f"store_{request.param}")
