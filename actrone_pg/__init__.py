@@ -14,6 +14,7 @@ from actrone_pg.errors import (
     ConfigurationError,
     DimensionMismatchError,
     EmbedderError,
+    MemoryNotFoundError,
     MissingDependencyError,
     ModelNotAvailableError,
     RerankerError,
@@ -23,7 +24,7 @@ from actrone_pg.errors import (
     ValidationError,
 )
 from actrone_pg.manager import MemoryManager, create_memory_manager
-from actrone_pg.models import Explain, Memory, RetrievedContext, SessionInfo, Turn
+from actrone_pg.models import Explain, Memory, MemoryPage, RetrievedContext, SessionInfo, Turn
 
 __version__ = "0.1.0"
 
@@ -36,6 +37,8 @@ __all__ = [
     "Memory",
     "MemoryConfig",
     "MemoryManager",
+    "MemoryNotFoundError",
+    "MemoryPage",
     "MissingDependencyError",
     "ModelNotAvailableError",
     "RerankerError",

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from actrone_pg.errors import ValidationError
+from actrone_pg.pipeline import FILTER_KEYS, MemoryFilter
 
 MAX_ID_CHARS = 256
 MAX_LABEL_CHARS = 128
@@ -24,9 +25,6 @@ MAX_INT = 2**31 - 1
 MAX_TTL_SECONDS = 365 * 24 * 3600
 #: Whole numbers inside metadata and tool results: a signed 64-bit integer (Qdrant payloads).
 MIN_JSON_INT, MAX_JSON_INT = -(2**63), 2**63 - 1
-#: Floats inside metadata and tool results: PostgreSQL's jsonb prints larger ones as integers
-#: whose digits are the float's shortest repr (2.0**60 reads back as 1152921504606847000).
-MAX_JSON_FLOAT = 1e16
 #: Lists and objects nested inside metadata and tool results (``{"a": [1]}`` is depth 2).
 MAX_JSON_DEPTH = 32
 
@@ -139,6 +137,22 @@ def check_tags(value: object) -> tuple[str, ...]:
     return tags
 
 
+#: At most this many source turns per memory (a consolidation of a long session lists them all).
+MAX_SOURCE_TURNS = 10_000
+
+
+def check_turn_ids(value: object) -> tuple[str, ...]:
+    """``source_turn_ids``: a list of turn ids (a lone string is refused: it is not a list)."""
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise ValidationError("source_turn_ids must be a list or tuple of turn ids")
+    ids = tuple(value)
+    if len(ids) > MAX_SOURCE_TURNS:
+        raise ValidationError(f"at most {MAX_SOURCE_TURNS:,} source_turn_ids, got {len(ids):,}")
+    for turn_id in ids:
+        check_id("each source turn id", turn_id)
+    return ids
+
+
 def check_datetime(name: str, value: object) -> datetime:
     """A timezone-aware datetime."""
     if not isinstance(value, datetime):
@@ -163,7 +177,7 @@ def check_json(name: str, value: object, *, max_chars: int) -> Any:
     """A JSON value, returned as plain dict, list, str, int, float, bool and None.
 
     Objects need string keys; strings hold no NUL and no lone surrogates; whole numbers fit a
-    signed 64-bit integer; floats are finite and within ±1e16; nesting is at most
+    signed 64-bit integer; floats are finite; nesting is at most
     ``MAX_JSON_DEPTH`` deep; and the encoded JSON is at most ``max_chars`` long.
     """
     out = _plain_json(name, value, 0)
@@ -197,11 +211,6 @@ def _plain_json(where: str, value: object, depth: int) -> Any:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ValidationError(f"{where} contains NaN or an infinite number, which JSON has not")
-        if not -MAX_JSON_FLOAT < value < MAX_JSON_FLOAT:
-            raise ValidationError(
-                f"{where}: floats must lie within (-1e16, 1e16), got {value!r}; PostgreSQL"
-                " would read a larger one back as a different number (pass an int or a string)"
-            )
         return float(value)
     if isinstance(value, (Mapping, list, tuple)):
         if depth >= MAX_JSON_DEPTH:
@@ -234,3 +243,50 @@ def check_metadata(value: object, *, max_chars: int) -> dict[str, Any]:
     out = check_json("metadata", value, max_chars=max_chars)
     assert isinstance(out, dict)
     return out
+
+
+def check_filters(value: object, *, max_chars: int) -> MemoryFilter | None:
+    """``filters`` (spec §9.3): a mapping of :data:`~actrone_pg.pipeline.FILTER_KEYS`.
+
+    ``None`` or an empty mapping is no filter. Lists are lists or tuples of non-blank labels
+    (a lone string is refused), datetimes timezone-aware, ``min_importance`` in [0, 1] and
+    ``metadata`` a JSON object.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ValidationError(f"filters must be a dict, got {type(value).__name__}")
+    unknown = sorted(str(k) for k in value if k not in FILTER_KEYS)
+    if unknown:
+        raise ValidationError(
+            f"unknown filter key(s) {unknown}; the keys are {', '.join(FILTER_KEYS)}"
+        )
+    if not value:
+        return None
+    out: dict[str, Any] = {}
+    for key in ("tags_any", "tags_all", "content_types"):
+        if key in value:
+            out[key] = _labels(f"filters[{key!r}]", value[key])
+    if "session_id" in value:
+        out["session_id"] = check_id("filters['session_id']", value["session_id"])
+    for key in ("created_after", "created_before"):
+        if key in value:
+            out[key] = check_datetime(f"filters[{key!r}]", value[key])
+    if "min_importance" in value:
+        try:
+            out["min_importance"] = check_importance(value["min_importance"])
+        except ValidationError as exc:
+            raise ValidationError(f"filters['min_importance']: {exc}") from None
+    if "metadata" in value:
+        if not isinstance(value["metadata"], Mapping):
+            raise ValidationError("filters['metadata'] must be a dict (a JSON object)")
+        out["metadata"] = check_json("filters['metadata']", value["metadata"], max_chars=max_chars)
+    return MemoryFilter(**out)
+
+
+def _labels(name: str, value: object) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise ValidationError(f"{name} must be a list or tuple of strings")
+    if len(value) > MAX_TAGS:
+        raise ValidationError(f"{name}: at most {MAX_TAGS} values, got {len(value)}")
+    return tuple(check_label(name, item) for item in value)

@@ -132,7 +132,7 @@ class MemoryConfig:
     text_analyzer: str = "english"
     #: BM25's term-frequency saturation and length normalisation (measured: docs/quality.md).
     bm25_k1: float = 1.2
-    bm25_b: float = 0.3
+    bm25_b: float = 0.75
     relevance_weight: float = 0.7
     recency_weight: float = 0.3
     rerank_enabled: bool = False
@@ -143,9 +143,24 @@ class MemoryConfig:
     budget_fraction_session: float = 0.35
     budget_fraction_episodic: float = 0.25
 
+    # -- reading (spec §9.6) --
+    #: Memories whose ``sensitivity`` is listed come back from every read with the content
+    #: ``"[redacted: <sensitivity>]"``; the stored memory is unchanged
+    #: (``ACTRONE_REDACT_SENSITIVITIES='["secret", "pii"]'`` or ``secret,pii``).
+    redact_sensitivities: tuple[str, ...] = ()
+
     # -- input limits --
     #: Longest message, memory or query accepted, in characters (longer ones are rejected).
     max_text_chars: int = 200_000
+
+    # -- observability --
+    #: Spans and latency histograms through OpenTelemetry when ``opentelemetry-api`` is
+    #: installed (the ``[otel]`` extra); the application's tracer and meter providers decide
+    #: where they go. Off, the manager never imports opentelemetry.
+    otel_enabled: bool = True
+    #: Also record query text, agent, session, memory and turn ids, and exception messages on
+    #: spans. Memory and turn texts are never recorded.
+    otel_record_content: bool = False
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -329,6 +344,13 @@ def _coerce(name: str, hint: Any, value: Any, *, from_env: bool) -> Any:
             if not isinstance(value, str):
                 raise ConfigurationError(name, f"expected text, got {value!r}")
             return value
+        if hint == tuple[str, ...]:
+            if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+                raise ConfigurationError(name, f"expected a list of strings, got {value!r}")
+            labels = tuple(value)
+            if not all(isinstance(v, str) and v.strip() for v in labels):
+                raise ConfigurationError(name, f"expected non-empty strings, got {value!r}")
+            return labels
         if origin is tuple:
             items = list(value) if not isinstance(value, (str, bytes)) else None
             if items is None or len(items) != 3:
@@ -358,6 +380,15 @@ def _parse_env(name: str, hint: Any, text: str) -> Any:
             return float(text)
         except ValueError:
             raise ConfigurationError(name, f"expected a number, got {text!r}") from None
+    if hint == tuple[str, ...]:
+        if text.startswith("["):
+            try:
+                return json.loads(text)
+            except ValueError:
+                raise ConfigurationError(
+                    name, f"expected a JSON list of strings or a,b,c; got {text!r}"
+                ) from None
+        return [p.strip() for p in text.split(",") if p.strip()]
     if typing.get_origin(hint) is tuple:
         try:
             parsed = (

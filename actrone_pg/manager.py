@@ -8,6 +8,7 @@ depends only on the store protocol, never on a concrete store.
 from __future__ import annotations
 
 import asyncio
+import base64
 import inspect
 import json
 import logging
@@ -17,13 +18,15 @@ import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 
 from actrone_pg import _validation as v
 from actrone_pg._guard import guard_public_methods
+from actrone_pg._telemetry import create_telemetry, trace_public_methods
 from actrone_pg.budget import pack_turns, split_budget
 from actrone_pg.config import MemoryConfig
 from actrone_pg.embedders import Embedder, as_vectors, create_embedder
@@ -31,20 +34,23 @@ from actrone_pg.errors import (
     ActroneError,
     ConfigurationError,
     EmbedderError,
+    MemoryNotFoundError,
     RerankerError,
+    StoreError,
     ValidationError,
 )
 from actrone_pg.models import (
     STORED_MEMORY_FIELDS,
     Memory,
+    MemoryPage,
     RetrievedContext,
     ScoredMemory,
     SessionInfo,
     Turn,
     Vector,
 )
-from actrone_pg.pipeline import PackedSearch, SearchRequest, pack_hits, rerank
-from actrone_pg.ranking import DEFAULT_RELEVANCE_THRESHOLD, RankingParams, query_terms
+from actrone_pg.pipeline import MemoryFilter, PackedSearch, SearchRequest, pack_hits, rerank
+from actrone_pg.ranking import DEFAULT_RELEVANCE_THRESHOLD, RankingParams, micros, query_terms
 from actrone_pg.rerankers import Reranker
 from actrone_pg.stores import MemoryRecord, Store, create_store
 from actrone_pg.tokens import TokenCounter, heuristic_token_count
@@ -58,11 +64,14 @@ logger = logging.getLogger("actrone_pg.manager")
 _MEMORY_NAMESPACE = uuid.UUID("6f3a7d2e-5c1b-4e8a-9d0f-2b7c4e6a8f10")
 
 # What an item of inject_memories may set: the stored fields the manager does not fill in itself,
-# with the id as "memory_id".
-_SET_BY_MANAGER = {"id", "agent_id", "embedder", "token_count"}
+# with the id as "memory_id". A version's number and validity belong to update_memory.
+_SET_BY_MANAGER = {"id", "agent_id", "embedder", "token_count", "version", "valid_from", "valid_to"}
 _MEMORY_FIELDS = frozenset(STORED_MEMORY_FIELDS) - _SET_BY_MANAGER | {"memory_id"}
+# How often update_memory re-reads a memory that another writer changed under it.
+_UPDATE_ATTEMPTS = 5
 
 
+@trace_public_methods  # outside the guard: a span sees the error the caller gets
 @guard_public_methods
 class MemoryManager:
     """Stores turns and memories for agents and assembles their context inside a token budget.
@@ -87,6 +96,7 @@ class MemoryManager:
         self._count: TokenCounter = token_counter or heuristic_token_count
         self._custom_counter = token_counter is not None
         self._query_cache: OrderedDict[str, Vector] = OrderedDict()
+        self._redacted = frozenset(config.redact_sensitivities)
         self._closed = False
         # What create() built, in build order: close() closes these and nothing else.
         self._built: list[object] = []
@@ -104,6 +114,9 @@ class MemoryManager:
             recency_weight=config.recency_weight,
             bm25_k1=config.bm25_k1,
             bm25_b=config.bm25_b,
+        )
+        self._telemetry = create_telemetry(
+            config, backend=store.backend, embedder=embedder.name, threshold=self._threshold
         )
 
     # -- construction --
@@ -305,6 +318,17 @@ class MemoryManager:
             ttl_seconds=self.config.session_ttl_seconds, limit=limit
         )
 
+    async def sweep_expired(self, limit: int = 10_000) -> int:
+        """Delete up to ``limit`` memories whose ``expires_at`` has passed (every agent).
+
+        An expired memory is already never returned; this deletes it, every version, and takes
+        it out of the BM25 statistics exactly as :meth:`delete_memory` does. Run it from a
+        scheduled job (``actrone-pg sweep`` does, after the sessions). Returns the number
+        deleted; call again while it returns ``limit``.
+        """
+        v.check_limit("limit", limit)
+        return await self.store.sweep_expired_memories(limit=limit)
+
     async def try_lock(
         self, agent_id: str, name: str = "maintenance", *, ttl_seconds: float = 60.0
     ) -> str | None:
@@ -342,12 +366,20 @@ class MemoryManager:
         created_at: datetime | None = None,
         metadata: Mapping[str, Any] | None = None,
         memory_id: str | None = None,
+        expires_at: datetime | None = None,
+        source_turn_ids: Iterable[str] = (),
     ) -> str:
         """Store one long-term memory and return its id.
 
         Without ``memory_id`` the id is derived from the agent, session and content, so injecting
         the same content again (for example a retry after a timeout) replaces rather than
         duplicates it. With ``memory_id`` an existing memory of this agent is replaced.
+
+        ``expires_at`` (timezone-aware) is when the memory stops being returned; one that is not
+        in the future is refused (:class:`~actrone_pg.errors.ValidationError`, nothing written):
+        storing what no read may return is a caller's mistake, not a request. ``source_turn_ids``
+        records the turns the memory came from (consolidation sets it, with
+        ``source="consolidated"``).
         """
         item = {
             "content": content,
@@ -360,6 +392,8 @@ class MemoryManager:
             "created_at": created_at,
             "metadata": metadata,
             "memory_id": memory_id,
+            "expires_at": expires_at,
+            "source_turn_ids": source_turn_ids,
         }
         ids = await self.inject_memories(agent_id, [item])
         return ids[0]
@@ -377,7 +411,8 @@ class MemoryManager:
         v.check_id("agent_id", agent_id)
         if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
             raise ValidationError("items must be a list of memories (strings or dicts)")
-        memories = [self._build_memory(agent_id, item, i) for i, item in enumerate(items)]
+        now = _now()
+        memories = [self._build_memory(agent_id, item, i, now) for i, item in enumerate(items)]
         if not memories:
             return []
         # An item repeated in one batch (a conversation says "Thanks!" twice) is stored once, as
@@ -399,7 +434,9 @@ class MemoryManager:
         await self.store.upsert_memories(records)
         return [m.id for m in memories]
 
-    def _build_memory(self, agent_id: str, item: Mapping[str, Any] | str, index: int) -> Memory:
+    def _build_memory(
+        self, agent_id: str, item: Mapping[str, Any] | str, index: int, now: datetime
+    ) -> Memory:
         if isinstance(item, str):
             item = {"content": item}
         if not isinstance(item, Mapping):
@@ -418,7 +455,7 @@ class MemoryManager:
             if session_id is not None:
                 v.check_id("session_id", session_id)
             created = item.get("created_at")
-            created_at = _now() if created is None else v.check_datetime("created_at", created)
+            created_at = now if created is None else v.check_datetime("created_at", created)
             created_at = created_at.astimezone(UTC)
             memory_id = item.get("memory_id")
             if memory_id is None:
@@ -440,6 +477,9 @@ class MemoryManager:
                 metadata=v.check_metadata(item.get("metadata"), max_chars=limit),
                 embedder=self.embedder.name,
                 token_count=self.count_tokens(content),
+                expires_at=_check_expiry(item.get("expires_at"), now),
+                source_turn_ids=v.check_turn_ids(item.get("source_turn_ids", ())),
+                valid_from=now,
             )
         except ValidationError as exc:
             raise type(exc)(f"item {index}: {exc}") from None
@@ -451,10 +491,117 @@ class MemoryManager:
         return await self.store.delete_memory(agent_id, memory_id)
 
     async def get_memory(self, agent_id: str, memory_id: str) -> Memory | None:
-        """One of the agent's memories, or ``None``."""
+        """The current version of one of the agent's memories, or ``None`` (also once expired)."""
         v.check_id("agent_id", agent_id)
         v.check_id("memory_id", memory_id)
-        return await self.store.get_memory(agent_id, memory_id)
+        found = self._live(await self.store.get_memory(agent_id, memory_id), _now())
+        return None if found is None else self._shown(found)
+
+    async def update_memory(
+        self,
+        agent_id: str,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        tags: Iterable[str] | None = None,
+        importance: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        content_type: str | None = None,
+        expires_at: datetime | None = None,
+    ) -> Memory:
+        """Write a new version of a memory and return it; the replaced version is kept.
+
+        The memory keeps its id; fields not passed (``None``) keep their values, and so do
+        ``session_id``, ``source``, ``sensitivity``, ``created_at`` and ``source_turn_ids``.
+        The new version's ``version`` is one more, its ``valid_from`` now; the replaced one's
+        ``valid_to`` becomes now, and :meth:`memory_history` returns it. Searches, counts and the
+        BM25 statistics see the current version only. The content is embedded again (by the
+        current embedder). An expired memory, like a missing one, raises
+        :class:`~actrone_pg.errors.MemoryNotFoundError`; ``expires_at`` must be in the future.
+        """
+        v.check_id("agent_id", agent_id)
+        v.check_id("memory_id", memory_id)
+        limit = self.config.max_text_chars
+        changes: dict[str, Any] = {}
+        if content is not None:
+            changes["content"] = v.check_text("content", content, limit)
+        if tags is not None:
+            changes["tags"] = v.check_tags(tags)
+        if importance is not None:
+            changes["importance"] = v.check_importance(importance)
+        if metadata is not None:
+            changes["metadata"] = v.check_metadata(metadata, max_chars=limit)
+        if content_type is not None:
+            changes["content_type"] = v.check_label("content_type", content_type)
+        if expires_at is not None:
+            changes["expires_at"] = _check_expiry(expires_at, _now())
+        # Another writer may update the same memory between our read and our write: the store
+        # writes only over the version we read, so re-read and apply the change again.
+        for _ in range(_UPDATE_ATTEMPTS):
+            now = _now()
+            current = self._live(await self.store.get_memory(agent_id, memory_id), now)
+            if current is None:
+                raise MemoryNotFoundError(f"agent {agent_id!r} has no memory {memory_id!r}")
+            text = changes.get("content", current.content)
+            new = replace(
+                current,
+                **changes,
+                embedder=self.embedder.name,
+                token_count=self.count_tokens(text),
+                version=current.version + 1,
+                valid_from=max(now, current.valid_from or now),
+                valid_to=None,
+                explain=None,
+            )
+            (vector,) = await self._embed([text])
+            if await self.store.replace_memory(MemoryRecord(new, vector), version=current.version):
+                return self._shown(new)
+        raise StoreError(
+            f"memory {memory_id!r} kept changing under {_UPDATE_ATTEMPTS} attempts to update it;"
+            " try again"
+        )
+
+    async def memory_history(self, agent_id: str, memory_id: str) -> list[Memory]:
+        """Every version of the memory, oldest first, the current one last.
+
+        ``[]`` if the agent has no such memory, or it has expired (an expired memory is never
+        returned). Replaced versions keep their own text and fields.
+        """
+        v.check_id("agent_id", agent_id)
+        v.check_id("memory_id", memory_id)
+        versions = await self.store.memory_history(agent_id, memory_id)
+        if not versions or self._live(versions[-1], _now()) is None:
+            return []
+        return [self._shown(m) for m in versions]
+
+    async def list_memories(
+        self,
+        agent_id: str,
+        *,
+        filters: Mapping[str, Any] | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> MemoryPage:
+        """A page of the agent's current memories, newest first (``created_at``, then id).
+
+        ``filters`` as in :meth:`search_memories`; expired memories are left out. Pass the
+        page's ``next_cursor`` back as ``cursor`` for the next page (``None`` after the last).
+        The cursor is the last item's position, not an offset: memories written meanwhile
+        never make a page repeat or skip one that was already there.
+        """
+        v.check_id("agent_id", agent_id)
+        v.check_limit("limit", limit)
+        flt = v.check_filters(filters, max_chars=self.config.max_text_chars)
+        after = None if cursor is None else _decode_cursor(cursor)
+        found = await self.store.list_memories(
+            agent_id, now=_now(), limit=limit + 1, after=after, filter=flt
+        )
+        items = found[:limit]
+        more = len(found) > limit
+        return MemoryPage(
+            items=[self._shown(m) for m in items],
+            next_cursor=_encode_cursor(items[-1]) if more else None,
+        )
 
     async def count_memories(self, agent_id: str) -> int:
         """How many memories the agent has."""
@@ -468,13 +615,25 @@ class MemoryManager:
 
     # -- retrieval --
     async def search_memories(
-        self, agent_id: str, query: str, limit: int = 10, *, explain: bool = False
+        self,
+        agent_id: str,
+        query: str,
+        limit: int = 10,
+        *,
+        explain: bool = False,
+        filters: Mapping[str, Any] | None = None,
     ) -> list[Memory]:
-        """The agent's memories most relevant to ``query``, best first (no token budget)."""
+        """The agent's memories most relevant to ``query``, best first (no token budget).
+
+        ``filters`` (spec §9.3; keys in :data:`actrone_pg.pipeline.FILTER_KEYS`) restricts the
+        search to the memories that match, before ranking: the BM25 statistics, the three
+        rankings and the fusion are those of the filtered set.
+        """
         v.check_id("agent_id", agent_id)
         v.check_text("query", query, self.config.max_text_chars)
         v.check_limit("limit", limit)
-        packed = await self._search(agent_id, query, None, limit)
+        flt = v.check_filters(filters, max_chars=self.config.max_text_chars)
+        packed = await self._search(agent_id, query, None, limit, flt)
         return [self._present(h, explain) for h in packed.hits]
 
     async def retrieve_context(
@@ -485,33 +644,42 @@ class MemoryManager:
         token_budget: int,
         *,
         explain: bool = False,
+        filters: Mapping[str, Any] | None = None,
     ) -> RetrievedContext:
         """Recent turns and relevant memories for ``query``, each inside its share of the budget.
 
         L1 (the session's recent turns) is read while the query is embedded and L2 searched; the
         fetch takes as long as the slower of the two. The caller's system prompt is never seen.
+        ``filters`` restricts L2 as in :meth:`search_memories`; L1 is the session's turns.
         """
         v.check_id("agent_id", agent_id)
         v.check_id("session_id", session_id)
         v.check_text("query", query, self.config.max_text_chars)
         v.check_budget(token_budget)
+        flt = v.check_filters(filters, max_chars=self.config.max_text_chars)
         started = time.perf_counter()
         shares = split_budget(
             token_budget, self.config.budget_fraction_session, self.config.budget_fraction_episodic
         )
         async with asyncio.TaskGroup() as tg:
             l1 = tg.create_task(
-                self.store.recent_turns(
-                    agent_id,
-                    session_id,
-                    limit=self.config.max_session_turns,
-                    ttl_seconds=self.config.session_ttl_seconds,
+                self._telemetry.step(
+                    "actrone.l1",
+                    self.store.recent_turns(
+                        agent_id,
+                        session_id,
+                        limit=self.config.max_session_turns,
+                        ttl_seconds=self.config.session_ttl_seconds,
+                    ),
                 )
             )
-            l2 = tg.create_task(self._search(agent_id, query, shares.episodic))
+            l2 = tg.create_task(self._search(agent_id, query, shares.episodic, None, flt))
         turns = l1.result()
         packed = l2.result()
-        recent, session_used = pack_turns(list(reversed(turns)), self._turn_tokens, shares.session)
+        with self._telemetry.span("actrone.l1.pack"):
+            recent, session_used = pack_turns(
+                list(reversed(turns)), self._turn_tokens, shares.session
+            )
         chosen = [self._present(h, explain) for h in packed.hits]
         return RetrievedContext(
             agent_id=agent_id,
@@ -528,6 +696,18 @@ class MemoryManager:
             relevance_threshold=self._threshold,
             candidates_considered=packed.ranked,
         )
+
+    def _shown(self, memory: Memory) -> Memory:
+        """``memory`` as a read returns it: redacted if its sensitivity is listed (§9.6)."""
+        if memory.sensitivity in self._redacted:
+            return replace(memory, content=f"[redacted: {memory.sensitivity}]")
+        return memory
+
+    def _live(self, memory: Memory | None, now: datetime) -> Memory | None:
+        """``memory`` unless it is ``None`` or has expired at ``now``."""
+        if memory is None or (memory.expires_at is not None and memory.expires_at <= now):
+            return None
+        return memory
 
     def _count_turn(self, user: str, assistant: str, tool_results: list[Any] | None) -> int:
         """A turn's tokens: its two messages and the JSON of its tool results, together."""
@@ -547,13 +727,16 @@ class MemoryManager:
         return self.count_tokens(m.content) if self._custom_counter else m.token_count
 
     def _present(self, hit: ScoredMemory, explain: bool) -> Memory:
-        # The constructor directly: dataclasses.replace measured ~6 µs a call, this ~1.5 µs.
+        # The constructor directly: dataclasses.replace is ~4x slower (docs/benchmarks.md).
         m = hit.memory
+        content = m.content
+        if m.sensitivity in self._redacted:
+            content = f"[redacted: {m.sensitivity}]"
         return Memory(
             id=m.id,
             agent_id=m.agent_id,
             session_id=m.session_id,
-            content=m.content,
+            content=content,
             content_type=m.content_type,
             importance=m.importance,
             tags=m.tags,
@@ -563,11 +746,21 @@ class MemoryManager:
             metadata=m.metadata,
             embedder=m.embedder,
             token_count=self._memory_tokens(hit),
+            expires_at=m.expires_at,
+            source_turn_ids=m.source_turn_ids,
+            version=m.version,
+            valid_from=m.valid_from,
+            valid_to=m.valid_to,
             explain=hit.explain if explain else None,
         )
 
     async def _search(
-        self, agent_id: str, query: str, budget: int | None, max_hits: int | None = None
+        self,
+        agent_id: str,
+        query: str,
+        budget: int | None,
+        max_hits: int | None = None,
+        flt: MemoryFilter | None = None,
     ) -> PackedSearch:
         """The best ranked memories that fit ``budget`` tokens (at most ``max_hits``).
 
@@ -578,17 +771,26 @@ class MemoryManager:
         """
         reorder = self.reranker is not None
         repack = reorder or (budget is not None and self._custom_counter)
+        step = self._telemetry.step
         if not repack:
-            return await self.store.search(await self._request(agent_id, query, budget, max_hits))
+            request = await self._request(agent_id, query, budget, max_hits, flt)
+            return await step("actrone.l2.search", self.store.search(request))
         top = self.config.rerank_top_k if reorder else None
-        found = await self.store.search(await self._request(agent_id, query, None, top))
+        request = await self._request(agent_id, query, None, top, flt)
+        found = await step("actrone.l2.search", self.store.search(request))
         hits = found.hits
         if reorder and hits:
-            hits = await self._rerank(query, hits)
-        return pack_hits(hits, self._memory_tokens, budget, max_hits)
+            hits = await step("actrone.rerank", self._rerank(query, hits))
+        with self._telemetry.span("actrone.l2.pack"):
+            return pack_hits(hits, self._memory_tokens, budget, max_hits)
 
     async def _request(
-        self, agent_id: str, query: str, budget: int | None, max_hits: int | None
+        self,
+        agent_id: str,
+        query: str,
+        budget: int | None,
+        max_hits: int | None,
+        flt: MemoryFilter | None,
     ) -> SearchRequest:
         return SearchRequest(
             agent_id=agent_id,
@@ -602,6 +804,7 @@ class MemoryManager:
             now=_now(),
             budget=budget,
             max_hits=max_hits,
+            filter=flt,
         )
 
     async def _rerank(self, query: str, hits: list[ScoredMemory]) -> list[ScoredMemory]:
@@ -627,7 +830,11 @@ class MemoryManager:
         for start in range(0, len(texts), size):
             chunk = texts[start : start + size]
             try:
-                raw = await self.embedder.embed_batch(chunk)
+                raw = await self._telemetry.step(
+                    "actrone.embed",
+                    self.embedder.embed_batch(chunk),
+                    {"actrone.embed.texts": len(chunk)},
+                )
             except ActroneError:
                 raise
             except Exception as exc:
@@ -701,6 +908,39 @@ def _check_embedder(embedder: object) -> None:
         raise ConfigurationError("embedder", "relevance_threshold must be None or lie in (0, 1)")
     if not callable(getattr(embedder, "embed_batch", None)):
         raise ConfigurationError("embedder", "must have an async embed_batch(texts) method")
+
+
+def _encode_cursor(m: Memory) -> str:
+    """The opaque cursor after ``m``: its ``(created_at, id)`` key, as URL-safe base64 JSON."""
+    key = json.dumps([micros(m.created_at), m.id], ensure_ascii=False).encode("utf-8")
+    return base64.urlsafe_b64encode(key).decode("ascii").rstrip("=")
+
+
+def _decode_cursor(cursor: object) -> tuple[datetime, str]:
+    if not isinstance(cursor, str) or not cursor or len(cursor) > 4 * v.MAX_ID_CHARS:
+        raise ValidationError("cursor must be a next_cursor string from list_memories")
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        at, memory_id = json.loads(raw.decode("utf-8"))
+        when = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(at))
+        return when, v.check_id("cursor id", memory_id)
+    except (ValueError, TypeError, OverflowError, UnicodeDecodeError):
+        raise ValidationError(
+            "cursor is not one list_memories returned (pass next_cursor as it is)"
+        ) from None
+
+
+def _check_expiry(value: object, now: datetime) -> datetime | None:
+    """``expires_at``: ``None`` or an aware datetime after ``now`` (a past one is refused)."""
+    if value is None:
+        return None
+    expires = v.check_datetime("expires_at", value)
+    if expires <= now:
+        raise ValidationError(
+            f"expires_at {expires.isoformat()} is not in the future; a memory that expired"
+            " already would never be returned (omit it, or pass a later time)"
+        )
+    return expires
 
 
 def _now() -> datetime:

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "DATETIME_FIELDS",
     "MEMORY_FIELD_TYPES",
     "STORED_MEMORY_FIELDS",
     "Explain",
     "Memory",
+    "MemoryPage",
     "RetrievedContext",
     "ScoredMemory",
     "SessionInfo",
@@ -42,8 +44,8 @@ class Turn:
     token_count: int
 
 
-# Not frozen: a search builds one per admitted candidate (up to 500), and a frozen dataclass costs
-# 1.9 µs to construct against 0.37 µs for a plain one (timeit, 100,000 constructions, this machine).
+# Not frozen: a search builds one per admitted candidate (up to 500), and a frozen dataclass is
+# about five times slower to construct (docs/benchmarks.md, "Measurements behind the code").
 @dataclass(slots=True)
 class Explain:
     """Why a memory was ranked where it was.
@@ -76,7 +78,15 @@ class Explain:
 
 @dataclass(frozen=True, slots=True)
 class Memory:
-    """A long-term memory of an agent."""
+    """A long-term memory of an agent, in one of its versions.
+
+    ``expires_at`` (``None``: never) is the moment from which no read returns the memory.
+    ``source_turn_ids`` are the turns a consolidated memory came from (its lineage; empty for an
+    injected one). Each :meth:`~actrone_pg.MemoryManager.update_memory` writes a new version under
+    the same id: ``version`` counts from 1, ``valid_from`` is when this version was written and
+    ``valid_to`` when a newer one replaced it (``None`` for the current version). ``created_at``
+    is the memory's own time and stays the same across versions.
+    """
 
     id: str
     agent_id: str
@@ -91,6 +101,11 @@ class Memory:
     metadata: dict[str, Any]
     embedder: str
     token_count: int
+    expires_at: datetime | None = None
+    source_turn_ids: tuple[str, ...] = ()
+    version: int = 1
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
     explain: Explain | None = None
 
 
@@ -108,8 +123,29 @@ _COERCE: dict[str, Callable[[Any], Any]] = {
     "int": int,
     "tuple[str, ...]": tuple,
     "dict[str, Any]": dict,
+    "datetime": lambda value: _utc(value),
+    "datetime | None": lambda value: None if value is None else _utc(value),
 }
 _DECODE = tuple((name, _COERCE.get(MEMORY_FIELD_TYPES[name])) for name in STORED_MEMORY_FIELDS)
+# Fields added after the first release: a row or payload written before them holds none.
+_LATER_DEFAULTS: dict[str, Any] = {
+    f.name: f.default
+    for f in fields(Memory)
+    if f.name in ("expires_at", "source_turn_ids", "version", "valid_from", "valid_to")
+}
+
+
+def _utc(value: datetime | str) -> datetime:
+    # A database returns its session's time zone, a payload an ISO 8601 string: both become UTC.
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value.astimezone(UTC)
+
+
+#: The stored fields that hold a datetime (ISO 8601 strings in JSON and payloads).
+DATETIME_FIELDS: tuple[str, ...] = tuple(
+    name for name, kind in MEMORY_FIELD_TYPES.items() if kind.startswith("datetime")
+)
 
 
 def memory_from_fields(values: Mapping[str, Any], **given: Any) -> Memory:
@@ -120,9 +156,23 @@ def memory_from_fields(values: Mapping[str, Any], **given: Any) -> Memory:
     """
     out: dict[str, Any] = {}
     for name, coerce in _DECODE:
-        value = given[name] if name in given else values[name]
+        if name in given:
+            value = given[name]
+        elif name in values:
+            value = values[name]
+        else:
+            value = _LATER_DEFAULTS[name]
         out[name] = value if coerce is None else coerce(value)
     return Memory(**out)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPage:
+    """One page of :meth:`~actrone_pg.MemoryManager.list_memories`: current memories, newest
+    first, and the cursor of the next page (``None`` after the last one)."""
+
+    items: list[Memory]
+    next_cursor: str | None
 
 
 @dataclass(slots=True)
@@ -214,6 +264,9 @@ def memory_to_dict(m: Memory) -> dict[str, Any]:
     """A memory as a JSON-ready dict: every field, tags as a list, the time as ISO 8601."""
     out = {name: getattr(m, name) for name in STORED_MEMORY_FIELDS}
     out["tags"] = list(m.tags)
-    out["created_at"] = m.created_at.isoformat()
+    out["source_turn_ids"] = list(m.source_turn_ids)
+    for name in DATETIME_FIELDS:
+        value = out[name]
+        out[name] = None if value is None else value.isoformat()
     out["explain"] = m.explain.as_dict() if m.explain else None
     return out

@@ -1,4 +1,5 @@
-"""``actrone-pg sweep``: remove expired sessions and their turns (a job for cron or a timer).
+"""``actrone-pg sweep``: remove expired sessions and their turns, and expired memories (a job
+for cron or a timer).
 
 An expired session already reads as empty; this gives its storage back. It uses the configured
 backend (``ACTRONE_BACKEND`` and the other ``ACTRONE_*`` settings, or the options below) and the
@@ -73,10 +74,10 @@ def run(args: argparse.Namespace) -> int:
         dsn = config.postgres_dsn or start_embedded(config.postgres_data_dir, create=False)
         config = config.replace(postgres_dsn=dsn, postgres_auto_migrate=False)
 
-    async def sweep() -> int:
+    async def sweep() -> tuple[int, int]:
         store = create_store(config)
         await store.setup()
-        removed = 0
+        removed = memories = 0
         try:
             while True:
                 n = await store.sweep_expired_sessions(
@@ -84,10 +85,17 @@ def run(args: argparse.Namespace) -> int:
                 )
                 removed += n
                 if n < args.batch:
-                    return removed
+                    break
+            # Memories past their expires_at (spec §9.4), statistics kept exact by the store.
+            while True:
+                n = await store.sweep_expired_memories(limit=args.batch)
+                memories += n
+                if n < args.batch:
+                    return removed, memories
         finally:
             await store.close()
 
-    removed = asyncio.run(sweep())
+    removed, memories = asyncio.run(sweep())
     print(f"removed {removed:,} expired session(s) from the {config.backend} store")
+    print(f"removed {memories:,} expired memory(ies) from the {config.backend} store")
     return 0

@@ -2,6 +2,8 @@
 
 - ``actrone_pg.integrations.mcp``: a Model Context Protocol server (``[mcp]``), also run by
   ``actrone-pg mcp``.
+- ``actrone_pg.integrations.langgraph``: ``ActroneStore``, LangGraph's ``BaseStore`` over an
+  agent's long-term memories (``[langgraph]``).
 - ``actrone_pg.integrations.langchain``: ``ActroneChatMessageHistory``, a LangChain chat history
   over L1 (``[langchain]``).
 - ``actrone_pg.integrations.openai_agents``: ``ActroneSession``, the OpenAI Agents SDK's

@@ -10,12 +10,16 @@ thread so that the caller's loop is not blocked.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 from actrone_pg.manager import MemoryManager
 from actrone_pg.sync import MemoryManager as SyncMemoryManager
 
 AnyManager = MemoryManager | SyncMemoryManager
+T = TypeVar("T")
+#: Work written once against the async manager: ``lambda mm: mm.get_memory(...)``.
+Work = Callable[[MemoryManager], Coroutine[Any, Any, T]]
 
 
 class Bridge:
@@ -30,6 +34,13 @@ class Bridge:
         self.manager = manager
         self.adapter = adapter
 
+    @property
+    def async_manager(self) -> MemoryManager:
+        """The async manager doing the work (itself, or the one inside a sync manager)."""
+        if isinstance(self.manager, SyncMemoryManager):
+            return self.manager.async_manager
+        return self.manager
+
     async def acall(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Await ``manager.method(*args, **kwargs)`` without blocking the running loop."""
         if isinstance(self.manager, SyncMemoryManager):
@@ -39,8 +50,29 @@ class Bridge:
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Call ``manager.method(*args, **kwargs)`` and wait for it."""
         if isinstance(self.manager, MemoryManager):
-            raise TypeError(
-                f"{self.adapter} over an async MemoryManager has only the async methods; build "
-                "it over an actrone_pg.sync.MemoryManager to call it from blocking code"
-            )
+            raise self._no_blocking()
         return getattr(self.manager, method)(*args, **kwargs)
+
+    async def arun(self, work: Work[T]) -> T:
+        """Await ``work(async manager)`` without blocking the running loop.
+
+        For an adapter whose logic spans several calls: it is written once, against the async
+        manager, and runs on the loop that manager belongs to (the sync manager's own thread).
+        """
+        if isinstance(self.manager, SyncMemoryManager):
+            sync = self.manager
+            return await asyncio.to_thread(lambda: sync._call(work(self.async_manager)))
+        return await work(self.manager)
+
+    def run(self, work: Work[T]) -> T:
+        """Run ``work(async manager)`` and wait for it (a sync manager only, as :meth:`call`)."""
+        if isinstance(self.manager, MemoryManager):
+            raise self._no_blocking()
+        return self.manager._call(work(self.async_manager))
+
+    def _no_blocking(self) -> TypeError:
+        # An async manager's connections belong to the loop that created it.
+        return TypeError(
+            f"{self.adapter} over an async MemoryManager has only the async methods; build "
+            "it over an actrone_pg.sync.MemoryManager to call it from blocking code"
+        )

@@ -4,11 +4,11 @@
 :func:`build_server` gives the :class:`mcp.server.MCPServer` to embed in your own process.
 
 Tools: ``retrieve_context``, ``search_memories``, ``store_turn``, ``inject_memory``,
-``delete_memory``, ``get_memory``, ``get_recent_turns``. Every tool takes the ``agent_id`` it acts
-for; a server built with ``agents=`` refuses any other agent. A library error (bad input, a store
-that is down) comes back as a tool error result carrying its type and message, never as a crash of
-the server. Over HTTP every request needs ``Authorization: Bearer <token>``
-(:func:`streamable_http_app`).
+``update_memory``, ``list_memories``, ``delete_memory``, ``get_memory``, ``get_recent_turns``.
+Every tool takes the ``agent_id`` it acts for; a server built with ``agents=`` refuses any other
+agent. A library error (bad input, a store that is down) comes back as a tool error result
+carrying its type and message, never as a crash of the server. Over HTTP every request needs
+``Authorization: Bearer <token>`` (:func:`streamable_http_app`).
 """
 
 # No ``from __future__ import annotations``: the tools' parameter annotations are evaluated when
@@ -17,6 +17,7 @@ the server. Over HTTP every request needs ``Authorization: Bearer <token>``
 import hmac
 import logging
 from collections.abc import Awaitable, Callable, Collection
+from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
 from actrone_pg.errors import ActroneError, ConfigurationError, MissingDependencyError
@@ -27,13 +28,14 @@ try:
     from mcp.server import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import ToolAnnotations
-    from pydantic import Field
+    from pydantic import BaseModel, ConfigDict, Field
     from starlette.types import ASGIApp, Receive, Scope, Send
 except ImportError:  # pragma: no cover - exercised by installs without the extra
     raise MissingDependencyError("mcp", "mcp") from None
 
 __all__ = [
     "MIN_TOKEN_LENGTH",
+    "MemoryFilters",
     "build_server",
     "check_token",
     "serve_http",
@@ -62,6 +64,36 @@ _WRITE = ToolAnnotations(
 _DELETE = ToolAnnotations(
     read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
 )
+
+
+class MemoryFilters(BaseModel):
+    """Which memories a listing or a search considers (spec §9.3); every condition must hold."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tags_any: list[str] | None = Field(None, description="Memories with any of these tags.")
+    tags_all: list[str] | None = Field(None, description="Memories with all of these tags.")
+    content_types: list[str] | None = Field(
+        None, description="Memories with one of these content types (fact, preference, ...)."
+    )
+    session_id: str | None = Field(None, description="Memories from this session.")
+    created_after: datetime | None = Field(
+        None, description="Memories created after this ISO 8601 time (with a time zone)."
+    )
+    created_before: datetime | None = Field(
+        None, description="Memories created before this ISO 8601 time (with a time zone)."
+    )
+    min_importance: float | None = Field(
+        None, description="Memories at least this important (0 to 1)."
+    )
+    metadata: dict[str, Any] | None = Field(
+        None, description="A JSON object that each memory's metadata must contain."
+    )
+
+
+def _filters(filters: MemoryFilters | None) -> dict[str, Any] | None:
+    # The conditions given, as the manager takes them (datetimes stay datetimes).
+    return None if filters is None else filters.model_dump(exclude_none=True) or None
 
 
 def _turn(t: Turn) -> dict[str, Any]:
@@ -110,6 +142,10 @@ def build_server(
         bool,
         Field(description="Add each memory's ranking details (cosine, ranks, fused score)."),
     ]
+    Filters = Annotated[
+        MemoryFilters | None,
+        Field(description="Only memories matching all of these conditions; omit for all."),
+    ]
 
     async def call(agent_id: str, work: Callable[[], Awaitable[T]]) -> T:
         if served is not None and agent_id not in served:
@@ -128,13 +164,19 @@ def build_server(
         ],
         token_budget: Annotated[int, Field(description=budget_help)],
         explain: Explain = False,
+        filters: Filters = None,
     ) -> dict[str, Any]:
         """Recent turns of the session (oldest first) and the long-term memories most relevant to
         the query (best first), each inside its share of the token budget."""
 
         async def work() -> dict[str, Any]:
             ctx = await manager.retrieve_context(
-                agent_id, session_id, query, token_budget, explain=explain
+                agent_id,
+                session_id,
+                query,
+                token_budget,
+                explain=explain,
+                filters=_filters(filters),
             )
             return ctx.to_dict()
 
@@ -145,12 +187,15 @@ def build_server(
         query: Annotated[str, Field(description="What to look for, in natural language.")],
         limit: Annotated[int, Field(description="Most memories to return.")] = 10,
         explain: Explain = False,
+        filters: Filters = None,
     ) -> dict[str, Any]:
         """The agent's long-term memories most relevant to the query, best first, without a
         token budget. Returns {"memories": [...]}; an empty list when nothing is relevant."""
 
         async def work() -> dict[str, Any]:
-            hits = await manager.search_memories(agent_id, query, limit, explain=explain)
+            hits = await manager.search_memories(
+                agent_id, query, limit, explain=explain, filters=_filters(filters)
+            )
             return {"memories": [memory_to_dict(m) for m in hits]}
 
         return await call(agent_id, work)
@@ -227,6 +272,76 @@ def build_server(
 
         return await call(agent_id, work)
 
+    async def update_memory(
+        agent_id: AgentId,
+        memory_id: MemoryId,
+        content: Annotated[
+            str | None, Field(description="The memory's new text; omit to keep the text.")
+        ] = None,
+        tags: Annotated[
+            list[str] | None, Field(description="New tags, replacing the old; omit to keep them.")
+        ] = None,
+        importance: Annotated[
+            float | None, Field(description="New importance, 0 to 1; omit to keep it.")
+        ] = None,
+        metadata: Annotated[
+            dict[str, Any] | None,
+            Field(description="A new metadata object, replacing the old; omit to keep it."),
+        ] = None,
+        content_type: Annotated[
+            str | None, Field(description="A new label (fact, preference, ...); omit to keep it.")
+        ] = None,
+        expires_at: Annotated[
+            datetime | None,
+            Field(
+                description="When to forget the memory: a future ISO 8601 time with a time zone "
+                "(2030-01-31T12:00:00Z); omit to keep the current expiry."
+            ),
+        ] = None,
+    ) -> dict[str, Any]:
+        """Correct or change one of the agent's memories. Writes a new version under the same id
+        and keeps the old one in the memory's history; fields not given keep their values.
+        Returns {"memory": {...}}, the new version; an error if the agent has no such memory."""
+
+        async def work() -> dict[str, Any]:
+            m = await manager.update_memory(
+                agent_id,
+                memory_id,
+                content=content,
+                tags=tags,
+                importance=importance,
+                metadata=metadata,
+                content_type=content_type,
+                expires_at=expires_at,
+            )
+            return {"memory": memory_to_dict(m)}
+
+        return await call(agent_id, work)
+
+    async def list_memories(
+        agent_id: AgentId,
+        filters: Filters = None,
+        limit: Annotated[int, Field(description="Most memories in one page.")] = 100,
+        cursor: Annotated[
+            str | None,
+            Field(description="The next_cursor of the previous page; omit for the first page."),
+        ] = None,
+    ) -> dict[str, Any]:
+        """Page through the agent's current memories, newest first, without a query. Returns
+        {"memories": [...], "next_cursor": ...}: pass next_cursor back for the next page; it is
+        null after the last one."""
+
+        async def work() -> dict[str, Any]:
+            page = await manager.list_memories(
+                agent_id, filters=_filters(filters), limit=limit, cursor=cursor
+            )
+            return {
+                "memories": [memory_to_dict(m) for m in page.items],
+                "next_cursor": page.next_cursor,
+            }
+
+        return await call(agent_id, work)
+
     async def delete_memory(agent_id: AgentId, memory_id: MemoryId) -> dict[str, Any]:
         """Delete one of the agent's long-term memories. Returns {"deleted": true} if it
         existed, {"deleted": false} if the agent had no such memory."""
@@ -266,6 +381,8 @@ def build_server(
     server.add_tool(search_memories, annotations=_READ)
     server.add_tool(store_turn, annotations=_WRITE)
     server.add_tool(inject_memory, annotations=_WRITE)
+    server.add_tool(update_memory, annotations=_WRITE)
+    server.add_tool(list_memories, annotations=_READ)
     server.add_tool(delete_memory, annotations=_DELETE)
     server.add_tool(get_memory, annotations=_READ)
     server.add_tool(get_recent_turns, annotations=_READ)

@@ -93,6 +93,14 @@ def build_metadata(schema: str) -> sa.MetaData:
         sa.Column("metadata", JSONB, nullable=False),
         sa.Column("embedder", _key(), nullable=False),
         sa.Column("token_count", sa.Integer, nullable=False),
+        # Lifecycle (0012): expiry, lineage, and the current version's number and start.
+        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column(
+            "source_turn_ids", ARRAY(sa.Text), nullable=False, server_default=sa.text("'{}'")
+        ),
+        sa.Column("version", sa.Integer, nullable=False, server_default=sa.text("1")),
+        sa.Column("valid_from", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("valid_to", sa.DateTime(timezone=True), nullable=True),
         # BM25 inputs, from actrone_pg.ranking.tokenize at write time: the document's length in
         # tokens and {term: count}.
         sa.Column("doc_len", sa.Integer, nullable=False),
@@ -102,7 +110,7 @@ def build_metadata(schema: str) -> sa.MetaData:
         sa.Column("embedding", VECTOR(), nullable=False),
         sa.ForeignKeyConstraint(["embedder"], ["embedders.name"]),
         # The candidate scan: an index-only scan of this index reads one agent's vectors stored
-        # together, whatever the heap order (see actrone_pg/stores/postgres.py for the numbers).
+        # together, whatever the heap order (docs/postgres.md, "Candidate search").
         sa.Index(
             "ix_memories_candidates",
             "agent_id",
@@ -110,6 +118,46 @@ def build_metadata(schema: str) -> sa.MetaData:
             postgresql_include=["created_at", "id", "embedding"],
             postgresql_where=sa.text("vector_dims(embedding) <= 600"),
         ),
+        # Memories that expire: a search's look-up of the agent's expired ones, the sweeper's.
+        sa.Index(
+            None,
+            "agent_id",
+            "expires_at",
+            postgresql_where=sa.text("expires_at IS NOT NULL"),
+        ),
+        # Filters (0013): a selective tag or metadata filter finds its memories here.
+        sa.Index("ix_memories_tags", "tags", postgresql_using="gin"),
+        sa.Index(
+            "ix_memories_metadata",
+            "metadata",
+            postgresql_using="gin",
+            postgresql_ops={"metadata": "jsonb_path_ops"},
+        ),
+        # list_memories: an agent's memories newest first (the cursor's key).
+        sa.Index(None, "agent_id", "created_at", "id"),
+    )
+    sa.Table(
+        # Versions that update_memory replaced; the current one stays in memories.
+        "memory_history",
+        md,
+        sa.Column("agent_id", _key(), primary_key=True),
+        sa.Column("id", _key(), primary_key=True),
+        sa.Column("version", sa.Integer, primary_key=True),
+        sa.Column("session_id", _key(), nullable=True),
+        sa.Column("content", sa.Text, nullable=False),
+        sa.Column("content_type", sa.Text, nullable=False),
+        sa.Column("importance", sa.Float(precision=53), nullable=False),
+        sa.Column("tags", ARRAY(sa.Text), nullable=False),
+        sa.Column("source", sa.Text, nullable=False),
+        sa.Column("sensitivity", sa.Text, nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("metadata", JSONB, nullable=False),
+        sa.Column("embedder", _key(), nullable=False),
+        sa.Column("token_count", sa.Integer, nullable=False),
+        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("source_turn_ids", ARRAY(sa.Text), nullable=False),
+        sa.Column("valid_from", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("valid_to", sa.DateTime(timezone=True), nullable=False),
     )
     sa.Table(
         "term_stats",

@@ -15,11 +15,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from actrone_pg.errors import DimensionMismatchError
 from actrone_pg.models import Memory, SessionInfo, Turn, Vector
-from actrone_pg.pipeline import PackedSearch, SearchRequest, pack_hits, stored_tokens
+from actrone_pg.pipeline import (
+    MemoryFilter,
+    PackedSearch,
+    SearchRequest,
+    pack_hits,
+    stored_tokens,
+)
 
 __all__ = [
     "MemoryRecord",
@@ -104,10 +111,40 @@ class Store(Protocol):
         """Insert or replace memories (keyed by agent and id), all or none."""
 
     async def get_memory(self, agent_id: str, memory_id: str) -> Memory | None:
-        """One memory of the agent, or ``None``."""
+        """The current version of one memory of the agent, or ``None``."""
+
+    async def replace_memory(self, record: MemoryRecord, *, version: int) -> bool:
+        """Write ``record`` as the memory's new current version, keeping the replaced one.
+
+        Atomic: only if the memory's current version is ``version`` (else ``False``, nothing
+        written; the caller re-reads and retries). The replaced version is kept, with
+        ``valid_to`` set to the new version's ``valid_from``, for :meth:`memory_history`; it
+        leaves search and the BM25 statistics, which hold current versions only.
+        """
+
+    async def memory_history(self, agent_id: str, memory_id: str) -> list[Memory]:
+        """Every version of the memory, oldest first (the current one last); ``[]`` if none."""
 
     async def delete_memory(self, agent_id: str, memory_id: str) -> bool:
-        """Delete one memory of the agent; ``False`` if the agent has no such memory."""
+        """Delete one memory of the agent, every version; ``False`` if it has no such memory."""
+
+    async def list_memories(
+        self,
+        agent_id: str,
+        *,
+        now: datetime,
+        limit: int,
+        after: tuple[datetime, str] | None = None,
+        filter: MemoryFilter | None = None,
+    ) -> list[Memory]:
+        """The agent's current memories not expired at ``now`` that ``filter`` matches, newest
+        first (``created_at`` descending, then id descending), at most ``limit``; with ``after``
+        (a ``(created_at, id)`` key), only those that come after it in that order."""
+
+    async def sweep_expired_memories(self, *, limit: int) -> int:
+        """Delete up to ``limit`` memories whose ``expires_at`` has passed, every version, with
+        the BM25 statistics updated exactly as :meth:`delete_memory` does; spans agents (like
+        :meth:`sweep_expired_sessions`). Returns how many were deleted."""
 
     async def count_memories(self, agent_id: str) -> int:
         """How many memories the agent has (all embedders)."""

@@ -1,4 +1,4 @@
-"""One suite every store passes (spec §4, §8). Parametrized over ``BACKENDS`` by ``store``."""
+"""One suite every store passes (README, "Backends"), parametrized over ``BACKENDS``."""
 
 from __future__ import annotations
 
@@ -197,6 +197,33 @@ async def test_memory_fields_round_trip(store: Store) -> None:
     got = await store.get_memory("agent", "m1")
     assert got == rec.memory
     assert await store.count_memories("agent") == 1
+
+
+async def test_lifecycle_fields_round_trip_through_get_and_search(store: Store) -> None:
+    expires = datetime(2031, 1, 2, 3, 4, 5, 6, tzinfo=UTC)
+    valid = datetime(2026, 11, 30, 9, 0, 0, 123456, tzinfo=UTC)
+    rec = record("agent", "m1", "lineage of a consolidated fact", [1, 0, 0, 0])
+    rec = replace(
+        rec,
+        memory=replace(
+            rec.memory,
+            expires_at=expires,
+            source_turn_ids=("t-1", "t:2", "t 3"),
+            version=3,
+            valid_from=valid,
+        ),
+    )
+    plain = record("agent", "m2", "an injected fact", [1, 0, 0, 0])
+    await store.upsert_memories([rec, plain])
+    assert await store.get_memory("agent", "m1") == rec.memory
+    got = await store.get_memory("agent", "m2")
+    assert got == plain.memory and got.expires_at is None and got.source_turn_ids == ()
+    for budget in (None, 1000):
+        found = await store.search(
+            replace(request("agent", "lineage", [1, 0, 0, 0], threshold=0.5), budget=budget)
+        )
+        by_id = {h.memory.id: h.memory for h in found.hits}
+        assert by_id["m1"] == rec.memory and by_id["m2"] == plain.memory
 
 
 async def test_upsert_replaces_and_updates_search(store: Store) -> None:

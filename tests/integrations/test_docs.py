@@ -35,6 +35,7 @@ def run(title: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixtur
 def test_the_page_has_the_examples_these_tests_run() -> None:
     assert set(examples()) == {
         "MCP server (`actrone-pg mcp`)",
+        "LangGraph store",
         "LangChain chat history",
         "OpenAI Agents SDK session",
         "LlamaIndex memory block",
@@ -50,14 +51,27 @@ def test_mcp_example(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixtu
                 "get_memory",
                 "get_recent_turns",
                 "inject_memory",
+                "list_memories",
                 "retrieve_context",
                 "search_memories",
                 "store_turn",
+                "update_memory",
             ]
         )
     )
     assert out[1] == '["The customer\'s plan is Pro"]'
     assert out[2].startswith("True ") and "does not serve agent 'sales-bot'" in out[2]
+
+
+def test_langgraph_example(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    out = run("LangGraph store", monkeypatch, capfd).splitlines()
+    assert out == [
+        "['The user eats no meat']",
+        "[('users', 'u1')]",
+        "['The user eats no meat']",
+    ]
 
 
 def test_langchain_example(

@@ -14,6 +14,7 @@ from actrone_pg import MissingDependencyError
     ("module", "framework", "extra"),
     [
         ("mcp", "mcp", "mcp"),
+        ("langgraph", "langgraph", "langgraph"),
         ("langchain", "langchain_core", "langchain"),
         ("openai_agents", "agents", "openai-agents"),
         ("llamaindex", "llama_index", "llamaindex"),

@@ -34,6 +34,8 @@ TOOLS = {
     "search_memories",
     "store_turn",
     "inject_memory",
+    "update_memory",
+    "list_memories",
     "delete_memory",
     "get_memory",
     "get_recent_turns",
@@ -155,6 +157,86 @@ async def test_library_errors_are_tool_errors_and_the_server_goes_on(
         await exercise(client)
 
 
+async def test_update_and_list_memories(manager: MemoryManager) -> None:
+    async with Client(build_server(manager)) as client:
+        ids = []
+        for importance, (content, tags) in [
+            (0.2, ("The user likes tea", ["drink"])),
+            (0.5, ("The user lives in Oslo", ["place"])),
+            (0.8, ("The user likes coffee", ["drink"])),
+        ]:
+            result = await client.call_tool(
+                "inject_memory",
+                {"agent_id": "a1", "content": content, "tags": tags, "importance": importance},
+            )
+            ids.append(result.structured_content["id"])
+        updated = await client.call_tool(
+            "update_memory",
+            {
+                "agent_id": "a1",
+                "memory_id": ids[0],
+                "content": "The user likes green tea",
+                "expires_at": "2100-01-01T00:00:00Z",
+            },
+        )
+        assert not updated.is_error, text(updated)
+        memory = updated.structured_content["memory"]
+        assert (memory["id"], memory["content"], memory["version"]) == (
+            ids[0],
+            "The user likes green tea",
+            2,
+        )
+        assert memory["tags"] == ["drink"] and memory["importance"] == 0.2  # kept
+        assert memory["expires_at"].startswith("2100-01-01T00:00:00")
+        history = await manager.memory_history("a1", ids[0])
+        assert [m.content for m in history] == ["The user likes tea", "The user likes green tea"]
+
+        async def listed(**args: Any) -> tuple[list[str], str | None]:
+            result = await client.call_tool("list_memories", {"agent_id": "a1", **args})
+            assert not result.is_error, text(result)
+            body = result.structured_content
+            return [m["id"] for m in body["memories"]], body["next_cursor"]
+
+        first, cursor = await listed(limit=2)
+        assert first == [ids[2], ids[1]] and cursor is not None  # newest first
+        assert await listed(limit=2, cursor=cursor) == ([ids[0]], None)
+        assert (await listed(filters={"tags_any": ["drink"]}))[0] == [ids[2], ids[0]]
+        assert (await listed(filters={"min_importance": 0.5}))[0] == [ids[2], ids[1]]
+        after = {"created_after": "2000-01-01T00:00:00Z", "metadata": {}}
+        assert (await listed(filters=after))[0] == [ids[2], ids[1], ids[0]]
+        assert (await listed(filters={"content_types": ["fact"]}))[0] == []
+
+        # the searches take the same filters, applied before ranking
+        query = {"agent_id": "a1", "query": "the user lives in Oslo"}
+        found = await client.call_tool("search_memories", query)
+        assert ids[1] in [m["id"] for m in found.structured_content["memories"]]
+        found = await client.call_tool(
+            "search_memories", {**query, "filters": {"tags_all": ["drink"]}}
+        )
+        assert ids[1] not in [m["id"] for m in found.structured_content["memories"]]
+        ctx = await client.call_tool(
+            "retrieve_context",
+            {**query, "session_id": "s1", "token_budget": 2000, "filters": {"tags_any": ["place"]}},
+        )
+        assert [m["id"] for m in ctx.structured_content["episodic_memories"]] == [ids[1]]
+
+        for tool, args, says in [
+            ("update_memory", {"memory_id": "nope", "content": "x"}, "MemoryNotFoundError"),
+            ("update_memory", {"memory_id": ids[1], "importance": 2}, "importance"),
+            ("update_memory", {"memory_id": ids[1], "expires_at": "2001-01-01T00:00:00Z"}, ""),
+            ("list_memories", {"filters": {"colour": "red"}}, "colour"),
+            ("list_memories", {"filters": {"created_after": "2000-01-01T00:00:00"}}, ""),
+            ("list_memories", {"limit": 0}, "limit"),
+            ("list_memories", {"cursor": "not-a-cursor"}, "cursor"),
+            ("search_memories", {"query": "tea", "filters": {"min_importance": 7}}, "importance"),
+        ]:
+            result = await client.call_tool(tool, {"agent_id": "a1", **args})
+            assert result.is_error, (tool, args)
+            assert says in text(result)
+        # nothing changed: the rejected update wrote no version
+        assert [len(await manager.memory_history("a1", i)) for i in ids] == [2, 1, 1]
+
+
 class DownForReads(SlowStore):
     """A store whose L1 reads fail as a lost server's would (a fault a test cannot cause)."""
 
@@ -190,6 +272,8 @@ async def test_an_agent_not_served_is_refused_and_nothing_is_written(
             ("store_turn", {"session_id": "s", "user_message": "hi", "assistant_message": "yo"}),
             ("search_memories", {"query": "secret"}),
             ("get_recent_turns", {"session_id": "s"}),
+            ("update_memory", {"memory_id": "m1", "content": "overwritten"}),
+            ("list_memories", {}),
         ]:
             result = await client.call_tool(tool, {"agent_id": "a2", **args})
             assert result.is_error, tool
@@ -266,10 +350,15 @@ async def test_over_http_with_the_token(http_server: str) -> None:
         Client(streamable_http_client(http_server, http_client=http)) as client,
     ):
         await exercise(client, "a2")
-        refused = await client.call_tool(
-            "inject_memory", {"agent_id": "a3", "content": "not for this server"}
-        )
-        assert refused.is_error and "does not serve agent 'a3'" in text(refused)
+        for tool, args in [
+            ("inject_memory", {"content": "not for this server"}),
+            ("update_memory", {"memory_id": "m1", "content": "not for this server"}),
+            ("list_memories", {}),
+        ]:
+            refused = await client.call_tool(tool, {"agent_id": "a3", **args})
+            assert refused.is_error and "does not serve agent 'a3'" in text(refused), tool
+        listed = await client.call_tool("list_memories", {"agent_id": "a2"})
+        assert listed.structured_content == {"memories": [], "next_cursor": None}
 
 
 @pytest.mark.parametrize("token", [None, "wrong-token-0123456789abcdef", TOKEN + "x"])

@@ -27,6 +27,7 @@ TABLES = {
     "embedders",
     "locks",
     "memories",
+    "memory_history",
     "sessions",
     "settings",
     "term_stats",

@@ -1,4 +1,4 @@
-"""Property-based tests of the public API on every backend (spec §5 and §8).
+"""Property-based tests of the public API on every backend (README, "Bad input").
 
 Any generated input either succeeds and reads back exactly, or raises ``ValidationError`` and
 writes nothing. Inputs mix clean values, for which the call must succeed, with wild ones: lone
@@ -120,7 +120,7 @@ CLEAN_LEAF = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(min_value=v.MIN_JSON_INT, max_value=v.MAX_JSON_INT),
-    st.floats(min_value=-1e16, max_value=1e16, exclude_min=True, exclude_max=True),
+    st.floats(allow_nan=False, allow_infinity=False),
     st.text(TEXT_CHAR, max_size=20),
 )
 WILD_LEAF = st.one_of(

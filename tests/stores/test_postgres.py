@@ -6,6 +6,7 @@ import asyncio
 import random
 import time
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import psycopg
@@ -23,7 +24,7 @@ from actrone_pg.errors import (
 )
 from actrone_pg.ranking import CorpusStats, term_counts, tokenize
 from actrone_pg.stores.postgres import PostgresStore
-from tests.factories import NOW, ago, record, request
+from tests.factories import NOW, ago, record, request, turn
 from tests.helpers import FixedEmbedder
 from tests.oracle import bm25_score
 
@@ -605,3 +606,28 @@ async def test_closing_the_store_cancels_a_pending_maintenance(
         await store.close()
     assert task.cancelled()
     assert store._settle_task is None
+
+
+BIG_FLOATS = {"f60": 2.0**60, "f16": 1e16, "neg": -1e23, "huge": 1.5e300, "small": 1e-7, "x": 0.1}
+
+
+async def test_json_floats_of_any_size_read_back_as_the_same_floats(
+    store_postgres: PostgresStore,
+) -> None:
+    # jsonb keeps numbers as numeric, which printed json's 1.152921504606847e+18 (2.0**60) as
+    # 1152921504606847000: an int, and another number.
+    nested = {**BIG_FLOATS, "list": [2.0**60, {"deep": -(2.0**70)}], "text": "1e+16"}
+    await store_postgres.upsert_memories([record("a", "m1", "floats", [1, 0, 0], metadata=nested)])
+    got = await store_postgres.get_memory("a", "m1")
+    assert got is not None
+    assert got.metadata == nested
+    assert type(got.metadata["f60"]) is float and type(got.metadata["list"][0]) is float
+    await store_postgres.append_turn(
+        replace(turn("a", "s", "t1"), tool_results=[BIG_FLOATS]), max_turns=10, ttl_seconds=3600
+    )
+    turns = await store_postgres.recent_turns("a", "s", limit=10, ttl_seconds=3600)
+    assert turns[0].tool_results == [BIG_FLOATS]
+    await store_postgres.set_session_metadata("a", "s", BIG_FLOATS, ttl_seconds=3600)
+    info = await store_postgres.get_session("a", "s", ttl_seconds=3600)
+    assert info is not None and info.metadata == BIG_FLOATS
+    assert all(type(v) is float for v in info.metadata.values())

@@ -315,13 +315,13 @@ async def test_upsert_replaces_and_retry_leaves_statistics_unchanged(
     await s.upsert_memories(batch)
     first = await redis_state(s, "a")
     assert first["df"] == {"red": "1", "green": "1", "appl": "2"}  # stems (english analyzer)
-    assert first["stats"] == {"len": "4"}
+    assert first["stats"] == {"len": "4", "indexed": "1"}
     await s.upsert_memories(batch)  # a client retry
     assert await redis_state(s, "a") == first
     await s.upsert_memories([record("a", "m1", "blue sky above", [1, 0, 0])])
     state = await redis_state(s, "a")
     assert state["df"] == {"green": "1", "appl": "1", "blue": "1", "sky": "1", "abov": "1"}
-    assert state["stats"] == {"len": "5"}
+    assert state["stats"] == {"len": "5", "indexed": "1"}
     got = await s.get_memory("a", "m1")
     assert got is not None and got.content == "blue sky above"
     assert await s.count_memories("a") == 2
@@ -505,7 +505,12 @@ async def test_parity_with_reference_through_the_manager(store_redis_qdrant: Any
         want = await ref.search_memories("agent", query, limit=500, explain=True)
         assert [m.id for m in got] == [m.id for m in want]
         assert_same_explanations(got, want)
-        assert [replace(m, explain=None) for m in got] == [replace(m, explain=None) for m in want]
+
+        # valid_from is when each manager wrote the memory: the two wrote at different moments.
+        def same(m: Memory) -> Memory:
+            return replace(m, explain=None, valid_from=None)
+
+        assert [same(m) for m in got] == [same(m) for m in want]
 
 
 # -- configuration, failures --
@@ -554,6 +559,31 @@ async def test_unreachable_qdrant_server_fails_fast_with_a_typed_error() -> None
         await store.setup()
     assert time.monotonic() - started < 2.5
     await store.close()
+
+
+async def test_unreachable_servers_are_named_without_their_passwords() -> None:
+    # The Qdrant URL reached the message unmasked (the Redis URL had a masking of its own).
+    port = _free_port()
+    store = RedisQdrantStore(
+        redis_url=f"redis://:r3dis-secret@127.0.0.1:{port}",
+        qdrant_url=":memory:",
+        redis_timeout=1.0,
+    )
+    with pytest.raises(StoreUnavailableError) as redis_down:
+        await store.setup()
+    await store.close()
+    assert f"redis://:***@127.0.0.1:{port}" in str(redis_down.value)
+    assert "r3dis-secret" not in str(redis_down.value)
+    store = RedisQdrantStore(
+        redis_url=redis_qdrant_settings("x")["redis_url"],
+        qdrant_url=f"http://admin:qdr4nt-secret@127.0.0.1:{port}",
+        qdrant_timeout=2.0,
+    )
+    with pytest.raises(StoreUnavailableError) as qdrant_down:
+        await store.setup()
+    await store.close()
+    assert f"http://admin:***@127.0.0.1:{port}" in str(qdrant_down.value)
+    assert "qdr4nt-secret" not in str(qdrant_down.value)
 
 
 @pytest.mark.parametrize(("module", "extra"), [("redis", "redis"), ("qdrant_client", "qdrant")])
@@ -720,7 +750,7 @@ async def test_lost_redis_index_is_rebuilt_from_qdrant(
     assert await s._redis.hlen(ak.mem) == 0
     with caplog.at_level("WARNING", logger="actrone_pg.stores.redis_qdrant"):
         assert (await s.search(request("a", "apple", [1, 0, 0]))).hits == before
-    assert "rebuilt the Redis index of agent 'a': 2 memories" in caplog.text
+    assert "re-indexed agent 'a' from Qdrant (Redis had lost its index): 2 memories" in caplog.text
     assert await redis_state(s, "a") == before_state
     assert await s.count_memories("a") == 2
     assert await s.count_memories("b") == 1

@@ -9,15 +9,19 @@ search need them.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
+import os
 import re
+import socket
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from actrone_pg.config import redact
 from actrone_pg.errors import (
     ConfigurationError,
     MissingDependencyError,
@@ -51,15 +55,20 @@ try:
     from pgvector.psycopg import register_vector_async
     from psycopg import sql
     from psycopg.rows import TupleRow, dict_row
+    from psycopg.types.json import Jsonb
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("postgres", exc.name or "psycopg") from None
 
-__all__ = ["Connection"]
+__all__ = ["Connection", "jsonb"]
 
 logger = logging.getLogger("actrone_pg.postgres")
 
 _Conn = psycopg.AsyncConnection[TupleRow]
+
+#: Seconds after a call's deadline at which asyncio cancels it, should severing its connection
+#: not have ended it (see _conn).
+_CANCEL_GRACE = 1.0
 
 
 class Connection:
@@ -110,6 +119,13 @@ class Connection:
         # A call never waits longer than this, whatever the network does.
         self._op_timeout = connect_timeout + statement_timeout
         self._pool: AsyncConnectionPool[_Conn] | None = None
+        # A call could not reach the server: the next one first checks that it answers and, if
+        # the pool has nothing to give, replaces the pool (see _recover). Calls recover one at
+        # a time. Connections in use, and the old pools being closed after a replacement:
+        self._server_lost = False
+        self._recovery = asyncio.Lock()
+        self._in_use = 0
+        self._retired: set[asyncio.Future[None]] = set()
         self._dimensions: dict[str, int] = {}
         self._sql: dict[str, sql.Composed] = {}
         self._ann_ef_search = ann_ef_search
@@ -154,26 +170,7 @@ class Connection:
                 self._data_dir = Path(default_data_dir())
             self._dsn = await asyncio.to_thread(embedded_dsn, self._data_dir)
         await asyncio.to_thread(self._prepare_schema, self._dsn)
-        timeout_ms = max(1, int(self._statement_timeout * 1000))
-        pool: AsyncConnectionPool[_Conn] = AsyncConnectionPool(
-            self._dsn,
-            min_size=self._min_size,
-            max_size=self._max_size,
-            timeout=self._connect_timeout,
-            # A lost server is retried in the background; calls fail fast meanwhile.
-            reconnect_timeout=max(60.0, self._connect_timeout),
-            kwargs={
-                "autocommit": True,
-                "connect_timeout": max(1, math.ceil(self._connect_timeout)),
-                # JIT compilation costs tens of milliseconds and never pays off here.
-                # UTC: timestamps come back in the time zone the library uses.
-                "options": f"-c statement_timeout={timeout_ms} -c jit=off -c TimeZone=UTC",
-            },
-            configure=self._configure,
-            check=AsyncConnectionPool.check_connection,
-            open=False,
-            name=f"actrone-{self.schema}",
-        )
+        pool = self._new_pool(self._dsn)
         try:
             await pool.open(wait=True, timeout=self._connect_timeout)
         except PoolTimeout:
@@ -193,6 +190,28 @@ class Connection:
         except BaseException:
             await self.close()
             raise
+
+    def _new_pool(self, dsn: str) -> AsyncConnectionPool[_Conn]:
+        timeout_ms = max(1, int(self._statement_timeout * 1000))
+        return AsyncConnectionPool(
+            dsn,
+            min_size=self._min_size,
+            max_size=self._max_size,
+            timeout=self._connect_timeout,
+            # A lost server is retried in the background; calls fail fast meanwhile.
+            reconnect_timeout=max(60.0, self._connect_timeout),
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": max(1, math.ceil(self._connect_timeout)),
+                # JIT compilation costs tens of milliseconds and never pays off here.
+                # UTC: timestamps come back in the time zone the library uses.
+                "options": f"-c statement_timeout={timeout_ms} -c jit=off -c TimeZone=UTC",
+            },
+            configure=self._configure,
+            # No check callback: _checkout checks each connection itself (see there).
+            open=False,
+            name=f"actrone-{self.schema}",
+        )
 
     async def _configure(self, conn: _Conn) -> None:
         # Once per pooled connection: teach psycopg the vector type (binary, numpy in and out),
@@ -254,9 +273,9 @@ class Connection:
                 dsn, self.schema, connect_timeout=self._connect_timeout
             )
         except psycopg.OperationalError as exc:
-            raise StoreUnavailableError(f"cannot connect to PostgreSQL: {exc}") from None
+            raise StoreUnavailableError(redact(f"cannot connect to PostgreSQL: {exc}")) from None
         except psycopg.Error as exc:
-            raise StoreError(f"cannot read the schema version: {exc}") from exc
+            raise StoreError(redact(f"cannot read the schema version: {exc}")) from exc
         if current == head:
             return
         if current is not None and current not in migrations.known_revisions():
@@ -281,6 +300,8 @@ class Connection:
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()
+        if self._retired:
+            await asyncio.gather(*self._retired, return_exceptions=True)
 
     # -- plumbing --
     def _q(self, text: str) -> sql.Composed:
@@ -292,13 +313,31 @@ class Connection:
 
     @asynccontextmanager
     async def _conn(self) -> AsyncIterator[_Conn]:
+        # The bound: connect timeout to take a connection, connect + statement timeout for all.
+        # A server that stops answering (frozen, or a network that drops packets) cannot enforce
+        # its statement_timeout, and cancelling the task mid-statement makes psycopg send a
+        # cancel request and wait for it (up to 10 s more against a frozen server). So at the
+        # deadline the connection's socket is shut down instead (_Severance): the statement
+        # fails at once, and the pool replaces the connection. asyncio's cancellation stays as
+        # a backstop only.
         if self._pool is None:
             raise StoreError("the store is not set up (call setup() first) or already closed")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._op_timeout
+        severance: _Severance | None = None
         try:
-            async with asyncio.timeout(self._op_timeout):
-                async with self._pool.connection() as conn:
+            async with asyncio.timeout_at(deadline + _CANCEL_GRACE):
+                pool, conn = await self._checkout(loop.time() + self._connect_timeout)
+                self._in_use += 1
+                severance = _Severance(conn, deadline)
+                try:
                     yield conn
+                finally:
+                    severance.cancel()
+                    self._in_use -= 1
+                    await pool.putconn(conn)
         except PoolTimeout:
+            self._server_lost = True
             raise StoreUnavailableError(
                 f"no PostgreSQL connection within {self._connect_timeout} s "
                 "(postgres_connect_timeout); the server may be down"
@@ -322,9 +361,100 @@ class Connection:
                 "(postgres_statement_timeout) and was cancelled"
             ) from None
         except psycopg.OperationalError as exc:
-            raise StoreUnavailableError(f"PostgreSQL connection failed: {exc}") from None
+            self._server_lost = True
+            if severance is not None and severance.fired:
+                raise StoreUnavailableError(
+                    f"PostgreSQL did not answer within {self._op_timeout:g} s "
+                    "(postgres_connect_timeout + postgres_statement_timeout); the connection "
+                    "was closed"
+                ) from None
+            raise StoreUnavailableError(redact(f"PostgreSQL connection failed: {exc}")) from None
         except psycopg.Error as exc:
-            raise StoreError(f"PostgreSQL error: {exc}") from exc
+            raise StoreError(redact(f"PostgreSQL error: {exc}")) from exc
+
+    async def _checkout(self, by: float) -> tuple[AsyncConnectionPool[_Conn], _Conn]:
+        """A connection that answers, and its pool, by ``by`` (event loop time).
+
+        Each connection is checked (an empty query, cut off at ``by``) before it is used; one
+        that fails goes back to the pool, which replaces it at once, and the next is tried
+        without a pause. (The pool's own check paused a second after the second failure in a
+        row: after a restart, with a few dead connections pooled, the first call ran out of
+        time although the server answered.)
+        """
+        loop = asyncio.get_running_loop()
+        while True:
+            if self._server_lost:
+                await self._recover(by)
+            pool = self._pool
+            if pool is None:
+                raise StoreError("the store is not set up (call setup() first) or already closed")
+            conn = await pool.getconn(timeout=max(0.0, by - loop.time()))
+            severance = _Severance(conn, by)
+            try:
+                await conn.execute("")
+            except psycopg.Error as exc:
+                logger.info("discarded a PostgreSQL connection that failed its check: %s", exc)
+                await pool.putconn(conn)
+                if severance.fired:  # the server did not answer in time
+                    raise PoolTimeout() from None
+                continue
+            except BaseException:
+                await pool.putconn(conn)
+                raise
+            finally:
+                severance.cancel()
+            return pool, conn
+
+    async def _recover(self, by: float) -> None:
+        """After a call could not reach the server: does it answer now? (by ``by``)
+
+        If not, the call fails at once. If it does and the pool has no connection to give (its
+        reconnection attempts back off exponentially, up to 30 s apart after a long outage), a
+        fresh pool replaces it, so that the first call after the server is back succeeds; the
+        old pool is closed in the background.
+        """
+        assert self._dsn is not None
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout_at(by):
+                async with self._recovery:
+                    if not self._server_lost:
+                        return  # another call recovered meanwhile
+                    probe = await psycopg.AsyncConnection.connect(
+                        self._dsn,
+                        autocommit=True,
+                        connect_timeout=max(1, math.ceil(by - loop.time())),
+                    )
+                    await probe.close()
+                    self._server_lost = False
+                    pool = self._pool
+                    if (
+                        pool is not None
+                        and self._in_use == 0
+                        and pool.get_stats().get("pool_available", 0) == 0
+                    ):
+                        await self._replace_pool(pool)
+        except TimeoutError:
+            raise StoreUnavailableError(
+                f"PostgreSQL did not accept a connection within {self._connect_timeout} s "
+                "(postgres_connect_timeout); the server may be down"
+            ) from None
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailableError(redact(f"PostgreSQL connection failed: {exc}")) from None
+
+    async def _replace_pool(self, old: AsyncConnectionPool[_Conn]) -> None:
+        assert self._dsn is not None
+        pool = self._new_pool(self._dsn)
+        await pool.open()  # connects in the background; a call waits for its connection
+        self._pool = pool
+        logger.warning(
+            "PostgreSQL answers again; replaced the connection pool %s, whose reconnection "
+            "attempts were backing off",
+            old.name,
+        )
+        task = asyncio.ensure_future(old.close())
+        self._retired.add(task)
+        task.add_done_callback(self._retired.discard)
 
     async def _fetch(
         self,
@@ -389,3 +519,61 @@ class Connection:
             return None
         self._dimensions[name] = found[name]
         return found[name]
+
+
+class _Severance:
+    """Shuts a connection's socket down at ``deadline`` (event loop time) unless cancelled.
+
+    ``shutdown`` leaves the descriptor open (the event loop may be watching it) but makes it
+    readable at once: libpq reads end-of-file and psycopg raises ``OperationalError`` without
+    sending a cancel request, which a frozen server would never answer.
+    """
+
+    def __init__(self, conn: _Conn, deadline: float) -> None:
+        self.fired = False
+        self._conn = conn
+        self._handle = asyncio.get_running_loop().call_at(deadline, self._fire)
+
+    def cancel(self) -> None:
+        self._handle.cancel()
+
+    def _fire(self) -> None:
+        self.fired = True
+        try:
+            fd = self._conn.pgconn.socket
+        except psycopg.OperationalError:
+            return  # already closed
+        try:
+            with socket.socket(fileno=os.dup(fd)) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
+        except OSError as exc:
+            logger.debug("could not shut down a PostgreSQL connection: %s", exc)
+
+
+def jsonb(value: Any) -> Jsonb:
+    """``value`` for a jsonb column, written so that every float reads back as the same float.
+
+    jsonb keeps numbers as ``numeric``, which prints ``1.152921504606847e+18`` (the shortest
+    repr of 2.0**60, as json.dumps writes it) as ``1152921504606847000``: read back, that is an
+    int, and another number. Floats of 1e16 and more (the ones whose repr has an exponent) are
+    therefore written as their exact decimal value with ``.0``, which numeric keeps as it is and
+    which parses back to the same float. Smaller floats already keep their decimal point.
+    """
+    return Jsonb(value, dumps=_dumps_exact)
+
+
+def _dumps_exact(value: Any) -> str:
+    text = json.dumps(value)
+    if "e+" not in text and "E+" not in text:
+        return text  # no float of 1e16 or more (nor a string with "e+": that costs a rewrite)
+    return _encode(value)
+
+
+def _encode(value: Any) -> str:
+    if isinstance(value, float) and math.isfinite(value) and abs(value) >= 1e16:
+        return f"{int(value)}.0"  # a float this large is a whole number: int() is exact
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(str(k))}:{_encode(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_encode(v) for v in value) + "]"
+    return json.dumps(value)

@@ -7,7 +7,7 @@ from typing import Any
 from actrone_pg.errors import MissingDependencyError
 from actrone_pg.models import SessionInfo, Turn
 from actrone_pg.stores.postgres import rows
-from actrone_pg.stores.postgres.connection import Connection
+from actrone_pg.stores.postgres.connection import Connection, jsonb
 from actrone_pg.stores.postgres.statements import (
     ACQUIRE_LOCK,
     DELETE_EXPIRED_SESSION,
@@ -35,7 +35,7 @@ class Sessions(Connection):
     async def append_turn(self, turn: Turn, *, max_turns: int, ttl_seconds: float) -> None:
         """Append a turn (idempotent by id), trim to ``max_turns``, refresh the expiry."""
         a, s = turn.agent_id, turn.session_id
-        tool = Jsonb(turn.tool_results) if turn.tool_results is not None else None
+        tool = jsonb(turn.tool_results) if turn.tool_results is not None else None
         async with self._conn() as conn, conn.transaction():
             await conn.execute(self._q(DELETE_EXPIRED_SESSION), (a, s, ttl_seconds))
             await conn.execute(self._q(UPSERT_SESSION), (a, s, Jsonb({})))
@@ -80,7 +80,7 @@ class Sessions(Connection):
         """Merge ``metadata`` into the session's (creating or restarting the session)."""
         async with self._conn() as conn, conn.transaction():
             await conn.execute(self._q(DELETE_EXPIRED_SESSION), (agent_id, session_id, ttl_seconds))
-            await conn.execute(self._q(UPSERT_SESSION), (agent_id, session_id, Jsonb(metadata)))
+            await conn.execute(self._q(UPSERT_SESSION), (agent_id, session_id, jsonb(metadata)))
 
     async def clear_session(self, agent_id: str, session_id: str) -> None:
         """Remove the session and (by cascade) its turns."""

@@ -26,6 +26,7 @@ _PG_TYPES = {
     "int": "int4",
     "tuple[str, ...]": "text[]",
     "datetime": "timestamptz",
+    "datetime | None": "timestamptz",
     "dict[str, Any]": "jsonb",
 }
 _COLUMN_TYPES = {name: _PG_TYPES[kind] for name, kind in MEMORY_FIELD_TYPES.items()}
@@ -125,26 +126,104 @@ SELECT_MEMORY = (
     "SELECT " + MEMORY_COLUMNS + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = %s"
 )
 COUNT_MEMORIES = "SELECT count(*) FROM {s}.memories WHERE agent_id = %s"
+# -- versions (migration 0012): memories holds the current version, memory_history the others --
+_HISTORY_COLUMNS = ("agent_id", *MEMORY_FIELDS)
+# Copies the current version into the history, closed at the new version's valid_from (the
+# first parameter), only if it is the version the caller read: the compare-and-set of an update.
+ARCHIVE_MEMORY = (
+    "INSERT INTO {s}.memory_history ("
+    + ", ".join(_HISTORY_COLUMNS)
+    + ") SELECT "
+    + ", ".join("%s" if name == "valid_to" else "m." + name for name in _HISTORY_COLUMNS)
+    + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = %s AND m.version = %s"
+    " RETURNING 1"
+)
+SELECT_HISTORY = (
+    "SELECT " + MEMORY_COLUMNS + " FROM {s}.memory_history AS m WHERE m.agent_id = %s AND m.id = %s"
+    " AND EXISTS (SELECT 1 FROM {s}.memories AS c WHERE c.agent_id = m.agent_id AND c.id = m.id)"
+    " UNION ALL SELECT "
+    + MEMORY_COLUMNS
+    + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = %s ORDER BY version"
+)
+# The sweeper's: expired memories across agents (the partial index of expiring memories), then
+# per agent the ones still expired (an update may have moved an expiry meanwhile).
+SELECT_EXPIRED = (
+    "SELECT agent_id, id FROM {s}.memories WHERE expires_at IS NOT NULL AND expires_at <= now()"
+    " ORDER BY agent_id LIMIT %s"
+)
+DELETE_EXPIRED = (
+    "DELETE FROM {s}.memories WHERE agent_id = %s AND id = ANY(%s::text[])"
+    " AND expires_at <= now()"
+    " RETURNING id, doc_len, ARRAY(SELECT jsonb_object_keys(term_freqs)) AS terms"
+)
+# A page of list_memories, newest first (ix_memories_agent_id_created_at_id, read backwards).
+# {after}: TRUE or the keyset condition; {where}: TRUE or the filter's conditions.
+LIST_MEMORIES = (
+    "SELECT " + MEMORY_COLUMNS + " FROM {s}.memories AS m WHERE m.agent_id = %s"
+    " AND (m.expires_at IS NULL OR m.expires_at > %s) AND {after} AND {where}"
+    " ORDER BY m.created_at DESC, m.id DESC LIMIT %s"
+)
+LIST_AFTER = "(m.created_at, m.id) < (%s, %s)"
+DELETE_HISTORY = "DELETE FROM {s}.memory_history WHERE agent_id = %s AND id = ANY(%s::text[])"
 # hybrid_search returns the ranked memories with their fields, best first. {candidates} is
 # NULL (an exact scan) or, for an agent with its own HNSW index, the ids that index finds.
 _HYBRID_SEARCH = (
     " FROM {s}.hybrid_search(%s, %s, %s::text[], %s, %s::float8, %s::int, %s::bool, %s::int,"
     " %s::float8[], %s::float8, %s::float8, %s::timestamptz, %s::bool, {candidates},"
-    " %s::float8, %s::float8) AS h"
+    " %s::float8, %s::float8, {lifecycle}) AS h"
 )
+# hybrid_search's last four arguments (migration 0013) without a filter: the agent's expired
+# memories that the sweeper has not deleted yet are never admitted (one probe of the partial
+# index of expiring memories); the agent's own statistics. Parameters: agent, now.
+UNFILTERED = (
+    "(SELECT array_agg(e.id) FROM {s}.memories AS e WHERE e.agent_id = %s"
+    " AND e.expires_at <= %s), NULL, NULL, NULL"
+)
+# With a filter ({where}: its conditions on m): the filtered set's live memories under the
+# embedder are the candidates, and its statistics (every embedder, expired ones included until
+# swept, as the pipeline counts them) replace the agent's. Parameters: agent, embedder, now and
+# the conditions' (candidates); agent and the conditions' three times, then the terms (the rest).
+FILTERED_CANDIDATES = (
+    "ARRAY(SELECT m.id FROM {s}.memories AS m WHERE m.agent_id = %s AND m.embedder = %s"
+    " AND (m.expires_at IS NULL OR m.expires_at > %s) AND {where})"
+)
+FILTERED_STATS = (
+    "NULL::text[],"
+    " (SELECT count(*) FROM {s}.memories AS m WHERE m.agent_id = %s AND {where}),"
+    " (SELECT COALESCE(sum(m.doc_len), 0) FROM {s}.memories AS m"
+    " WHERE m.agent_id = %s AND {where})::bigint,"
+    " ARRAY(SELECT (SELECT count(*) FROM {s}.memories AS m WHERE m.agent_id = %s AND {where}"
+    " AND m.term_freqs ? t.term)::integer"
+    " FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, ord) ORDER BY t.ord)"
+)
+#: Each filter key's condition on a memory row m (spec §9.3), as MemoryFilter.matches has it.
+FILTER_CONDITIONS = {
+    "tags_any": "m.tags && %s::text[]",
+    "tags_all": "m.tags @> %s::text[]",
+    "content_types": "m.content_type = ANY (%s::text[])",
+    "session_id": "m.session_id = %s",
+    "created_after": "m.created_at > %s",
+    "created_before": "m.created_at < %s",
+    "min_importance": "m.importance >= %s::float8",
+    "metadata": "m.metadata @> %s::jsonb",
+}
 _EXPLAIN_COLUMNS = "h.cosine, h.bm25, h.dense_rank, h.lexical_rank, h.recency_rank, h.fused_score"
 # Search reads metadata as text: most memories have none, and the decoder skips the JSON parser
 # for '{}' (see rows.memory).
-_SEARCH_MEMORY_COLUMNS = ", ".join(
-    ("h." + name + "::text AS " + name) if name == "metadata" else ("h." + name)
-    for name in MEMORY_FIELDS
+_SEARCH_MEMORY_COLUMNS = MEMORY_COLUMNS.replace("m.metadata", "m.metadata::text AS metadata")
+# One primary-key probe per ranked memory (LATERAL, OFFSET 0 so that it stays a probe) reads
+# the memory's row by MEMORY_COLUMNS: every stored field, whatever hybrid_search returns.
+_MEMORY_ROW = (
+    " CROSS JOIN LATERAL (SELECT "
+    + _SEARCH_MEMORY_COLUMNS
+    + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = {h}.id OFFSET 0) AS f"
 )
 SEARCH = (
     "SELECT "
     + _EXPLAIN_COLUMNS
-    + ", "
-    + _SEARCH_MEMORY_COLUMNS
+    + ", f.*"
     + _HYBRID_SEARCH
+    + _MEMORY_ROW.replace("{h}", "h")
     + " ORDER BY h.position"
 )
 # The same ranking without the memories' fields (p_content => false), packed into the budget
@@ -165,9 +244,7 @@ SEARCH_PACKED = (
     # One primary-key probe per chosen memory (LATERAL, OFFSET 0 so that it stays a probe):
     # joined as sets, the planner either compared every pair or read all of the agent's rows
     # into a hash table.
-    " FROM p LEFT JOIN (c CROSS JOIN LATERAL (SELECT "
-    + MEMORY_COLUMNS.replace("m.metadata", "m.metadata::text AS metadata")
-    + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = c.id OFFSET 0) AS f) ON true"
+    " FROM p LEFT JOIN (c" + _MEMORY_ROW.replace("{h}", "c") + ") ON true"
     " ORDER BY c.position"
 )
 
@@ -227,6 +304,7 @@ NORMALISE = (
 )
 ERASE = [
     "DELETE FROM {s}.memories WHERE agent_id = %s",
+    "DELETE FROM {s}.memory_history WHERE agent_id = %s",
     "DELETE FROM {s}.term_stats WHERE agent_id = %s",
     "DELETE FROM {s}.agent_stats WHERE agent_id = %s",
     "DELETE FROM {s}.sessions WHERE agent_id = %s",

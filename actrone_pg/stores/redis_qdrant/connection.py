@@ -11,8 +11,8 @@ import asyncio
 import math
 from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
+from actrone_pg.config import redact
 from actrone_pg.errors import MissingDependencyError, StoreError, StoreUnavailableError
 from actrone_pg.ranking import DEFAULT_ANALYZER, analyzer
 from actrone_pg.stores.redis_qdrant.layout import LAYOUT
@@ -36,6 +36,10 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 __all__ = ["Connection"]
 
 T = TypeVar("T")
+
+# Calls for one agent re-index it one at a time (see Index._ensure_indexed), under one of these
+# many locks.
+_REINDEX_LOCKS = 64
 
 
 class Connection:
@@ -72,6 +76,7 @@ class Connection:
         self._dims: dict[str, int] = {}
         self._collections: set[str] = set()  # created or checked by _ensure_collection
         self._known: set[str] = set()  # seen to exist (reads)
+        self._reindex_locks = [asyncio.Lock() for _ in range(_REINDEX_LOCKS)]
 
     @property
     def is_local_qdrant(self) -> bool:
@@ -91,16 +96,21 @@ class Connection:
         """Create the clients and check that both servers answer (StoreUnavailableError if not)."""
         if self._redis is None:
             # A blocking pool: when every connection is busy a caller waits (up to the timeout)
-            # instead of failing with "Too many connections". No client-side retries: the
-            # pool already replaces a connection that the server closed (it checks each one on
-            # checkout), and retrying would multiply the time a caller waits for an error.
+            # instead of failing with "Too many connections". One immediate retry on a new
+            # connection, for connection errors only: after a Redis restart the pooled
+            # connections are dead, and the checkout check misses those whose close the event
+            # loop has not processed yet, so without it the first call after the restart
+            # failed. A refused retry costs a millisecond; timeouts are not retried, so a caller
+            # still waits at most redis_timeout (see _r). Every script and command is safe to
+            # replay after a lost reply (writes are idempotent; a replayed lock acquire or
+            # release answers False, never admitting a second holder).
             pool = aioredis.BlockingConnectionPool.from_url(
                 self._redis_url,
                 max_connections=self._pool_size,
                 timeout=self._redis_timeout,
                 socket_timeout=self._redis_timeout,
                 socket_connect_timeout=self._redis_timeout,
-                retry=Retry(NoBackoff(), 0),
+                retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
                 decode_responses=True,
             )
             self._redis = aioredis.Redis.from_pool(pool)
@@ -154,12 +164,10 @@ class Connection:
                 return await aw
         except (RedisConnectionError, RedisTimeoutError, TimeoutError, OSError) as exc:
             raise StoreUnavailableError(
-                f"Redis at {_redact(self._redis_url)} did not answer within "
-                f"{self._redis_timeout:g} s ({type(exc).__name__}: {exc}); check that it is "
-                "running and reachable, or raise MemoryConfig.redis_timeout"
+                redact(_redis_unavailable(self._redis_url, self._redis_timeout, exc))
             ) from None
         except RedisError as exc:
-            raise StoreError(f"Redis failed: {exc}") from exc
+            raise StoreError(redact(f"Redis failed: {exc}")) from exc
 
     async def _q(self, aw: Awaitable[T]) -> T:
         """Await a Qdrant call; connection trouble becomes StoreUnavailableError."""
@@ -168,16 +176,18 @@ class Connection:
                 return await aw
         except (ResponseHandlingException, TimeoutError, OSError) as exc:
             raise StoreUnavailableError(
-                f"Qdrant at {self._qdrant_url} did not answer within {self._qdrant_timeout:g} s "
-                f"({type(exc).__name__}: {exc}); check that it is running and reachable, or "
-                "raise MemoryConfig.qdrant_timeout"
+                redact(
+                    f"Qdrant at {self._qdrant_url} did not answer within "
+                    f"{self._qdrant_timeout:g} s ({type(exc).__name__}: {exc}); check that it is "
+                    "running and reachable, or raise MemoryConfig.qdrant_timeout"
+                )
             ) from None
         except UnexpectedResponse as exc:
             if exc.status_code is not None and exc.status_code >= 500:
                 raise StoreUnavailableError(
-                    f"Qdrant at {self._qdrant_url} answered {exc.status_code}; retry later"
+                    redact(f"Qdrant at {self._qdrant_url} answered {exc.status_code}; retry later")
                 ) from None
-            raise StoreError(f"Qdrant refused the request: {exc}") from exc
+            raise StoreError(redact(f"Qdrant refused the request: {exc}")) from exc
 
     async def _hget(self, key: str, field: str) -> str | None:
         value = await self._r(self._client_r().hget(key, field))
@@ -188,10 +198,14 @@ class Connection:
         return await self._r(self._scripts[name](keys=list(keys), args=list(args)))
 
 
-def _redact(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit(parts._replace(netloc=user + netloc))
+def _redis_unavailable(url: str, timeout: float, exc: BaseException) -> str:
+    """What happened, in words: refused at once, timed out, or a connection lost."""
+    if isinstance(exc, (RedisTimeoutError, TimeoutError)):
+        return (
+            f"Redis at {url} did not answer within {timeout:g} s ({type(exc).__name__}: {exc}); "
+            "check that it is reachable and not stalled, or raise MemoryConfig.redis_timeout"
+        )
+    causes = (exc, exc.__cause__, exc.__context__)
+    if any(isinstance(c, ConnectionRefusedError) for c in causes):
+        return f"Redis at {url} refused the connection ({exc}); is it running on that port?"
+    return f"Redis at {url} could not be reached or dropped the connection ({exc}); is it running?"

@@ -10,10 +10,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from actrone_pg.errors import MissingDependencyError, StoreError
 from actrone_pg.ranking import analyzer_mismatch
-from actrone_pg.stores.redis_qdrant.layout import AgentKeys, agent_filter, doc_entry
+from actrone_pg.stores.redis_qdrant.layout import (
+    INDEXED,
+    SEARCH_PAYLOAD,
+    AgentKeys,
+    agent_filter,
+    doc_entry,
+)
 from actrone_pg.stores.redis_qdrant.registry import Registry
 
 try:
@@ -107,6 +114,7 @@ class Index(Registry):
         (Redis lost its data), the index is rebuilt first; a miss in a non-empty index costs
         nothing more.
         """
+        await self._ensure_indexed(agent_id)
         ak = AgentKeys.of(self._prefix, agent_id)
         embedder = await self._hget(ak.mem, memory_id)
         if embedder is None and await self._rebuild_if_lost(agent_id):
@@ -134,6 +142,16 @@ class Index(Registry):
         or restored from an older snapshot); :meth:`search` calls it by itself when it finds
         points for an agent whose index is empty. Returns the number of memories indexed.
         """
+        entries = await self._qdrant_entries(agent_id)
+        ak = AgentKeys.of(self._prefix, agent_id)
+        await self._r(self._client_r().delete(ak.mem, ak.doc, ak.df, ak.stats))
+        await self._apply_entries(entries)
+        await self._r(self._client_r().hset(ak.stats, INDEXED, "1"))
+        logger.warning("rebuilt the Redis index of agent %r: %d memories", agent_id, len(entries))
+        return len(entries)
+
+    async def _qdrant_entries(self, agent_id: str) -> list[tuple[str, str, str, str]]:
+        """(agent, memory id, embedder, doc) of each of the agent's points in our collections."""
         entries: list[tuple[str, str, str, str]] = []
         for coll, dim in await self._own_collections():
             offset: qm.ExtendedPointId | None = None
@@ -165,11 +183,68 @@ class Index(Registry):
                     )
                 if offset is None:
                     break
+        return entries
+
+    async def _ensure_indexed(self, agent_id: str) -> None:
+        """Index the agent's Qdrant points in Redis if Redis lost the index (one HEXISTS if not).
+
+        Redis without persistence comes back empty after a restart while Qdrant keeps every
+        point: without this, a write as the first call for an agent made its index non-empty,
+        and the agent's older memories stayed invisible to reads, counts and searches. The
+        points are merged into the index (setting an entry again changes nothing), so entries
+        written meanwhile by another process are kept; then the marker is set.
+        """
         ak = AgentKeys.of(self._prefix, agent_id)
-        await self._r(self._client_r().delete(ak.mem, ak.doc, ak.df, ak.stats))
-        await self._apply_entries(entries)
-        logger.warning("rebuilt the Redis index of agent %r: %d memories", agent_id, len(entries))
-        return len(entries)
+        r = self._client_r()
+        if await self._r(r.hexists(ak.stats, INDEXED)):
+            return
+        lock = self._reindex_locks[hash(agent_id) % len(self._reindex_locks)]
+        async with lock:
+            if await self._r(r.hexists(ak.stats, INDEXED)):
+                return  # another call of this process did it meanwhile
+            entries = await self._qdrant_entries(agent_id)
+            await self._apply_entries(entries)
+            await self._r(r.hset(ak.stats, INDEXED, "1"))
+        if entries:
+            logger.warning(
+                "re-indexed agent %r from Qdrant (Redis had lost its index): %d memories",
+                agent_id,
+                len(entries),
+            )
+
+    async def _current_payloads(self, agent_id: str, where: qm.Filter) -> list[dict[str, Any]]:
+        """Payloads (history left out) of the agent's current memories among the points
+        ``where`` selects, in every collection: a point counts only if the Redis index names its
+        embedder for its memory, as search requires."""
+        found: list[dict[str, Any]] = []
+        for coll, dim in await self._own_collections():
+            offset: qm.ExtendedPointId | None = None
+            while True:
+                points, offset = await self._q(
+                    self._client_q().scroll(
+                        coll,
+                        scroll_filter=where,
+                        limit=1000,
+                        offset=offset,
+                        with_payload=SEARCH_PAYLOAD,
+                        with_vectors=False,
+                    )
+                )
+                for p in points:
+                    payload = p.payload or {}
+                    if payload and self._collection(str(payload["embedder"]), dim) == coll:
+                        found.append(payload)
+                if offset is None:
+                    break
+        if not found:
+            return []
+        ak = AgentKeys.of(self._prefix, agent_id)
+        named = await self._r(self._client_r().hmget(ak.mem, [str(p["memory_id"]) for p in found]))
+        return [
+            p
+            for p, embedder in zip(found, named, strict=True)
+            if embedder is not None and str(embedder) == p["embedder"]
+        ]
 
     async def _check_text_analyzer(self) -> None:
         """Record this prefix's analyzer, or refuse one that differs from the recorded.

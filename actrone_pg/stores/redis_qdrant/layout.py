@@ -19,7 +19,14 @@ import numpy as np
 import numpy.typing as npt
 
 from actrone_pg.errors import MissingDependencyError
-from actrone_pg.models import STORED_MEMORY_FIELDS, Memory, Turn, memory_from_fields
+from actrone_pg.models import (
+    DATETIME_FIELDS,
+    STORED_MEMORY_FIELDS,
+    Memory,
+    Turn,
+    memory_from_fields,
+)
+from actrone_pg.pipeline import MemoryFilter
 from actrone_pg.ranking import Analyzer, micros
 
 try:
@@ -28,11 +35,14 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("qdrant", "qdrant-client") from None
 
 __all__ = [
+    "HISTORY",
     "LAYOUT",
+    "SEARCH_PAYLOAD",
     "TURN_IDS_KEPT",
     "AgentKeys",
     "PayloadColumns",
     "agent_filter",
+    "live_filter",
     "doc_entry",
     "enc",
     "from_payload",
@@ -59,6 +69,12 @@ TURN_IDS_KEPT = 1000
 # bumps it: its keys then never meet the old ones (no WRONGTYPE errors), the memory index is
 # rebuilt from Qdrant on first search (see rebuild_index), and old keys can be deleted by prefix.
 LAYOUT = "v1"
+
+# Field of an agent's statistics hash saying its memory index holds every point Qdrant has for
+# the agent. Redis losing its data (restarted without persistence, FLUSHALL, failover to an empty
+# replica) loses it with the index, and the next call for the agent re-indexes from Qdrant (see
+# Index._ensure_indexed).
+INDEXED = "indexed"
 
 
 def enc(value: str) -> str:
@@ -162,23 +178,36 @@ def turn_from_json(text: str) -> Turn:
 
 
 # A memory's payload: its stored fields, the id under "memory_id" (the point's own id is derived
-# from the agent and memory ids), tags as a list and the time as ISO 8601.
+# from the agent and memory ids), tuples as lists and times as ISO 8601. ``expires_us`` (the
+# expiry in microseconds, or none) is what Qdrant's range filter compares: it has no datetime
+# index in local mode.
 _PAYLOAD_KEY = {name: "memory_id" if name == "id" else name for name in STORED_MEMORY_FIELDS}
+
+
+#: The payload key of a memory's replaced versions (payloads of :func:`to_payload`, oldest
+#: first). Kept with the point, it goes wherever the point goes (replaced, deleted, erased);
+#: search never reads it.
+HISTORY = "history"
+#: What search reads of a payload: everything but the history.
+SEARCH_PAYLOAD = qm.PayloadSelectorExclude(exclude=[HISTORY])
 
 
 def to_payload(memory: Memory) -> dict[str, Any]:
     """The Qdrant payload of ``memory``."""
     out = {_PAYLOAD_KEY[name]: getattr(memory, name) for name in STORED_MEMORY_FIELDS}
     out["tags"] = list(memory.tags)
-    out["created_at"] = memory.created_at.isoformat()
+    out["source_turn_ids"] = list(memory.source_turn_ids)
+    for name in DATETIME_FIELDS:
+        value = out[name]
+        out[name] = None if value is None else value.isoformat()
+    out["created_us"] = micros(memory.created_at)
+    out["expires_us"] = None if memory.expires_at is None else micros(memory.expires_at)
     return out
 
 
 def from_payload(p: dict[str, Any]) -> Memory:
     """The memory a payload of :func:`to_payload` holds."""
-    return memory_from_fields(
-        p, id=p["memory_id"], created_at=datetime.fromisoformat(p["created_at"])
-    )
+    return memory_from_fields(p, id=p["memory_id"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +235,37 @@ def payload_columns(payloads: Sequence[dict[str, Any]]) -> PayloadColumns:
 def agent_filter(agent_id: str) -> qm.Filter:
     """The tenant filter every Qdrant query of the agent carries."""
     return qm.Filter(must=[qm.FieldCondition(key="agent_id", match=qm.MatchValue(value=agent_id))])
+
+
+def live_filter(agent_id: str, now: datetime, flt: MemoryFilter | None) -> qm.Filter:
+    """The agent's points that have not expired at ``now`` and that ``flt`` may match.
+
+    Only the conditions Qdrant evaluates exactly as :meth:`MemoryFilter.matches` does are pushed
+    down (tags, content types, session, importance); the caller applies ``matches`` to what comes
+    back, so the pushdown only narrows what travels.
+    """
+    must: list[qm.Condition] = [
+        qm.FieldCondition(key="agent_id", match=qm.MatchValue(value=agent_id))
+    ]
+    if flt is not None:
+        if flt.tags_any:
+            must.append(qm.FieldCondition(key="tags", match=qm.MatchAny(any=list(flt.tags_any))))
+        for tag in flt.tags_all or ():
+            must.append(qm.FieldCondition(key="tags", match=qm.MatchValue(value=tag)))
+        if flt.content_types:
+            must.append(
+                qm.FieldCondition(
+                    key="content_type", match=qm.MatchAny(any=list(flt.content_types))
+                )
+            )
+        if flt.session_id is not None:
+            must.append(
+                qm.FieldCondition(key="session_id", match=qm.MatchValue(value=flt.session_id))
+            )
+        if flt.min_importance is not None:
+            must.append(qm.FieldCondition(key="importance", range=qm.Range(gte=flt.min_importance)))
+    expired = qm.FieldCondition(key="expires_us", range=qm.Range(lte=micros(now)))
+    return qm.Filter(must=must, must_not=[expired])
 
 
 def ttl_ms(ttl_seconds: float) -> int:

@@ -1,0 +1,121 @@
+"""The fault harness's short run holds the invariants of spec §8 on both server backends.
+
+``benchmarks/faults.py --short`` starts its own embedded PostgreSQL and redis-servers, injects
+kill -9, SIGSTOP/SIGCONT, Redis restarts with and without persistence and a cancellation storm,
+and reports per backend and fault. Asserted here: no acknowledged write missing or doubled, no
+cross-tenant read, only ``ActroneError`` subclasses raised, recovery by the same manager, and no
+PostgreSQL connection left idle in transaction or open. Its timings are printed, not asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.faults.conftest import HARNESS
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis, pytest.mark.qdrant]
+
+EXPECTED = {
+    ("postgres", "kill9"),
+    ("postgres", "freeze"),
+    ("postgres", "cancel"),
+    ("redis_qdrant", "restart_persistent"),
+    ("redis_qdrant", "restart_volatile"),
+    ("redis_qdrant", "freeze"),
+    ("redis_qdrant", "cancel"),
+}
+
+
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    out = tmp_path_factory.mktemp("faults") / "rows.json"
+    done = subprocess.run(
+        [sys.executable, str(HARNESS), "--short", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    print(done.stdout)  # the report, shown by pytest -s or on failure
+    assert out.exists(), done.stderr[-3000:]
+    rows: list[dict[str, Any]] = json.loads(out.read_text())
+    return rows
+
+
+def test_every_backend_and_fault_ran(short_run: list[dict[str, Any]]) -> None:
+    assert {(r["backend"], r["fault"]) for r in short_run} == EXPECTED
+    for r in short_run:
+        assert r["memories_acked"] > 0 and r["turns_acked"] > 0, r
+
+
+def test_no_acknowledged_write_is_missing_or_doubled(short_run: list[dict[str, Any]]) -> None:
+    for r in short_run:
+        got = {k: r[k] for k in ("memories_missing", "memories_duplicated", "read_misses")}
+        got |= {k: r[k] for k in ("turns_missing", "turns_duplicated")}
+        assert got == dict.fromkeys(got, 0), (r["backend"], r["fault"])
+
+
+def test_no_read_crosses_tenants(short_run: list[dict[str, Any]]) -> None:
+    assert [(r["backend"], r["fault"], r["cross_tenant"]) for r in short_run] == [
+        (r["backend"], r["fault"], 0) for r in short_run
+    ]
+
+
+def test_only_typed_errors_and_every_server_fault_raised_some(
+    short_run: list[dict[str, Any]],
+) -> None:
+    for r in short_run:
+        assert r["untyped"] == {}, (r["backend"], r["fault"], r["untyped"])
+        if r["fault"] != "cancel":
+            assert r["errors"], (r["backend"], r["fault"])
+            assert r["time_to_fail_s"] is not None
+
+
+def test_the_same_manager_recovers_after_every_server_fault(
+    short_run: list[dict[str, Any]],
+) -> None:
+    for r in short_run:
+        if r["fault"] != "cancel":
+            assert r["time_to_recover_s"] is not None, (r["backend"], r["fault"])
+
+
+def test_no_postgres_connection_is_left_behind_once_garbage_is_collected(
+    short_run: list[dict[str, Any]],
+) -> None:
+    for r in short_run:
+        if r["backend"] == "postgres":
+            assert (r["idle_in_transaction"], r["leaked_after_gc"]) == (0, 0), r["fault"]
+
+
+def test_ctrl_c_removes_the_servers(tmp_path: Path) -> None:
+    # Interrupted while its redis-server is frozen, the harness still removes it: no process
+    # and no directory of its own are left.
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    proc = subprocess.Popen(
+        [sys.executable, str(HARNESS), "--backends", "redis_qdrant", "--faults", "freeze"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob("actrone-faults-redis-*/appendonlydir")):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    time.sleep(7.0)  # the default warm-up is 5 s: the server is frozen by now
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert list(tmp_path.iterdir()) == []
+    leftover = subprocess.run(
+        ["pgrep", "-f", str(tmp_path)], capture_output=True, text=True, check=False
+    ).stdout
+    assert leftover == ""
