@@ -9,12 +9,9 @@ search need them.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
-import os
 import re
-import socket
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -38,6 +35,8 @@ from actrone_pg.ranking import (
 )
 from actrone_pg.stores.base import dimension_mismatch
 from actrone_pg.stores.postgres import rows
+from actrone_pg.stores.postgres.rows import jsonb
+from actrone_pg.stores.postgres.severance import Severance
 from actrone_pg.stores.postgres.statements import (
     ANALYZE_FIRST,
     NORMALISE,
@@ -55,7 +54,6 @@ try:
     from pgvector.psycopg import register_vector_async
     from psycopg import sql
     from psycopg.rows import TupleRow, dict_row
-    from psycopg.types.json import Jsonb
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("postgres", exc.name or "psycopg") from None
@@ -317,19 +315,19 @@ class Connection:
         # A server that stops answering (frozen, or a network that drops packets) cannot enforce
         # its statement_timeout, and cancelling the task mid-statement makes psycopg send a
         # cancel request and wait for it (up to 10 s more against a frozen server). So at the
-        # deadline the connection's socket is shut down instead (_Severance): the statement
+        # deadline the connection's socket is shut down instead (Severance): the statement
         # fails at once, and the pool replaces the connection. asyncio's cancellation stays as
         # a backstop only.
         if self._pool is None:
             raise StoreError("the store is not set up (call setup() first) or already closed")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._op_timeout
-        severance: _Severance | None = None
+        severance: Severance | None = None
         try:
             async with asyncio.timeout_at(deadline + _CANCEL_GRACE):
                 pool, conn = await self._checkout(loop.time() + self._connect_timeout)
                 self._in_use += 1
-                severance = _Severance(conn, deadline)
+                severance = Severance(conn, deadline)
                 try:
                     yield conn
                 finally:
@@ -389,7 +387,7 @@ class Connection:
             if pool is None:
                 raise StoreError("the store is not set up (call setup() first) or already closed")
             conn = await pool.getconn(timeout=max(0.0, by - loop.time()))
-            severance = _Severance(conn, by)
+            severance = Severance(conn, by)
             try:
                 await conn.execute("")
             except psycopg.Error as exc:
@@ -519,61 +517,3 @@ class Connection:
             return None
         self._dimensions[name] = found[name]
         return found[name]
-
-
-class _Severance:
-    """Shuts a connection's socket down at ``deadline`` (event loop time) unless cancelled.
-
-    ``shutdown`` leaves the descriptor open (the event loop may be watching it) but makes it
-    readable at once: libpq reads end-of-file and psycopg raises ``OperationalError`` without
-    sending a cancel request, which a frozen server would never answer.
-    """
-
-    def __init__(self, conn: _Conn, deadline: float) -> None:
-        self.fired = False
-        self._conn = conn
-        self._handle = asyncio.get_running_loop().call_at(deadline, self._fire)
-
-    def cancel(self) -> None:
-        self._handle.cancel()
-
-    def _fire(self) -> None:
-        self.fired = True
-        try:
-            fd = self._conn.pgconn.socket
-        except psycopg.OperationalError:
-            return  # already closed
-        try:
-            with socket.socket(fileno=os.dup(fd)) as sock:
-                sock.shutdown(socket.SHUT_RDWR)
-        except OSError as exc:
-            logger.debug("could not shut down a PostgreSQL connection: %s", exc)
-
-
-def jsonb(value: Any) -> Jsonb:
-    """``value`` for a jsonb column, written so that every float reads back as the same float.
-
-    jsonb keeps numbers as ``numeric``, which prints ``1.152921504606847e+18`` (the shortest
-    repr of 2.0**60, as json.dumps writes it) as ``1152921504606847000``: read back, that is an
-    int, and another number. Floats of 1e16 and more (the ones whose repr has an exponent) are
-    therefore written as their exact decimal value with ``.0``, which numeric keeps as it is and
-    which parses back to the same float. Smaller floats already keep their decimal point.
-    """
-    return Jsonb(value, dumps=_dumps_exact)
-
-
-def _dumps_exact(value: Any) -> str:
-    text = json.dumps(value)
-    if "e+" not in text and "E+" not in text:
-        return text  # no float of 1e16 or more (nor a string with "e+": that costs a rewrite)
-    return _encode(value)
-
-
-def _encode(value: Any) -> str:
-    if isinstance(value, float) and math.isfinite(value) and abs(value) >= 1e16:
-        return f"{int(value)}.0"  # a float this large is a whole number: int() is exact
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{json.dumps(str(k))}:{_encode(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_encode(v) for v in value) + "]"
-    return json.dumps(value)

@@ -1,4 +1,5 @@
-"""The PostgreSQL store's rows as records: one decoder per statement, every column read by name.
+"""The PostgreSQL store's rows as records: one decoder per statement, every column read by name,
+and the one encoder of JSON values (:func:`jsonb`).
 
 Statements that return memories are read with psycopg's ``dict_row``; their column names are
 those of :mod:`~actrone_pg.stores.postgres.statements`, derived from the fields of
@@ -8,15 +9,20 @@ those of :mod:`~actrone_pg.stores.postgres.statements`, derived from the fields 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from actrone_pg.models import Memory, ScoredMemory, SessionInfo, Turn, memory_from_fields
 from actrone_pg.pipeline import PackedSearch, explains
 
+if TYPE_CHECKING:
+    from psycopg.types.json import Jsonb
+
 __all__ = [
+    "jsonb",
     "Removed",
     "dimensions",
     "hits",
@@ -132,3 +138,34 @@ def _metadata(value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         return {} if value == "{}" else dict(json.loads(value))
     return dict(value)
+
+
+def jsonb(value: Any) -> Jsonb:
+    """``value`` for a jsonb column, written so that every float reads back as the same float.
+
+    jsonb keeps numbers as ``numeric``, which prints ``1.152921504606847e+18`` (the shortest
+    repr of 2.0**60, as json.dumps writes it) as ``1152921504606847000``: read back, that is an
+    int, and another number. Floats of 1e16 and more (the ones whose repr has an exponent) are
+    therefore written as their exact decimal value with ``.0``, which numeric keeps as it is and
+    which parses back to the same float. Smaller floats already keep their decimal point.
+    """
+    from psycopg.types.json import Jsonb  # the postgres extra, checked by the store's import
+
+    return Jsonb(value, dumps=_dumps_exact)
+
+
+def _dumps_exact(value: Any) -> str:
+    text = json.dumps(value)
+    if "e+" not in text and "E+" not in text:
+        return text  # no float of 1e16 or more (nor a string with "e+": that costs a rewrite)
+    return _encode(value)
+
+
+def _encode(value: Any) -> str:
+    if isinstance(value, float) and math.isfinite(value) and abs(value) >= 1e16:
+        return f"{int(value)}.0"  # a float this large is a whole number: int() is exact
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(str(k))}:{_encode(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_encode(v) for v in value) + "]"
+    return json.dumps(value)
