@@ -6,6 +6,11 @@ Each conversation becomes an agent: its turns are written with ``inject_memories
 ranking of the configuration in force). Texts are embedded once, before anything is timed, and
 the vectors reused by every configuration (:class:`CachingEmbedder`), so the search time is the
 store's and the ranking's, without the query embedding.
+
+With ``memories="consolidated"`` (or ``"consolidated:N"``) the turns are not written as memories:
+each session's turns go through the extractive consolidator (windows of N turns, default 1), as
+``consolidate_session`` would write them, and an evidence turn counts as found where a returned
+memory's ``source_turn_ids`` contain it.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +31,10 @@ from actrone_pg.embedders import Embedder, as_vectors
 from actrone_pg.errors import ConfigurationError
 from actrone_pg.evaluation.loader import Conversation
 from actrone_pg.evaluation.metrics import OVERALL, QueryResult, Scores, score
+from actrone_pg.models import Turn
+
+if TYPE_CHECKING:
+    from actrone_pg.manager import MemoryManager
 
 __all__ = [
     "SEARCH_LIMIT",
@@ -97,6 +106,20 @@ class EvalConfig:
     label: str
     overrides: Mapping[str, str]
     config: MemoryConfig
+    #: "raw" (each turn a memory) or "consolidated[:N]" (see the module docstring).
+    memories: str = "raw"
+
+
+def consolidation_window(memories: str) -> int | None:
+    """``None`` for ``"raw"``, else the window of ``"consolidated[:N]"`` (default 1)."""
+    if memories == "raw":
+        return None
+    head, _, window = memories.partition(":")
+    if head != "consolidated" or (window and not window.isdigit()) or window in ("0",):
+        raise ConfigurationError(
+            "memories", f"expected 'raw', 'consolidated' or 'consolidated:N', got {memories!r}"
+        )
+    return int(window) if window else 1
 
 
 class CachingEmbedder:
@@ -225,26 +248,35 @@ async def run_eval(
             for conv in conversations:
                 agent = _agent_id(conv)
                 await mm.erase_agent(agent)
-                await mm.inject_memories(
-                    agent,
-                    [
-                        {
-                            "content": t.content(captions=captions),
-                            "memory_id": t.id,
-                            "session_id": f"session-{t.session}" if t.session else None,
-                            "created_at": t.created_at,
-                            "source": "eval",
-                        }
-                        for t in conv.turns
-                    ],
-                )
+                window = consolidation_window(ec.memories)
+                if window is None:
+                    await mm.inject_memories(
+                        agent,
+                        [
+                            {
+                                "content": t.content(captions=captions),
+                                "memory_id": t.id,
+                                "session_id": f"session-{t.session}" if t.session else None,
+                                "created_at": t.created_at,
+                                "source": "eval",
+                            }
+                            for t in conv.turns
+                        ],
+                    )
+                else:
+                    await _consolidate(mm, agent, conv, window, captions=captions)
                 for q in conv.questions:
                     started = time.perf_counter()
                     hits = await mm.search_memories(agent, q.text, limit=SEARCH_LIMIT)
                     elapsed = (time.perf_counter() - started) * 1000.0
                     result.results.append(
                         QueryResult(
-                            conv.id, q.category, q.evidence, tuple(h.id for h in hits), elapsed
+                            conv.id,
+                            q.category,
+                            q.evidence,
+                            tuple(h.id for h in hits),
+                            elapsed,
+                            None if window is None else tuple(h.source_turn_ids for h in hits),
                         )
                     )
                     if progress is not None:
@@ -258,3 +290,25 @@ async def run_eval(
         for c in conversations
     ]
     return EvalReport(cached.name, backend, summary, out)
+
+
+async def _consolidate(
+    mm: MemoryManager, agent: str, conv: Conversation, window: int, *, captions: bool
+) -> None:
+    """Write the conversation as the extractive consolidator turns each session into memories.
+
+    Each thing said becomes a turn whose user message is the line with its speaker's name, so
+    the consolidator adds no "User:" label of its own.
+    """
+    from actrone_pg.consolidation import ExtractiveConsolidator
+    from actrone_pg.consolidation.run import consolidate_turns
+
+    consolidator = ExtractiveConsolidator(window_turns=window, user_label="", assistant_label="")
+    sessions: dict[str, list[Turn]] = {}
+    for t in conv.turns:
+        session = f"session-{t.session or 0}"
+        sessions.setdefault(session, []).append(
+            Turn(t.id, agent, session, t.content(captions=captions), "", None, t.created_at, 0)
+        )
+    for session, turns in sessions.items():
+        await consolidate_turns(mm, consolidator, agent, session, turns)
