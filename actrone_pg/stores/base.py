@@ -94,7 +94,8 @@ class Store(Protocol):
 
         The sweeper consolidates each (reading it with a longer TTL) before it deletes it with
         :meth:`delete_expired_session`. A store whose sessions vanish by themselves (Redis)
-        returns ``[]``.
+        returns ``[]`` and sets a class attribute ``sessions_expire_by_themselves = True``: the
+        manager then consolidates a session shortly before its TTL instead.
         """
 
     async def delete_expired_session(

@@ -85,6 +85,10 @@ class Sessions(Connection):
         """Nothing to do: every key of a session carries its TTL and Redis removes it."""
         return 0
 
+    #: Redis removes an idle session by itself at its TTL, so no sweeper sees it first: the
+    #: manager consolidates such a session shortly before its TTL instead (docs/lifecycle.md).
+    sessions_expire_by_themselves = True
+
     async def expired_sessions(self, *, ttl_seconds: float, limit: int) -> list[tuple[str, str]]:
         """None: an expired session's keys are gone already (Redis removed them at their TTL)."""
         return []
