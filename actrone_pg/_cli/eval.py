@@ -100,10 +100,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--memories",
         action="append",
         default=[],
-        metavar="raw|consolidated[:N]",
+        metavar="raw|consolidated[:N[:S]]",
         help="what is written: each turn as a memory ('raw', the default) or the memories the "
-        "extractive consolidator makes of each session, N turns to a memory (default 1); "
-        "repeat to measure several side by side",
+        "extractive consolidator makes of each session, N turns to a memory, sentences scoring "
+        "at least S (its defaults if omitted); repeat to measure several side by side",
     )
     parser.add_argument("--chart", type=Path, help="save a PNG bar chart here (needs [bench])")
     parser.add_argument("--json", action="store_true", help="print the results as JSON only")
@@ -136,7 +136,7 @@ def _configs(args: argparse.Namespace) -> list[EvalConfig]:
         consolidation_window(kind)  # a bad value fails before anything runs
     return [
         dataclasses.replace(
-            ec, label=ec.label if kind == "raw" else f"{ec.label} [{kind}]", memories=kind
+            ec, label=ec.label if kind == "raw" else f"{ec.label} ({kind})", memories=kind
         )
         for kind in kinds
         for ec in out

@@ -7,8 +7,9 @@ ranking of the configuration in force). Texts are embedded once, before anything
 the vectors reused by every configuration (:class:`CachingEmbedder`), so the search time is the
 store's and the ranking's, without the query embedding.
 
-With ``memories="consolidated"`` (or ``"consolidated:N"``) the turns are not written as memories:
-each session's turns go through the extractive consolidator (windows of N turns, default 1), as
+With ``memories="consolidated"`` (or ``"consolidated:N:S"``) the turns are not written as
+memories: each session's turns go through the extractive consolidator (windows of N turns, least
+sentence score S; its defaults if omitted), as
 ``consolidate_session`` would write them, and an evidence turn counts as found where a returned
 memory's ``source_turn_ids`` contain it.
 """
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from actrone_pg.config import ENV_PREFIX, MemoryConfig
+from actrone_pg.consolidation import ExtractiveConsolidator
 from actrone_pg.embedders import Embedder, as_vectors
 from actrone_pg.errors import ConfigurationError
 from actrone_pg.evaluation.loader import Conversation
@@ -110,16 +112,27 @@ class EvalConfig:
     memories: str = "raw"
 
 
-def consolidation_window(memories: str) -> int | None:
-    """``None`` for ``"raw"``, else the window of ``"consolidated[:N]"`` (default 1)."""
+def consolidation_window(memories: str) -> tuple[int, float] | None:
+    """``None`` for ``"raw"``, else the window and minimum sentence score of
+    ``"consolidated[:N[:S]]"`` (defaults: the extractive consolidator's)."""
     if memories == "raw":
         return None
-    head, _, window = memories.partition(":")
-    if head != "consolidated" or (window and not window.isdigit()) or window in ("0",):
+    head, *rest = memories.split(":")
+    defaults = ExtractiveConsolidator()
+    try:
+        if head != "consolidated" or len(rest) > 2:
+            raise ValueError(memories)
+        window = int(rest[0]) if rest else defaults.window_turns
+        min_score = float(rest[1]) if len(rest) > 1 else defaults.min_score
+        if window < 1:
+            raise ValueError(memories)
+    except ValueError:
         raise ConfigurationError(
-            "memories", f"expected 'raw', 'consolidated' or 'consolidated:N', got {memories!r}"
-        )
-    return int(window) if window else 1
+            "memories",
+            f"expected 'raw' or 'consolidated[:N[:S]]' (N turns a memory, S the least sentence "
+            f"score), got {memories!r}",
+        ) from None
+    return window, min_score
 
 
 class CachingEmbedder:
@@ -264,7 +277,7 @@ async def run_eval(
                         ],
                     )
                 else:
-                    await _consolidate(mm, agent, conv, window, captions=captions)
+                    await _consolidate(mm, agent, conv, *window, captions=captions)
                 for q in conv.questions:
                     started = time.perf_counter()
                     hits = await mm.search_memories(agent, q.text, limit=SEARCH_LIMIT)
@@ -293,17 +306,24 @@ async def run_eval(
 
 
 async def _consolidate(
-    mm: MemoryManager, agent: str, conv: Conversation, window: int, *, captions: bool
+    mm: MemoryManager,
+    agent: str,
+    conv: Conversation,
+    window: int,
+    min_score: float,
+    *,
+    captions: bool,
 ) -> None:
     """Write the conversation as the extractive consolidator turns each session into memories.
 
     Each thing said becomes a turn whose user message is the line with its speaker's name, so
     the consolidator adds no "User:" label of its own.
     """
-    from actrone_pg.consolidation import ExtractiveConsolidator
     from actrone_pg.consolidation.run import consolidate_turns
 
-    consolidator = ExtractiveConsolidator(window_turns=window, user_label="", assistant_label="")
+    consolidator = ExtractiveConsolidator(
+        window_turns=window, min_score=min_score, user_label="", assistant_label=""
+    )
     sessions: dict[str, list[Turn]] = {}
     for t in conv.turns:
         session = f"session-{t.session or 0}"
