@@ -5,7 +5,8 @@ The tree::
     ActroneError
     ├── ConfigurationError (also ValueError)   a MemoryConfig field is invalid
     ├── ValidationError (also ValueError)      an argument of a call is invalid
-    │   └── DimensionMismatchError             a vector of the wrong length
+    │   ├── DimensionMismatchError             a vector of the wrong length
+    │   └── MemoryNotFoundError                the agent has no such (current) memory
     ├── MissingDependencyError (also ImportError)
     │                                          an optional extra is not installed
     ├── StoreError                             a backend failed
@@ -30,6 +31,7 @@ __all__ = [
     "ConsolidationError",
     "DimensionMismatchError",
     "EmbedderError",
+    "MemoryNotFoundError",
     "MissingDependencyError",
     "ModelNotAvailableError",
     "RerankerError",
@@ -58,6 +60,10 @@ class ValidationError(ActroneError, ValueError):
 
 class DimensionMismatchError(ValidationError):
     """A vector's length differs from the embedder's (or the stored vectors') dimensions."""
+
+
+class MemoryNotFoundError(ValidationError):
+    """The agent has no memory with this id (never had, deleted, or expired)."""
 
 
 class MissingDependencyError(ActroneError, ImportError):

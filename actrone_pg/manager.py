@@ -17,6 +17,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,7 +35,9 @@ from actrone_pg.errors import (
     ConfigurationError,
     ConsolidationError,
     EmbedderError,
+    MemoryNotFoundError,
     RerankerError,
+    StoreError,
     ValidationError,
 )
 from actrone_pg.models import (
@@ -64,6 +67,8 @@ _MEMORY_NAMESPACE = uuid.UUID("6f3a7d2e-5c1b-4e8a-9d0f-2b7c4e6a8f10")
 # with the id as "memory_id". A version's number and validity belong to update_memory.
 _SET_BY_MANAGER = {"id", "agent_id", "embedder", "token_count", "version", "valid_from", "valid_to"}
 _MEMORY_FIELDS = frozenset(STORED_MEMORY_FIELDS) - _SET_BY_MANAGER | {"memory_id"}
+# How often update_memory re-reads a memory that another writer changed under it.
+_UPDATE_ATTEMPTS = 5
 
 # Consolidation holds the agent's maintenance lock (spec §8) this long at most; a run that takes
 # longer (a slow chat model) may overlap another, whose writes the derived ids make harmless.
@@ -705,10 +710,87 @@ class MemoryManager:
         return await self.store.delete_memory(agent_id, memory_id)
 
     async def get_memory(self, agent_id: str, memory_id: str) -> Memory | None:
-        """One of the agent's memories, or ``None``."""
+        """The current version of one of the agent's memories, or ``None`` (also once expired)."""
         v.check_id("agent_id", agent_id)
         v.check_id("memory_id", memory_id)
-        return await self.store.get_memory(agent_id, memory_id)
+        return self._live(await self.store.get_memory(agent_id, memory_id), _now())
+
+    async def update_memory(
+        self,
+        agent_id: str,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        tags: Iterable[str] | None = None,
+        importance: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        content_type: str | None = None,
+        expires_at: datetime | None = None,
+    ) -> Memory:
+        """Write a new version of a memory and return it; the replaced version is kept.
+
+        The memory keeps its id; fields not passed (``None``) keep their values, and so do
+        ``session_id``, ``source``, ``sensitivity``, ``created_at`` and ``source_turn_ids``.
+        The new version's ``version`` is one more, its ``valid_from`` now; the replaced one's
+        ``valid_to`` becomes now, and :meth:`memory_history` returns it. Searches, counts and the
+        BM25 statistics see the current version only. The content is embedded again (by the
+        current embedder). An expired memory, like a missing one, raises
+        :class:`~actrone_pg.errors.MemoryNotFoundError`; ``expires_at`` must be in the future.
+        """
+        v.check_id("agent_id", agent_id)
+        v.check_id("memory_id", memory_id)
+        limit = self.config.max_text_chars
+        changes: dict[str, Any] = {}
+        if content is not None:
+            changes["content"] = v.check_text("content", content, limit)
+        if tags is not None:
+            changes["tags"] = v.check_tags(tags)
+        if importance is not None:
+            changes["importance"] = v.check_importance(importance)
+        if metadata is not None:
+            changes["metadata"] = v.check_metadata(metadata, max_chars=limit)
+        if content_type is not None:
+            changes["content_type"] = v.check_label("content_type", content_type)
+        if expires_at is not None:
+            changes["expires_at"] = _check_expiry(expires_at, _now())
+        # Another writer may update the same memory between our read and our write: the store
+        # writes only over the version we read, so re-read and apply the change again.
+        for _ in range(_UPDATE_ATTEMPTS):
+            now = _now()
+            current = self._live(await self.store.get_memory(agent_id, memory_id), now)
+            if current is None:
+                raise MemoryNotFoundError(f"agent {agent_id!r} has no memory {memory_id!r}")
+            text = changes.get("content", current.content)
+            new = replace(
+                current,
+                **changes,
+                embedder=self.embedder.name,
+                token_count=self.count_tokens(text),
+                version=current.version + 1,
+                valid_from=max(now, current.valid_from or now),
+                valid_to=None,
+                explain=None,
+            )
+            (vector,) = await self._embed([text])
+            if await self.store.replace_memory(MemoryRecord(new, vector), version=current.version):
+                return new
+        raise StoreError(
+            f"memory {memory_id!r} kept changing under {_UPDATE_ATTEMPTS} attempts to update it;"
+            " try again"
+        )
+
+    async def memory_history(self, agent_id: str, memory_id: str) -> list[Memory]:
+        """Every version of the memory, oldest first, the current one last.
+
+        ``[]`` if the agent has no such memory, or it has expired (an expired memory is never
+        returned). Replaced versions keep their own text and fields.
+        """
+        v.check_id("agent_id", agent_id)
+        v.check_id("memory_id", memory_id)
+        versions = await self.store.memory_history(agent_id, memory_id)
+        if not versions or self._live(versions[-1], _now()) is None:
+            return []
+        return versions
 
     async def count_memories(self, agent_id: str) -> int:
         """How many memories the agent has."""
@@ -782,6 +864,12 @@ class MemoryManager:
             relevance_threshold=self._threshold,
             candidates_considered=packed.ranked,
         )
+
+    def _live(self, memory: Memory | None, now: datetime) -> Memory | None:
+        """``memory`` unless it is ``None`` or has expired at ``now``."""
+        if memory is None or (memory.expires_at is not None and memory.expires_at <= now):
+            return None
+        return memory
 
     def _count_turn(self, user: str, assistant: str, tool_results: list[Any] | None) -> int:
         """A turn's tokens: its two messages and the JSON of its tool results, together."""

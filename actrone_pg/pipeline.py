@@ -128,7 +128,9 @@ def search(request: SearchRequest, candidates: Candidates, stats: CorpusStats) -
         return PackedSearch(hits=[], ranked=0, tokens=0)
     cosine = candidates.cosine[admitted]
     tf, lengths = candidates.term_frequencies(admitted, request.terms)
-    scores = bm25(tf, lengths, [stats.doc_freq.get(t, 0) for t in request.terms], stats)
+    doc_freqs = [stats.doc_freq.get(t, 0) for t in request.terms]
+    p = request.params
+    scores = bm25(tf, lengths, doc_freqs, stats, p.bm25_k1, p.bm25_b)
     ranked = rank_arrays(
         candidates.id_order[admitted],
         candidates.created_us[admitted],

@@ -20,7 +20,8 @@ and PostgreSQL's SQL is tested for parity against it, so every rule here is the 
 of Unicode letters and digits (``[^\\W_]+``); everything else separates terms. ``"Don't e-mail
 me!"`` gives ``["don", "t", "e", "mail", "me"]``. A query's terms are its distinct tokens.
 
-**BM25**: ``k1 = 1.2``, ``b = 0.75``; ``idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))`` where ``N``
+**BM25**: ``k1`` and ``b`` from :class:`RankingParams` (by default ``BM25_K1`` and
+``BM25_B``); ``idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))`` where ``N``
 is the number of the agent's memories and ``df`` how many contain ``t``; document length is its
 token count, ``avgdl`` the agent's mean. Statistics cover the agent's whole corpus, not only the
 admitted candidates.
@@ -102,21 +103,23 @@ def bm25(
     lengths: npt.NDArray[np.float64],
     doc_freqs: Sequence[int],
     stats: CorpusStats,
+    k1: float = BM25_K1,
+    b: float = BM25_B,
 ) -> npt.NDArray[np.float64]:
     """BM25 of each document for the distinct query terms; 0.0 where it shares none.
 
     ``tf`` holds each term's frequency in each document (one row per term, in query order),
     ``lengths`` each document's token count and ``doc_freqs`` each term's document frequency. The
     terms are summed in query order (floating-point addition is not associative; the SQL adds
-    them in the same order).
+    them in the same order). ``k1`` saturates term frequency, ``b`` normalises by length.
     """
     score = np.zeros(lengths.size, dtype=np.float64)
-    norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths / stats.avgdl)
+    norm = k1 * (1.0 - b + b * lengths / stats.avgdl)
     for f, df in zip(tf, doc_freqs, strict=True):
         if not f.any():
             continue
         weight = idf(stats.n_docs, df)
-        score = score + np.where(f > 0, weight * (f * (BM25_K1 + 1.0)) / (f + norm), 0.0)
+        score = score + np.where(f > 0, weight * (f * (k1 + 1.0)) / (f + norm), 0.0)
     return score
 
 
@@ -135,6 +138,8 @@ class RankingParams:
     rrf_weights: tuple[float, float, float] = (1.0, 1.0, 1.0)
     relevance_weight: float = 0.7
     recency_weight: float = 0.3
+    bm25_k1: float = BM25_K1
+    bm25_b: float = BM25_B
 
 
 def micros(dt: datetime) -> int:

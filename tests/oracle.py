@@ -14,8 +14,6 @@ from typing import Generic, TypeVar
 
 from actrone_pg.models import Explain
 from actrone_pg.ranking import (
-    BM25_B,
-    BM25_K1,
     RECENCY_HORIZON_SECONDS,
     CorpusStats,
     RankingParams,
@@ -38,16 +36,22 @@ class Candidate(Generic[T]):
 
 
 def bm25_score(
-    terms: Sequence[str], tf: Mapping[str, int], length: int, stats: CorpusStats
+    terms: Sequence[str],
+    tf: Mapping[str, int],
+    length: int,
+    stats: CorpusStats,
+    params: RankingParams | None = None,
 ) -> float:
     """BM25 of one document for the distinct query ``terms``; 0.0 if it shares none."""
+    p = params or RankingParams()
+    k1, b = p.bm25_k1, p.bm25_b
     score = 0.0
     for term in terms:
         f = tf.get(term, 0)
         if f == 0:
             continue
-        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * length / stats.avgdl)
-        score += idf(stats.n_docs, stats.doc_freq.get(term, 0)) * (f * (BM25_K1 + 1.0)) / (f + norm)
+        norm = k1 * (1.0 - b + b * length / stats.avgdl)
+        score += idf(stats.n_docs, stats.doc_freq.get(term, 0)) * (f * (k1 + 1.0)) / (f + norm)
     return score
 
 

@@ -53,6 +53,8 @@ CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "inject_memories": (("ag", ["one", "two"]), {}),
     "delete_memory": (("ag", "m1"), {}),
     "get_memory": (("ag", "m1"), {}),
+    "update_memory": (("ag", "m1"), {"content": "new content"}),
+    "memory_history": (("ag", "m1"), {}),
     "count_memories": (("ag",), {}),
     "erase_agent": (("ag",), {}),
     "search_memories": (("ag", "query"), {}),
@@ -135,6 +137,8 @@ async def test_the_listed_calls_are_valid() -> None:
         elif name == "count_tokens":
             assert mm.count_tokens(*args, **kwargs) == 3
         else:
+            if name in ("update_memory", "memory_history"):  # a memory "m1" to work on
+                await mm.inject_memory("ag", "the first content", memory_id="m1")
             await getattr(mm, name)(*args, **kwargs)
 
 

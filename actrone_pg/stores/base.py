@@ -121,10 +121,22 @@ class Store(Protocol):
         """Insert or replace memories (keyed by agent and id), all or none."""
 
     async def get_memory(self, agent_id: str, memory_id: str) -> Memory | None:
-        """One memory of the agent, or ``None``."""
+        """The current version of one memory of the agent, or ``None``."""
+
+    async def replace_memory(self, record: MemoryRecord, *, version: int) -> bool:
+        """Write ``record`` as the memory's new current version, keeping the replaced one.
+
+        Atomic: only if the memory's current version is ``version`` (else ``False``, nothing
+        written; the caller re-reads and retries). The replaced version is kept, with
+        ``valid_to`` set to the new version's ``valid_from``, for :meth:`memory_history`; it
+        leaves search and the BM25 statistics, which hold current versions only.
+        """
+
+    async def memory_history(self, agent_id: str, memory_id: str) -> list[Memory]:
+        """Every version of the memory, oldest first (the current one last); ``[]`` if none."""
 
     async def delete_memory(self, agent_id: str, memory_id: str) -> bool:
-        """Delete one memory of the agent; ``False`` if the agent has no such memory."""
+        """Delete one memory of the agent, every version; ``False`` if it has no such memory."""
 
     async def count_memories(self, agent_id: str) -> int:
         """How many memories the agent has (all embedders)."""

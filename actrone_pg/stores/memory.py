@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -111,6 +111,8 @@ class _Space:
 @dataclass
 class _Agent:
     entries: dict[str, _Entry] = field(default_factory=dict)
+    # memory id -> its replaced versions, oldest first
+    history: dict[str, list[Memory]] = field(default_factory=dict)
     doc_freq: Counter[str] = field(default_factory=Counter)
     postings: dict[str, dict[str, int]] = field(default_factory=dict)
     total_length: int = 0
@@ -311,10 +313,36 @@ class InMemoryStore:
         entry = agent.entries.get(memory_id) if agent else None
         return entry.memory if entry else None
 
-    async def delete_memory(self, agent_id: str, memory_id: str) -> bool:
-        """Delete one memory of the agent."""
+    async def replace_memory(self, record: MemoryRecord, *, version: int) -> bool:
+        """The new current version, if the current one is ``version``; the old one kept."""
+        m = record.memory
+        agent = self._agents.get(m.agent_id)
+        entry = agent.entries.get(m.id) if agent else None
+        if agent is None or entry is None or entry.memory.version != version:
+            return False
+        expected = self._dimensions.get(m.embedder)
+        if expected is not None and expected != int(record.vector.shape[0]):
+            raise dimension_mismatch(m.embedder, expected, int(record.vector.shape[0]))
+        old = replace(entry.memory, valid_to=m.valid_from)
+        await self.upsert_memories([record])
+        agent.history.setdefault(m.id, []).append(old)
+        return True
+
+    async def memory_history(self, agent_id: str, memory_id: str) -> list[Memory]:
+        """The replaced versions, then the current one."""
         agent = self._agents.get(agent_id)
-        return agent.remove(memory_id) if agent else False
+        entry = agent.entries.get(memory_id) if agent else None
+        if agent is None or entry is None:
+            return []
+        return [*agent.history.get(memory_id, []), entry.memory]
+
+    async def delete_memory(self, agent_id: str, memory_id: str) -> bool:
+        """Delete one memory of the agent, with its replaced versions."""
+        agent = self._agents.get(agent_id)
+        if agent is None:
+            return False
+        agent.history.pop(memory_id, None)
+        return agent.remove(memory_id)
 
     async def count_memories(self, agent_id: str) -> int:
         """Number of the agent's memories."""

@@ -165,6 +165,8 @@ async def test_parity_with_the_reference(other: Store, family: str) -> None:
             rrf_weights=rng.choice([(1.0, 1.0, 1.0), (1.0, 1.0, 0.3), (0.5, 2.0, 0.0)]),
             relevance_weight=0.7,
             recency_weight=0.3,
+            bm25_k1=rng.choice([1.2, 0.9, 2.0]),
+            bm25_b=rng.choice([0.75, 0.3, 0.0, 1.0]),
         )
         threshold = (
             rng.choice([-0.5, 0.0, 0.25, 0.5]) if family == "exact" else rng.uniform(-0.2, 0.4)

@@ -43,15 +43,17 @@ LIVE: dict[str, dict[str, str]] = {
     "0008": _AT_0003 | {"hybrid_search": "0008"},
     "0009": _AT_0003 | {"hybrid_search": "0009"},
     "0010": _AT_0003 | {"hybrid_search": "0009", "pack_positions": "0010"},
+    "0011": _AT_0003 | {"hybrid_search": "0011", "pack_positions": "0010"},
     "0012": _AT_0003
     | {
-        "hybrid_search": "0009",
+        "hybrid_search": "0011",
         "pack_positions": "0010",
         "memory_versions": "0012",
         "memory_lineage": "0012",
     },
 }
-#: hybrid_search's argument count at each revision that has it (0006 and 0007 each add one).
+#: hybrid_search's argument count at each revision that has it (0006 and 0007 each add one,
+#: 0011 two).
 ARITY = {
     "0003": 12,
     "0004": 12,
@@ -61,7 +63,8 @@ ARITY = {
     "0008": 14,
     "0009": 14,
     "0010": 14,
-    "0012": 14,
+    "0011": 16,
+    "0012": 16,
 }
 #: hybrid_search's SET clauses (0005 adds enable_nestloop, 0009 plan_cache_mode).
 _NESTLOOP = ["jit=off", "enable_nestloop=off"]
@@ -75,6 +78,7 @@ SETTINGS = {
     "0008": _NESTLOOP,
     "0009": _GENERIC,
     "0010": _GENERIC,
+    "0011": _GENERIC,
     "0012": _GENERIC,
 }
 

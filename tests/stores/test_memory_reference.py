@@ -62,6 +62,8 @@ async def test_vectorised_search_equals_reference(seed: int) -> None:
             hybrid=rng.random() < 0.7,
             rrf_k=rng.choice([1, 60]),
             rrf_weights=rng.choice([(1.0, 1.0, 1.0), (1.0, 1.0, 0.3)]),
+            bm25_k1=rng.choice([1.2, 0.9, 2.0]),
+            bm25_b=rng.choice([0.75, 0.3, 0.0, 1.0]),
         )
         req = request(
             "ag",
@@ -76,7 +78,9 @@ async def test_vectorised_search_equals_reference(seed: int) -> None:
                 id=r.memory.id,
                 created_at=r.memory.created_at,
                 cosine=float(np.float32(r.vector @ req.vector)),
-                bm25=bm25_score(req.terms, counts[r.memory.id][0], counts[r.memory.id][1], stats),
+                bm25=bm25_score(
+                    req.terms, counts[r.memory.id][0], counts[r.memory.id][1], stats, params
+                ),
                 item=r.memory,
             )
             for r in recs

@@ -13,7 +13,7 @@ memories newest first, the cursor's key); built in the transaction on an empty t
 concurrently, as 0002 does.
 
 Revision ID: 0012
-Revises: 0010
+Revises: 0011
 Create Date: 2026-12-01
 """
 
@@ -28,7 +28,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from actrone_pg.migrations._ops import drop_view, execute, install, schema_name, template
 
 revision: str = "0012"
-down_revision: str | None = "0010"
+down_revision: str | None = "0011"
 branch_labels: str | None = None
 depends_on: str | None = None
 

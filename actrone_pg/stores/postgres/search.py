@@ -61,7 +61,7 @@ class Search(Maintenance):
         ann = await self._ann_dimensions(request.agent_id, request.embedder, expected)
         candidates = self._candidates(request.agent_id, request.embedder, ann, request.limit)
         p = request.params
-        params = (
+        params: tuple[Any, ...] = (
             request.agent_id,
             request.embedder,
             await self._query_terms(request.terms),
@@ -76,7 +76,10 @@ class Search(Maintenance):
             request.now,
             content,
         )
-        return candidates, params if ann is None else (*params, request.vector)
+        # p_candidates' query vector (when it scans an HNSW index) comes before k1 and b.
+        if ann is not None:
+            params = (*params, request.vector)
+        return candidates, (*params, float(p.bm25_k1), float(p.bm25_b))
 
     def _search_sql(self, text: str, candidates: sql.Composable) -> sql.Composed:
         if candidates is NO_CANDIDATES:  # the usual statement, composed once

@@ -135,11 +135,32 @@ SELECT_MEMORY = (
     "SELECT " + MEMORY_COLUMNS + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = %s"
 )
 COUNT_MEMORIES = "SELECT count(*) FROM {s}.memories WHERE agent_id = %s"
+# -- versions (migration 0012): memories holds the current version, memory_history the others --
+_HISTORY_COLUMNS = ("agent_id", *MEMORY_FIELDS)
+# Copies the current version into the history, closed at the new version's valid_from (the
+# first parameter), only if it is the version the caller read: the compare-and-set of an update.
+ARCHIVE_MEMORY = (
+    "INSERT INTO {s}.memory_history ("
+    + ", ".join(_HISTORY_COLUMNS)
+    + ") SELECT "
+    + ", ".join("%s" if name == "valid_to" else "m." + name for name in _HISTORY_COLUMNS)
+    + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = %s AND m.version = %s"
+    " RETURNING 1"
+)
+SELECT_HISTORY = (
+    "SELECT " + MEMORY_COLUMNS + " FROM {s}.memory_history AS m WHERE m.agent_id = %s AND m.id = %s"
+    " AND EXISTS (SELECT 1 FROM {s}.memories AS c WHERE c.agent_id = m.agent_id AND c.id = m.id)"
+    " UNION ALL SELECT "
+    + MEMORY_COLUMNS
+    + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = %s ORDER BY version"
+)
+DELETE_HISTORY = "DELETE FROM {s}.memory_history WHERE agent_id = %s AND id = ANY(%s::text[])"
 # hybrid_search returns the ranked memories with their fields, best first. {candidates} is
 # NULL (an exact scan) or, for an agent with its own HNSW index, the ids that index finds.
 _HYBRID_SEARCH = (
     " FROM {s}.hybrid_search(%s, %s, %s::text[], %s, %s::float8, %s::int, %s::bool, %s::int,"
-    " %s::float8[], %s::float8, %s::float8, %s::timestamptz, %s::bool, {candidates}) AS h"
+    " %s::float8[], %s::float8, %s::float8, %s::timestamptz, %s::bool, {candidates},"
+    " %s::float8, %s::float8) AS h"
 )
 _EXPLAIN_COLUMNS = "h.cosine, h.bm25, h.dense_rank, h.lexical_rank, h.recency_rank, h.fused_score"
 # Search reads metadata as text: most memories have none, and the decoder skips the JSON parser
@@ -211,6 +232,7 @@ NORMALISE = (
 )
 ERASE = [
     "DELETE FROM {s}.memories WHERE agent_id = %s",
+    "DELETE FROM {s}.memory_history WHERE agent_id = %s",
     "DELETE FROM {s}.term_stats WHERE agent_id = %s",
     "DELETE FROM {s}.agent_stats WHERE agent_id = %s",
     "DELETE FROM {s}.sessions WHERE agent_id = %s",

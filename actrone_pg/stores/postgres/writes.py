@@ -16,9 +16,11 @@ from actrone_pg.stores.postgres.connection import _Conn
 from actrone_pg.stores.postgres.maintenance import Maintenance
 from actrone_pg.stores.postgres.statements import (
     ANALYZE_GROWTH,
+    ARCHIVE_MEMORY,
     COPY_MEMORIES,
     COPY_TYPES,
     COUNT_MEMORIES,
+    DELETE_HISTORY,
     DELETE_MEMORIES,
     ERASE,
     LOCK_AGENT_STATS,
@@ -26,6 +28,7 @@ from actrone_pg.stores.postgres.statements import (
     PRUNE_TERM_STATS,
     REGISTER_EMBEDDERS,
     SELECT_EMBEDDERS,
+    SELECT_HISTORY,
     SELECT_MEMORY,
     SETTLE_MIN_ROWS,
     UPDATE_AGENT_STATS,
@@ -58,9 +61,19 @@ class Writes(Maintenance):
 
         Rows go in through binary COPY; statistics are updated under a lock on each agent's
         statistics row (agents locked in sorted order, so concurrent batches cannot deadlock).
+        A replaced memory starts afresh: its earlier versions are dropped.
         """
+        await self._upsert(records, version=None)
+
+    async def replace_memory(self, record: MemoryRecord, *, version: int) -> bool:
+        """Archive the current version (if it is ``version``) and write the new one, atomically."""
+        return await self._upsert([record], version=version)
+
+    async def _upsert(self, records: Sequence[MemoryRecord], *, version: int | None) -> bool:
+        """Write ``records``; with ``version``, the one record replaces that version of its
+        memory, which moves to the history (``False``, nothing written, if it is not current)."""
         if not records:
-            return
+            return True
         dims = batch_dimensions(records)
         self._check_known_dimensions(dims)
         by_agent: dict[str, list[MemoryRecord]] = defaultdict(list)
@@ -78,7 +91,17 @@ class Writes(Maintenance):
                 )
                 self._check_known_dimensions(dims, stored)
             for agent_id in sorted(by_agent):
-                sizes[agent_id] = await self._write_agent(conn, agent_id, by_agent[agent_id])
+                if version is not None:
+                    await conn.execute(self._q(LOCK_AGENT_STATS), (agent_id,))
+                    m = records[0].memory
+                    cur = await conn.execute(
+                        self._q(ARCHIVE_MEMORY), (m.valid_from, agent_id, m.id, version)
+                    )
+                    if await cur.fetchone() is None:
+                        return False
+                sizes[agent_id] = await self._write_agent(
+                    conn, agent_id, by_agent[agent_id], fresh=version is None
+                )
         # Cached only once committed: a rolled-back registration must not be remembered.
         self._dimensions.update(stored)
         if self._ann_min > 0:
@@ -96,12 +119,20 @@ class Writes(Maintenance):
             self._settle_task is None or self._settle_task.done()
         ):
             self._settle_task = asyncio.create_task(self._settle(), name="actrone-settle")
+        return True
 
-    async def _write_agent(self, conn: _Conn, agent_id: str, recs: list[MemoryRecord]) -> int:
-        """Write one agent's batch and its statistics; returns the agent's memory count."""
+    async def _write_agent(
+        self, conn: _Conn, agent_id: str, recs: list[MemoryRecord], *, fresh: bool
+    ) -> int:
+        """Write one agent's batch and its statistics; returns the agent's memory count.
+
+        ``fresh``: the memories replaced start afresh, their earlier versions dropped.
+        """
         await conn.execute(self._q(LOCK_AGENT_STATS), (agent_id,))
         ids = [r.memory.id for r in recs]
         gone = rows.removed(await self._fetch(conn, self._q(DELETE_MEMORIES), (agent_id, ids)))
+        if fresh and gone:
+            await conn.execute(self._q(DELETE_HISTORY), (agent_id, ids))
         df: Counter[str] = Counter()
         n_delta = 0
         len_delta = 0
@@ -148,8 +179,16 @@ class Writes(Maintenance):
             found = await self._fetch(conn, self._q(SELECT_MEMORY), (agent_id, memory_id))
         return rows.memory(agent_id, found[0]) if found else None
 
+    async def memory_history(self, agent_id: str, memory_id: str) -> list[Memory]:
+        """Every version of the memory, oldest first, in one snapshot."""
+        async with self._conn() as conn:
+            found = await self._fetch(
+                conn, self._q(SELECT_HISTORY), (agent_id, memory_id, agent_id, memory_id)
+            )
+        return [rows.memory(agent_id, r) for r in found]
+
     async def delete_memory(self, agent_id: str, memory_id: str) -> bool:
-        """Delete one memory of the agent and take it out of the BM25 statistics."""
+        """Delete one memory of the agent (every version) and take it out of the statistics."""
         async with self._conn() as conn, conn.transaction():
             await conn.execute(self._q(LOCK_AGENT_STATS), (agent_id,))
             gone = rows.removed(
@@ -157,6 +196,7 @@ class Writes(Maintenance):
             )
             if not gone:
                 return False
+            await conn.execute(self._q(DELETE_HISTORY), (agent_id, [memory_id]))
             (old,) = gone
             if old.terms:
                 await conn.execute(

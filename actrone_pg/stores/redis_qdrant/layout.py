@@ -34,7 +34,9 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("qdrant", "qdrant-client") from None
 
 __all__ = [
+    "HISTORY",
     "LAYOUT",
+    "SEARCH_PAYLOAD",
     "TURN_IDS_KEPT",
     "AgentKeys",
     "PayloadColumns",
@@ -172,6 +174,14 @@ def turn_from_json(text: str) -> Turn:
 # expiry in microseconds, or none) is what Qdrant's range filter compares: it has no datetime
 # index in local mode.
 _PAYLOAD_KEY = {name: "memory_id" if name == "id" else name for name in STORED_MEMORY_FIELDS}
+
+
+#: The payload key of a memory's replaced versions (payloads of :func:`to_payload`, oldest
+#: first). Kept with the point, it goes wherever the point goes (replaced, deleted, erased);
+#: search never reads it.
+HISTORY = "history"
+#: What search reads of a payload: everything but the history.
+SEARCH_PAYLOAD = qm.PayloadSelectorExclude(exclude=[HISTORY])
 
 
 def to_payload(memory: Memory) -> dict[str, Any]:

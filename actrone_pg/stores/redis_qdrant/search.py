@@ -16,6 +16,7 @@ from actrone_pg.ranking import cosines as _reference_cosines
 from actrone_pg.stores.base import check_query_dimensions
 from actrone_pg.stores.redis_qdrant.index import Index
 from actrone_pg.stores.redis_qdrant.layout import (
+    SEARCH_PAYLOAD,
     AgentKeys,
     agent_filter,
     from_payload,
@@ -66,7 +67,7 @@ class Search(Index):
                     query_filter=agent_filter(request.agent_id),
                     limit=fetch,
                     score_threshold=request.threshold - _SCORE_SLACK,
-                    with_payload=True,
+                    with_payload=SEARCH_PAYLOAD,
                     with_vectors=False,
                     **self._exact(),
                 )

@@ -8,7 +8,10 @@ copies read beforehand and the Redis changes are undone.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
+import uuid
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -19,12 +22,15 @@ from actrone_pg.models import Memory
 from actrone_pg.stores.base import MemoryRecord, batch_dimensions, dimension_mismatch
 from actrone_pg.stores.redis_qdrant.index import Index, Prior
 from actrone_pg.stores.redis_qdrant.layout import (
+    HISTORY,
     AgentKeys,
     agent_filter,
     doc_entry,
+    enc,
     from_payload,
     point_id,
     to_payload,
+    ttl_ms,
 )
 
 try:
@@ -35,6 +41,10 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 __all__ = ["QDRANT_CHUNK", "Writes"]
 
 logger = logging.getLogger("actrone_pg.stores.redis_qdrant")
+
+# An update holds its memory's lock for at most this long, and waits at most this long for it.
+_UPDATE_LOCK_TTL = 30.0
+_UPDATE_LOCK_WAIT = 10.0
 
 # Points per Qdrant upsert: keeps each HTTP body small; a larger batch is still all-or-nothing.
 QDRANT_CHUNK = 256
@@ -53,6 +63,13 @@ class Writes(Index):
         undone, and the error is raised. If that compensation itself fails (both servers down at
         once) the original error is still raised and the log names the affected agents and ids.
         """
+        await self._upsert(records, {})
+
+    async def _upsert(
+        self, records: Sequence[MemoryRecord], history: dict[tuple[str, str], list[Any]]
+    ) -> None:
+        """:meth:`upsert_memories`, with each memory's earlier versions (``history``, by agent
+        and id) kept in its point's payload; a memory not named there starts afresh."""
         if not records:
             return
         batch_dims = batch_dimensions(records)
@@ -77,7 +94,8 @@ class Writes(Index):
         copies: dict[tuple[str, str], qm.Record] = {}
         try:
             copies = await self._copy_replaced(records, priors, collections)
-            for coll, points in self._points_by_collection(records, collections).items():
+            points_by = self._points_by_collection(records, collections, history)
+            for coll, points in points_by.items():
                 for start in range(0, len(points), QDRANT_CHUNK):
                     chunk = points[start : start + QDRANT_CHUNK]
                     await self._q(self._client_q().upsert(coll, points=chunk, wait=True))
@@ -87,19 +105,65 @@ class Writes(Index):
         await self._drop_moved(records, priors)
 
     def _points_by_collection(
-        self, records: Sequence[MemoryRecord], collections: dict[str, str]
+        self,
+        records: Sequence[MemoryRecord],
+        collections: dict[str, str],
+        history: dict[tuple[str, str], list[Any]],
     ) -> dict[str, list[qm.PointStruct]]:
         out: dict[str, list[qm.PointStruct]] = {}
         for rec in records:
             m = rec.memory
+            payload = to_payload(m)
+            earlier = history.get((m.agent_id, m.id))
+            if earlier:
+                payload[HISTORY] = earlier
             out.setdefault(collections[m.embedder], []).append(
                 qm.PointStruct(
                     id=point_id(m.agent_id, m.id),
                     vector=np.asarray(rec.vector, dtype=np.float32).tolist(),
-                    payload=to_payload(m),
+                    payload=payload,
                 )
             )
         return out
+
+    async def replace_memory(self, record: MemoryRecord, *, version: int) -> bool:
+        """The new version, with the replaced one appended to the payload's history.
+
+        Two servers cannot compare-and-set together, so concurrent updates of one memory are
+        serialised by a short Redis lock of the memory; the version is compared under it.
+        """
+        m = record.memory
+        holder = str(uuid.uuid4())
+        name = "version\x00" + m.id
+        deadline = time.monotonic() + _UPDATE_LOCK_WAIT
+        ak = AgentKeys.of(self._prefix, m.agent_id)
+        n = enc(name)
+        lock_keys = [ak.lock(n), ak.keyset]
+        while not int(
+            await self._script("acquire", lock_keys, [holder, ttl_ms(_UPDATE_LOCK_TTL), "l:" + n])
+        ):
+            if time.monotonic() > deadline:
+                raise StoreError(f"memory {m.id!r} is being updated by someone else; try again")
+            await asyncio.sleep(0.02)
+        try:
+            payload = await self._payload(m.agent_id, m.id)
+            if payload is None or int(payload.get("version", 1)) != version:
+                return False
+            earlier = list(payload.pop(HISTORY, None) or [])
+            payload["valid_to"] = None if m.valid_from is None else m.valid_from.isoformat()
+            earlier.append(payload)
+            await self._upsert([record], {(m.agent_id, m.id): earlier})
+            return True
+        finally:
+            await self._script("release", lock_keys, [holder, "l:" + n])
+
+    async def memory_history(self, agent_id: str, memory_id: str) -> list[Memory]:
+        """The versions kept in the current point's payload, then the current one."""
+        payload = await self._payload(agent_id, memory_id)
+        if payload is None:
+            return []
+        earlier = payload.pop(HISTORY, None) or []
+        return [*(from_payload(p) for p in earlier), from_payload(payload)]
 
     async def _copy_replaced(
         self,
@@ -183,6 +247,11 @@ class Writes(Index):
 
     async def get_memory(self, agent_id: str, memory_id: str) -> Memory | None:
         """The agent's memory from its Qdrant point (the Redis index says which collection)."""
+        payload = await self._payload(agent_id, memory_id)
+        return None if payload is None else from_payload(payload)
+
+    async def _payload(self, agent_id: str, memory_id: str) -> dict[str, Any] | None:
+        """The payload of the agent's memory (its history included), or ``None``."""
         embedder = await self._index_entry(agent_id, memory_id)
         if embedder is None:
             return None
@@ -198,9 +267,9 @@ class Writes(Index):
             )
         )
         for point in points:
-            payload = point.payload or {}
+            payload = dict(point.payload or {})
             if payload.get("agent_id") == agent_id and payload.get("memory_id") == memory_id:
-                return from_payload(payload)
+                return payload
         return None
 
     async def delete_memory(self, agent_id: str, memory_id: str) -> bool:
