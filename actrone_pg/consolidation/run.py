@@ -15,10 +15,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from actrone_pg.consolidation.base import ConsolidatedMemory, ConsolidationContext, Consolidator
-from actrone_pg.errors import ActroneError, ConsolidationError, ValidationError
+from actrone_pg.errors import ConsolidationError, MemoryNotFoundError, ValidationError
 from actrone_pg.models import Turn
 
 if TYPE_CHECKING:
@@ -116,41 +116,57 @@ async def consolidate_turns(
         sources = tuple(s for s in p.source_turn_ids if s in by_id) or tuple(by_id)
         if p.supersedes is not None:
             updates.append((p, sources))
-            continue
-        items.append(
-            {
-                "content": p.content,
-                "memory_id": memory_id(agent_id, sources, p.content),
-                "session_id": session_id,
-                "content_type": p.content_type,
-                "importance": p.importance,
-                "tags": p.tags,
-                "source": "consolidated",
-                "created_at": max(by_id[s].created_at for s in sources),
-                "metadata": {"consolidator": consolidator.name},
-                "source_turn_ids": sources,
-            }
-        )
+        else:
+            items.append(_item(agent_id, session_id, consolidator.name, p, sources, by_id))
+    ids: list[str] = []
     try:
-        ids = await mm.inject_memories(agent_id, items) if items else []
+        # Updates first: if a later write fails, the next run's consolidator sees the updated
+        # memories and decides "nothing" for them, instead of superseding twice.
         for p, sources in updates:
             assert p.supersedes is not None
-            # The new version's lineage goes in its metadata: update_memory (spec §9.2) keeps
-            # the fields it is not given, and the memory's own source_turn_ids are its first
-            # version's.
-            await cast(Any, mm).update_memory(
-                agent_id,
-                p.supersedes,
-                content=p.content,
-                importance=p.importance,
-                tags=p.tags,
-                metadata={"consolidator": consolidator.name, "source_turn_ids": list(sources)},
-            )
+            try:
+                # The new version's lineage goes in its metadata: update_memory (spec §9.2)
+                # keeps the memory's own source_turn_ids, those of its first version.
+                await mm.update_memory(
+                    agent_id,
+                    p.supersedes,
+                    content=p.content,
+                    importance=p.importance,
+                    tags=p.tags,
+                    metadata={"consolidator": consolidator.name, "source_turn_ids": list(sources)},
+                )
+            except MemoryNotFoundError:
+                # Deleted or expired since the consolidator saw it: the fact is simply new.
+                items.append(_item(agent_id, session_id, consolidator.name, p, sources, by_id))
+                continue
             ids.append(p.supersedes)
+        if items:
+            ids.extend(await mm.inject_memories(agent_id, items))
     except ValidationError as exc:
         raise ConsolidationError(
             f"consolidator {consolidator.name!r} proposed a memory the manager refuses: {exc}"
         ) from exc
-    except ActroneError:
-        raise
     return list(dict.fromkeys(ids))
+
+
+def _item(
+    agent_id: str,
+    session_id: str,
+    consolidator: str,
+    p: ConsolidatedMemory,
+    sources: tuple[str, ...],
+    by_id: dict[str, Turn],
+) -> dict[str, Any]:
+    """The ``inject_memories`` item of a new consolidated memory."""
+    return {
+        "content": p.content,
+        "memory_id": memory_id(agent_id, sources, p.content),
+        "session_id": session_id,
+        "content_type": p.content_type,
+        "importance": p.importance,
+        "tags": p.tags,
+        "source": "consolidated",
+        "created_at": max(by_id[s].created_at for s in sources),
+        "metadata": {"consolidator": consolidator},
+        "source_turn_ids": sources,
+    }
