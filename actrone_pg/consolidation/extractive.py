@@ -58,6 +58,11 @@ _NAME = re.compile(r"(?<=[\s,;:(\"“])([A-Z][a-z]+(?:\s+[A-Z][a-z]+)*)")
 _NOT_NAMES = frozenset({"I", "I'm", "I've", "I'd", "I'll", "The", "A", "It", "That", "This"})
 
 
+# "Caroline: Thanks!" - a speaker's name before a colon is not part of what was said: its word
+# after the colon starts the sentence (no name), and its small talk is small talk.
+_SPEAKER = re.compile(r"^[A-Za-z][\w'’-]*(?: [A-Z][\w'’-]*){0,2}:\s+")
+
+
 def split_sentences(text: str) -> list[str]:
     """``text`` cut at sentence ends and line breaks, blanks dropped."""
     return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
@@ -78,8 +83,10 @@ def score_sentence(text: str, *, speaker_is_user: bool) -> tuple[float, tuple[st
 
     The weights are simple and fixed: a self-disclosure (the user's own "I", "my") 1.0, a
     preference, plan or decision 0.8, a time or date 0.8, each name 0.5 (at most three), a
-    number 0.3, length up to 0.4; a question -0.8, small talk -2.0.
+    number 0.3, length up to 0.4; a question -0.8, small talk -2.0. A leading "Speaker: " is
+    not scored.
     """
+    text = _SPEAKER.sub("", text, count=1)
     words = _WORD.findall(text)
     if not words:
         return 0.0, ()
@@ -123,7 +130,7 @@ class ExtractiveConsolidator:
         self,
         *,
         window_turns: int = 1,
-        min_score: float = 1.0,
+        min_score: float = 0.5,
         max_chars: int = 1_000,
         user_label: str = "User",
         assistant_label: str = "Assistant",

@@ -25,7 +25,7 @@ def test_an_evidence_turn_counts_at_the_rank_of_the_first_memory_it_went_into() 
 
 def test_the_memories_option_is_checked() -> None:
     assert consolidation_window("raw") is None
-    assert consolidation_window("consolidated") == (1, 1.0)
+    assert consolidation_window("consolidated") == (1, 0.5)
     assert consolidation_window("consolidated:3:0.5") == (3, 0.5)
     for bad in ("consolidated:0", "summaries", "consolidated:x", "consolidated:1:2:3"):
         with pytest.raises(ConfigurationError, match="memories"):

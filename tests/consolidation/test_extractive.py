@@ -20,7 +20,7 @@ def turn(i: int, user: str, assistant: str) -> Turn:
 
 TURNS = [
     turn(1, "Hi there!", "Hello! How can I help?"),
-    turn(2, "I moved to Oslo last March with my wife Anna.", "How do you like Norway?"),
+    turn(2, "I moved to Oslo last March with my wife Anna.", "That is a big change."),
     turn(3, "Thanks!", "You're welcome."),
     turn(4, "I prefer tea over coffee.", "Tea it is."),
 ]
@@ -53,7 +53,8 @@ async def test_one_memory_per_informative_turn_with_its_lineage() -> None:
         ("User: I moved to Oslo last March with my wife Anna.", ("t2",), "fact"),
         ("User: I prefer tea over coffee.", ("t4",), "fact"),
     ]
-    assert out[0].importance == pytest.approx(0.3 + 0.15 * (4.5 - 1.0))
+    assert out[0].importance == pytest.approx(0.3 + 0.15 * (4.5 - 0.5))
+    assert out[1].importance == pytest.approx(0.3 + 0.15 * (2.0 - 0.5))
     assert out[1].tags == ("preference", "self")
 
 
@@ -63,7 +64,7 @@ async def test_a_window_merges_turns_and_names_only_those_that_contributed() -> 
     assert m == ConsolidatedMemory(
         "I moved to Oslo last March with my wife Anna. I prefer tea over coffee.",
         "summary",
-        0.825,
+        0.9,
         ("name", "preference", "self", "time"),
         ("t2", "t4"),
     )
