@@ -70,9 +70,10 @@ def split_sentences(text: str) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class Sentence:
-    """A sentence of a turn, with its score and the kinds of information found in it."""
+    """A sentence of a turn, who said it, its score and the kinds of information found in it."""
 
     turn_id: str
+    speaker: str
     text: str
     score: float
     kinds: tuple[str, ...]
@@ -118,10 +119,10 @@ def score_sentence(text: str, *, speaker_is_user: bool) -> tuple[float, tuple[st
 class ExtractiveConsolidator:
     """Keeps the informative sentences of a session, merged ``window_turns`` turns at a time.
 
-    ``user_label`` and ``assistant_label`` prefix each kept sentence ("User: I moved to Oslo."),
-    so a memory says who said it; an empty label adds nothing (for messages that already carry
-    a speaker's name). A memory holds at most ``max_chars`` characters: its best sentences, in
-    conversation order.
+    ``user_label`` and ``assistant_label`` name who said the kept sentences of a message ("User:
+    I moved to Oslo."), so a memory says who said it; a message that starts with its speaker's
+    name ("Caroline: ...") is named by it instead; an empty label adds nothing. A memory holds
+    at most ``max_chars`` characters: its best sentences, in conversation order.
     """
 
     name = "extractive"
@@ -152,11 +153,16 @@ class ExtractiveConsolidator:
             (turn.user_message, True, self.user_label),
             (turn.assistant_message, False, self.assistant_label),
         ):
+            # A message that names its speaker ("Caroline: ...") keeps that name on every
+            # sentence kept, even when its first sentence is dropped: questions name people.
+            named = _SPEAKER.match(text)
+            if named is not None:
+                label = named.group(0).rstrip().removesuffix(":")
+                text = text[named.end() :]
             for sentence in split_sentences(text):
                 score, kinds = score_sentence(sentence, speaker_is_user=is_user)
                 if score >= self.min_score:
-                    shown = f"{label}: {sentence}" if label else sentence
-                    out.append(Sentence(turn.id, shown, score, kinds))
+                    out.append(Sentence(turn.id, label, sentence, score, kinds))
         return out
 
     async def consolidate(
@@ -179,7 +185,7 @@ class ExtractiveConsolidator:
         chosen: list[int] = []
         size = 0
         for i in order:
-            cost = len(found[i].text) + (1 if chosen else 0)
+            cost = len(found[i].speaker) + len(found[i].text) + (3 if chosen else 2)
             if size + cost > self.max_chars:
                 if not chosen:  # one sentence longer than a memory: keep its head
                     chosen.append(i)
@@ -187,7 +193,15 @@ class ExtractiveConsolidator:
             chosen.append(i)
             size += cost
         kept = [found[i] for i in sorted(chosen)]
-        content = " ".join(s.text for s in kept)[: self.max_chars]
+        # The speaker is named once for each run of sentences of one message.
+        parts: list[str] = []
+        previous: tuple[str, str] | None = None
+        for sentence in kept:
+            said = (sentence.turn_id, sentence.speaker)
+            named = sentence.speaker and said != previous
+            parts.append(f"{sentence.speaker}: {sentence.text}" if named else sentence.text)
+            previous = said
+        content = " ".join(parts)[: self.max_chars]
         best = max(s.score for s in kept)
         kinds = sorted({k for s in kept for k in s.kinds})
         sources = tuple(dict.fromkeys(s.turn_id for s in kept))
