@@ -25,7 +25,7 @@ from actrone_pg.errors import (
     ValidationError,
 )
 from actrone_pg.manager import MemoryManager, create_memory_manager
-from actrone_pg.models import Explain, Memory, RetrievedContext, SessionInfo, Turn
+from actrone_pg.models import Explain, Memory, MemoryPage, RetrievedContext, SessionInfo, Turn
 
 __version__ = "0.1.0"
 
@@ -40,6 +40,7 @@ __all__ = [
     "MemoryConfig",
     "MemoryManager",
     "MemoryNotFoundError",
+    "MemoryPage",
     "MissingDependencyError",
     "ModelNotAvailableError",
     "RerankerError",

@@ -1,4 +1,4 @@
-"""The guarantee of spec §5: a public method of the manager raises only ``ActroneError``.
+"""A public method of the manager raises only ``ActroneError`` (README, "Bad input").
 
 :func:`guard_public_methods` wraps every public method of a class (coroutine methods, the
 ``create`` classmethod and plain methods alike) once, when the class is defined, so a method added

@@ -1,4 +1,4 @@
-"""Token-budget packing (spec §3.3), without I/O.
+"""Token-budget packing (README, "How retrieval works", step 3), without I/O.
 
 The budget is split into fixed shares: ``floor(0.35 × budget)`` for recent turns (L1) and
 ``floor(0.25 × budget)`` for memories (L2); the rest belongs to the caller's system prompt and

@@ -19,7 +19,7 @@ __all__ = ["main"]
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "bench": ("actrone_pg._cli.bench", "measure ingest, retrieval latency and candidate recall"),
+    "bench": ("actrone_pg.bench.command", "measure ingest, retrieval latency and candidate recall"),
     "calibrate": (
         "actrone_pg._cli.calibrate",
         "measure an embedder's relevance threshold on labelled query-memory pairs",
@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dsn": ("actrone_pg._cli.dsn", 'print the PostgreSQL DSN (for psql "$(actrone-pg dsn)")'),
     "sweep": ("actrone_pg._cli.sweep", "remove expired sessions and their turns"),
     "consolidate": ("actrone_pg._cli.consolidate", "turn sessions' turns into long-term memories"),
+    "memories": ("actrone_pg._cli.memories", "list an agent's memories or one memory's versions"),
     "server": ("actrone_pg._cli.server", "show (status) or stop the embedded PostgreSQL server"),
 }
 

@@ -165,6 +165,12 @@ class MemoryConfig:
     budget_fraction_session: float = 0.35
     budget_fraction_episodic: float = 0.25
 
+    # -- reading (spec §9.6) --
+    #: Memories whose ``sensitivity`` is listed come back from every read with the content
+    #: ``"[redacted: <sensitivity>]"``; the stored memory is unchanged
+    #: (``ACTRONE_REDACT_SENSITIVITIES='["secret", "pii"]'`` or ``secret,pii``).
+    redact_sensitivities: tuple[str, ...] = ()
+
     # -- input limits --
     #: Longest message, memory or query accepted, in characters (longer ones are rejected).
     max_text_chars: int = 200_000
@@ -351,6 +357,13 @@ def _coerce(name: str, hint: Any, value: Any, *, from_env: bool) -> Any:
             if not isinstance(value, str):
                 raise ConfigurationError(name, f"expected text, got {value!r}")
             return value
+        if hint == tuple[str, ...]:
+            if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+                raise ConfigurationError(name, f"expected a list of strings, got {value!r}")
+            labels = tuple(value)
+            if not all(isinstance(v, str) and v.strip() for v in labels):
+                raise ConfigurationError(name, f"expected non-empty strings, got {value!r}")
+            return labels
         if origin is tuple:
             items = list(value) if not isinstance(value, (str, bytes)) else None
             if items is None or len(items) != 3:
@@ -380,6 +393,15 @@ def _parse_env(name: str, hint: Any, text: str) -> Any:
             return float(text)
         except ValueError:
             raise ConfigurationError(name, f"expected a number, got {text!r}") from None
+    if hint == tuple[str, ...]:
+        if text.startswith("["):
+            try:
+                return json.loads(text)
+            except ValueError:
+                raise ConfigurationError(
+                    name, f"expected a JSON list of strings or a,b,c; got {text!r}"
+                ) from None
+        return [p.strip() for p in text.split(",") if p.strip()]
     if typing.get_origin(hint) is tuple:
         try:
             parsed = (

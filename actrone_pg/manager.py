@@ -8,6 +8,7 @@ depends only on the store protocol, never on a concrete store.
 from __future__ import annotations
 
 import asyncio
+import base64
 import inspect
 import json
 import logging
@@ -18,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -43,14 +44,15 @@ from actrone_pg.errors import (
 from actrone_pg.models import (
     STORED_MEMORY_FIELDS,
     Memory,
+    MemoryPage,
     RetrievedContext,
     ScoredMemory,
     SessionInfo,
     Turn,
     Vector,
 )
-from actrone_pg.pipeline import PackedSearch, SearchRequest, pack_hits, rerank
-from actrone_pg.ranking import DEFAULT_RELEVANCE_THRESHOLD, RankingParams, query_terms
+from actrone_pg.pipeline import MemoryFilter, PackedSearch, SearchRequest, pack_hits, rerank
+from actrone_pg.ranking import DEFAULT_RELEVANCE_THRESHOLD, RankingParams, micros, query_terms
 from actrone_pg.rerankers import Reranker
 from actrone_pg.stores import MemoryRecord, Store, create_store
 from actrone_pg.tokens import TokenCounter, heuristic_token_count
@@ -117,6 +119,7 @@ class MemoryManager:
         self._count: TokenCounter = token_counter or heuristic_token_count
         self._custom_counter = token_counter is not None
         self._query_cache: OrderedDict[str, Vector] = OrderedDict()
+        self._redacted = frozenset(config.redact_sensitivities)
         self._closed = False
         # What create() built, in build order: close() closes these and nothing else.
         self._built: list[object] = []
@@ -387,6 +390,17 @@ class MemoryManager:
         ids = await self._consolidate_locked(agent_id, session_id, expired=False)
         self._new_turns.pop((agent_id, session_id), None)
         return ids
+
+    async def sweep_expired(self, limit: int = 10_000) -> int:
+        """Delete up to ``limit`` memories whose ``expires_at`` has passed (every agent).
+
+        An expired memory is already never returned; this deletes it, every version, and takes
+        it out of the BM25 statistics exactly as :meth:`delete_memory` does. Run it from a
+        scheduled job (``actrone-pg sweep`` does, after the sessions). Returns the number
+        deleted; call again while it returns ``limit``.
+        """
+        v.check_limit("limit", limit)
+        return await self.store.sweep_expired_memories(limit=limit)
 
     async def try_lock(
         self, agent_id: str, name: str = "maintenance", *, ttl_seconds: float = 60.0
@@ -713,7 +727,8 @@ class MemoryManager:
         """The current version of one of the agent's memories, or ``None`` (also once expired)."""
         v.check_id("agent_id", agent_id)
         v.check_id("memory_id", memory_id)
-        return self._live(await self.store.get_memory(agent_id, memory_id), _now())
+        found = self._live(await self.store.get_memory(agent_id, memory_id), _now())
+        return None if found is None else self._shown(found)
 
     async def update_memory(
         self,
@@ -773,7 +788,7 @@ class MemoryManager:
             )
             (vector,) = await self._embed([text])
             if await self.store.replace_memory(MemoryRecord(new, vector), version=current.version):
-                return new
+                return self._shown(new)
         raise StoreError(
             f"memory {memory_id!r} kept changing under {_UPDATE_ATTEMPTS} attempts to update it;"
             " try again"
@@ -790,7 +805,36 @@ class MemoryManager:
         versions = await self.store.memory_history(agent_id, memory_id)
         if not versions or self._live(versions[-1], _now()) is None:
             return []
-        return versions
+        return [self._shown(m) for m in versions]
+
+    async def list_memories(
+        self,
+        agent_id: str,
+        *,
+        filters: Mapping[str, Any] | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> MemoryPage:
+        """A page of the agent's current memories, newest first (``created_at``, then id).
+
+        ``filters`` as in :meth:`search_memories`; expired memories are left out. Pass the
+        page's ``next_cursor`` back as ``cursor`` for the next page (``None`` after the last).
+        The cursor is the last item's position, not an offset: memories written meanwhile
+        never make a page repeat or skip one that was already there.
+        """
+        v.check_id("agent_id", agent_id)
+        v.check_limit("limit", limit)
+        flt = v.check_filters(filters, max_chars=self.config.max_text_chars)
+        after = None if cursor is None else _decode_cursor(cursor)
+        found = await self.store.list_memories(
+            agent_id, now=_now(), limit=limit + 1, after=after, filter=flt
+        )
+        items = found[:limit]
+        more = len(found) > limit
+        return MemoryPage(
+            items=[self._shown(m) for m in items],
+            next_cursor=_encode_cursor(items[-1]) if more else None,
+        )
 
     async def count_memories(self, agent_id: str) -> int:
         """How many memories the agent has."""
@@ -804,13 +848,25 @@ class MemoryManager:
 
     # -- retrieval --
     async def search_memories(
-        self, agent_id: str, query: str, limit: int = 10, *, explain: bool = False
+        self,
+        agent_id: str,
+        query: str,
+        limit: int = 10,
+        *,
+        explain: bool = False,
+        filters: Mapping[str, Any] | None = None,
     ) -> list[Memory]:
-        """The agent's memories most relevant to ``query``, best first (no token budget)."""
+        """The agent's memories most relevant to ``query``, best first (no token budget).
+
+        ``filters`` (spec §9.3; keys in :data:`actrone_pg.pipeline.FILTER_KEYS`) restricts the
+        search to the memories that match, before ranking: the BM25 statistics, the three
+        rankings and the fusion are those of the filtered set.
+        """
         v.check_id("agent_id", agent_id)
         v.check_text("query", query, self.config.max_text_chars)
         v.check_limit("limit", limit)
-        packed = await self._search(agent_id, query, None, limit)
+        flt = v.check_filters(filters, max_chars=self.config.max_text_chars)
+        packed = await self._search(agent_id, query, None, limit, flt)
         return [self._present(h, explain) for h in packed.hits]
 
     async def retrieve_context(
@@ -821,16 +877,19 @@ class MemoryManager:
         token_budget: int,
         *,
         explain: bool = False,
+        filters: Mapping[str, Any] | None = None,
     ) -> RetrievedContext:
         """Recent turns and relevant memories for ``query``, each inside its share of the budget.
 
         L1 (the session's recent turns) is read while the query is embedded and L2 searched; the
         fetch takes as long as the slower of the two. The caller's system prompt is never seen.
+        ``filters`` restricts L2 as in :meth:`search_memories`; L1 is the session's turns.
         """
         v.check_id("agent_id", agent_id)
         v.check_id("session_id", session_id)
         v.check_text("query", query, self.config.max_text_chars)
         v.check_budget(token_budget)
+        flt = v.check_filters(filters, max_chars=self.config.max_text_chars)
         started = time.perf_counter()
         shares = split_budget(
             token_budget, self.config.budget_fraction_session, self.config.budget_fraction_episodic
@@ -844,7 +903,7 @@ class MemoryManager:
                     ttl_seconds=self.config.session_ttl_seconds,
                 )
             )
-            l2 = tg.create_task(self._search(agent_id, query, shares.episodic))
+            l2 = tg.create_task(self._search(agent_id, query, shares.episodic, None, flt))
         turns = l1.result()
         packed = l2.result()
         recent, session_used = pack_turns(list(reversed(turns)), self._turn_tokens, shares.session)
@@ -864,6 +923,12 @@ class MemoryManager:
             relevance_threshold=self._threshold,
             candidates_considered=packed.ranked,
         )
+
+    def _shown(self, memory: Memory) -> Memory:
+        """``memory`` as a read returns it: redacted if its sensitivity is listed (§9.6)."""
+        if memory.sensitivity in self._redacted:
+            return replace(memory, content=f"[redacted: {memory.sensitivity}]")
+        return memory
 
     def _live(self, memory: Memory | None, now: datetime) -> Memory | None:
         """``memory`` unless it is ``None`` or has expired at ``now``."""
@@ -889,13 +954,16 @@ class MemoryManager:
         return self.count_tokens(m.content) if self._custom_counter else m.token_count
 
     def _present(self, hit: ScoredMemory, explain: bool) -> Memory:
-        # The constructor directly: dataclasses.replace measured ~6 µs a call, this ~1.5 µs.
+        # The constructor directly: dataclasses.replace is ~4x slower (docs/benchmarks.md).
         m = hit.memory
+        content = m.content
+        if m.sensitivity in self._redacted:
+            content = f"[redacted: {m.sensitivity}]"
         return Memory(
             id=m.id,
             agent_id=m.agent_id,
             session_id=m.session_id,
-            content=m.content,
+            content=content,
             content_type=m.content_type,
             importance=m.importance,
             tags=m.tags,
@@ -914,7 +982,12 @@ class MemoryManager:
         )
 
     async def _search(
-        self, agent_id: str, query: str, budget: int | None, max_hits: int | None = None
+        self,
+        agent_id: str,
+        query: str,
+        budget: int | None,
+        max_hits: int | None = None,
+        flt: MemoryFilter | None = None,
     ) -> PackedSearch:
         """The best ranked memories that fit ``budget`` tokens (at most ``max_hits``).
 
@@ -926,16 +999,23 @@ class MemoryManager:
         reorder = self.reranker is not None
         repack = reorder or (budget is not None and self._custom_counter)
         if not repack:
-            return await self.store.search(await self._request(agent_id, query, budget, max_hits))
+            return await self.store.search(
+                await self._request(agent_id, query, budget, max_hits, flt)
+            )
         top = self.config.rerank_top_k if reorder else None
-        found = await self.store.search(await self._request(agent_id, query, None, top))
+        found = await self.store.search(await self._request(agent_id, query, None, top, flt))
         hits = found.hits
         if reorder and hits:
             hits = await self._rerank(query, hits)
         return pack_hits(hits, self._memory_tokens, budget, max_hits)
 
     async def _request(
-        self, agent_id: str, query: str, budget: int | None, max_hits: int | None
+        self,
+        agent_id: str,
+        query: str,
+        budget: int | None,
+        max_hits: int | None,
+        flt: MemoryFilter | None,
     ) -> SearchRequest:
         return SearchRequest(
             agent_id=agent_id,
@@ -949,6 +1029,7 @@ class MemoryManager:
             now=_now(),
             budget=budget,
             max_hits=max_hits,
+            filter=flt,
         )
 
     async def _rerank(self, query: str, hits: list[ScoredMemory]) -> list[ScoredMemory]:
@@ -1048,6 +1129,26 @@ def _check_embedder(embedder: object) -> None:
         raise ConfigurationError("embedder", "relevance_threshold must be None or lie in (0, 1)")
     if not callable(getattr(embedder, "embed_batch", None)):
         raise ConfigurationError("embedder", "must have an async embed_batch(texts) method")
+
+
+def _encode_cursor(m: Memory) -> str:
+    """The opaque cursor after ``m``: its ``(created_at, id)`` key, as URL-safe base64 JSON."""
+    key = json.dumps([micros(m.created_at), m.id], ensure_ascii=False).encode("utf-8")
+    return base64.urlsafe_b64encode(key).decode("ascii").rstrip("=")
+
+
+def _decode_cursor(cursor: object) -> tuple[datetime, str]:
+    if not isinstance(cursor, str) or not cursor or len(cursor) > 4 * v.MAX_ID_CHARS:
+        raise ValidationError("cursor must be a next_cursor string from list_memories")
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        at, memory_id = json.loads(raw.decode("utf-8"))
+        when = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(at))
+        return when, v.check_id("cursor id", memory_id)
+    except (ValueError, TypeError, OverflowError, UnicodeDecodeError):
+        raise ValidationError(
+            "cursor is not one list_memories returned (pass next_cursor as it is)"
+        ) from None
 
 
 def _check_expiry(value: object, now: datetime) -> datetime | None:

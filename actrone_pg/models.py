@@ -16,6 +16,7 @@ __all__ = [
     "STORED_MEMORY_FIELDS",
     "Explain",
     "Memory",
+    "MemoryPage",
     "RetrievedContext",
     "ScoredMemory",
     "SessionInfo",
@@ -43,8 +44,8 @@ class Turn:
     token_count: int
 
 
-# Not frozen: a search builds one per admitted candidate (up to 500), and a frozen dataclass costs
-# 1.9 µs to construct against 0.37 µs for a plain one (timeit, 100,000 constructions, this machine).
+# Not frozen: a search builds one per admitted candidate (up to 500), and a frozen dataclass is
+# about five times slower to construct (docs/benchmarks.md, "Measurements behind the code").
 @dataclass(slots=True)
 class Explain:
     """Why a memory was ranked where it was.
@@ -163,6 +164,15 @@ def memory_from_fields(values: Mapping[str, Any], **given: Any) -> Memory:
             value = _LATER_DEFAULTS[name]
         out[name] = value if coerce is None else coerce(value)
     return Memory(**out)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPage:
+    """One page of :meth:`~actrone_pg.MemoryManager.list_memories`: current memories, newest
+    first, and the cursor of the next page (``None`` after the last one)."""
+
+    items: list[Memory]
+    next_cursor: str | None
 
 
 @dataclass(slots=True)

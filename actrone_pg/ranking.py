@@ -1,4 +1,4 @@
-"""The rules of the ranking of spec §3: admission order, BM25, the three rankings, RRF, the blend.
+"""The ranking rules: admission order, BM25, the three rankings, RRF, the blend (README, step 4-6).
 
 This module does no I/O. :mod:`actrone_pg.pipeline` applies these rules for every Python store,
 and PostgreSQL's SQL is tested for parity against it, so every rule here is the contract:
@@ -61,7 +61,7 @@ __all__ = [
 
 BM25_K1 = 1.2
 BM25_B = 0.75
-#: Used when neither the config nor the embedder declares a threshold (spec §3.4).
+#: Used when neither the config nor the embedder declares a threshold.
 DEFAULT_RELEVANCE_THRESHOLD = 0.72
 #: The classic blend's recency reaches 0 at this age (30 days).
 RECENCY_HORIZON_SECONDS = 30 * 24 * 3600.0
@@ -237,11 +237,8 @@ def rank_arrays(
 
 
 # Columns per matrix-vector product. OpenBLAS splits one large product across threads, and woken
-# between queries those threads cost more than they save on 2 cores. Measured at 10,000 × 384
-# float32, 2,000 calls interleaved at random with 0.5 ms pauses, median / p99 in ms:
-#   whole product, (dims × n) layout  14.6 / 32.0     whole product, (n × dims)  13.7 / 32.6
-#   1,024-column chunks, (dims × n)    0.72 / 6.2     1,024-row chunks, (n × dims) 1.06 / 5.2
-#   np.einsum (no BLAS)                1.02 / 4.8
+# between queries those threads cost more than they save on 2 cores (the alternatives measured:
+# docs/benchmarks.md, "Measurements behind the code").
 _CHUNK = 1024
 
 

@@ -149,7 +149,7 @@ def main() -> None:
     args = ap.parse_args()
 
     if args.synthetic:
-        from actrone_pg._bench import DatasetSpec, build_dataset
+        from actrone_pg.bench.workload import DatasetSpec, build_dataset
 
         agent = build_dataset(
             DatasetSpec(agents=1, per_agent=args.memories, queries=args.queries, seed=args.seed)

@@ -80,7 +80,7 @@ QUERY_STEMS = [
 
 def memory_texts(n: int) -> list[str]:
     """``n`` distinct, sentence-like memories."""
-    out = []
+    out: list[str] = []
     i = 0
     while len(out) < n:
         s = SUBJECTS[i % len(SUBJECTS)]

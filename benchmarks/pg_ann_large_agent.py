@@ -28,7 +28,8 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
-from actrone_pg._bench import (
+from actrone_pg._embedded import given_or_temporary_server
+from actrone_pg.bench.workload import (
     Dataset,
     DatasetSpec,
     FixedVectorEmbedder,
@@ -38,7 +39,6 @@ from actrone_pg._bench import (
     tie_keys,
     unit_rows,
 )
-from actrone_pg._embedded import given_or_temporary_server
 from actrone_pg.config import MemoryConfig
 from actrone_pg.manager import MemoryManager
 

@@ -45,7 +45,7 @@ def exact(table: str) -> sql.Composed:
     return sql.SQL(EXACT).format(t=sql.Identifier(table))
 
 
-STRATEGIES: dict[str, str | sql.Composable] = {
+STRATEGIES: dict[str, str | sql.Composed] = {
     "exact float, heap in arrival order, btree(agent_id, embedder)": exact("scattered"),
     "exact float, covering btree INCLUDE (vector), index-only": exact("covered"),
     "exact float, heap written agent by agent (as CLUSTER leaves it)": exact("clustered"),
@@ -152,7 +152,7 @@ def main() -> None:
     topics /= np.linalg.norm(topics, axis=1, keepdims=True)
     if not args.skip_build:
         build(conn, args.agents, args.per_agent, topics)
-    strategies: dict[str, str | sql.Composable] = dict(STRATEGIES)
+    strategies: dict[str, str | sql.Composed] = dict(STRATEGIES)
     setups: dict[str, list[str]] = {name: [] for name in strategies}
     if args.hnsw:
         t0 = time.perf_counter()

@@ -42,8 +42,8 @@ async def main() -> None:
             await client.upsert(name, points=points, wait=True)
         worst = 0.0
         for _ in range(20):
-            q = rng.standard_normal(dim)
-            q = (q / np.linalg.norm(q)).astype(np.float32)
+            raw = rng.standard_normal(dim)
+            q = (raw / np.linalg.norm(raw)).astype(np.float32)
             ref = _cosines(q, np.ascontiguousarray(m.T))
             res = (await client.query_points(name, query=q.tolist(), limit=n)).points
             score = np.array([p.score for p in res], np.float32).astype(np.float64)

@@ -104,7 +104,7 @@ def pct(values: list[float], p: float) -> float:
 async def run_size(n: int, n_queries: int, threshold: float) -> list[str]:
     emb = SeededEmbedder()
     prefix = "bench" + uuid.uuid4().hex[:10]
-    common = {"relevance_threshold": threshold, "query_cache_size": 4 * n_queries}
+    common: dict[str, Any] = {"relevance_threshold": threshold, "query_cache_size": 4 * n_queries}
     cfg = MemoryConfig(
         backend="redis_qdrant",
         redis_url=os.environ.get("ACTRONE_REDIS_URL", "redis://127.0.0.1:6379"),

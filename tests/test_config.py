@@ -1,4 +1,4 @@
-"""MemoryConfig: defaults, environment, validation (spec §2, §3.8)."""
+"""MemoryConfig: defaults, environment, validation (README, "Configuration")."""
 
 from __future__ import annotations
 

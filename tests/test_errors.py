@@ -1,4 +1,4 @@
-"""Spec §5: every public method raises only ActroneError subclasses, with the cause chained.
+"""Every public method raises only ActroneError subclasses, cause chained (README, "Bad input").
 
 The failures here are real components that fail: a store, an embedder, a reranker and a token
 counter written to raise, and inputs that used to escape as ``ExceptionGroup``, ``TypeError``,
@@ -55,6 +55,8 @@ CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "get_memory": (("ag", "m1"), {}),
     "update_memory": (("ag", "m1"), {"content": "new content"}),
     "memory_history": (("ag", "m1"), {}),
+    "list_memories": (("ag",), {"filters": {"tags_any": ["x"]}, "limit": 5}),
+    "sweep_expired": ((), {}),
     "count_memories": (("ag",), {}),
     "erase_agent": (("ag",), {}),
     "search_memories": (("ag", "query"), {}),

@@ -246,7 +246,7 @@ async def test_create_memory_manager_closes_on_exit() -> None:
     assert mm._closed
 
 
-# -- bad input (spec §5): a typed error, and nothing written ---------------------------------------
+# -- bad input (README, "Bad input"): a typed error, and nothing written ---------------------------
 
 BAD_IDS = ["", "   ", "x" * 257, "a\x00b", 5, None]
 

@@ -160,7 +160,7 @@ async def _left_out(
 ) -> list[LeftOut]:
     """The demo's memories missing from ``ctx``, each with the reason, in the demo's order.
 
-    An admitted memory that is missing was skipped by the packing (§3: a memory that does not
+    An admitted memory that is missing was skipped by the packing (a memory that does not
     fit the L2 share is skipped and the next one tried); any other scored below the threshold.
     Their cosines are computed here with the same embedder, as the store never returns them.
     """
@@ -251,7 +251,7 @@ def _render(result: dict[str, Any]) -> None:
 
     mems = Table(
         title=f"L2 · memories admitted at cosine ≥ {ctx.relevance_threshold:.3f}, best first "
-        f"(✓ in the {ctx.episodic_budget}-token share, ✗ over it)"
+        f"(✓ in the {ctx.episodic_budget}-token L2 share, ✗ over it)"
     )
     for col, justify in [
         ("", "center"),
@@ -307,8 +307,8 @@ def _budget_bar(ctx: RetrievedContext, width: int = 60) -> Any:
 
     total = ctx.token_budget
     parts = [
-        ("L1 turns", ctx.session_budget, ctx.session_tokens, "blue"),
-        ("L2 memories", ctx.episodic_budget, ctx.episodic_tokens, "magenta"),
+        ("L1 · recent turns", ctx.session_budget, ctx.session_tokens, "blue"),
+        ("L2 · memories", ctx.episodic_budget, ctx.episodic_tokens, "magenta"),
         ("yours", ctx.reserved_budget, 0, "grey50"),
     ]
     bar = Text()

@@ -95,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="create that environment (a separate venv) first; implies --reference",
     )
     ref.add_argument("--reference-venv", type=Path, help="where --setup-reference creates it")
-    ref.add_argument("--reference-driver", help="path of benchmarks/eval_reference_driver.py")
+    ref.add_argument("--reference-driver", help="driver script to run instead of the shipped one")
     parser.add_argument(
         "--memories",
         action="append",
@@ -144,7 +144,7 @@ def _configs(args: argparse.Namespace) -> list[EvalConfig]:
 
 
 def _reference_python(args: argparse.Namespace, console: Any) -> Path:
-    from actrone_pg import _bench_reference as ref
+    from actrone_pg.bench import reference as ref
 
     venv = args.reference_venv or ref.default_reference_venv()
     try:
@@ -168,9 +168,9 @@ def _print(report: EvalReport, console: Any) -> None:
     n_questions = sum(c["questions"] for c in report.conversations)
     n_turns = sum(c["turns"] for c in report.conversations)
     console.print(
-        f"[bold]{len(report.conversations)} conversations[/bold], {n_turns:,} turns as memories, "
-        f"{n_questions:,} questions; embedder {report.embedder}, backend {report.backend}, "
-        "search_memories(limit=10)"
+        f"[bold]{len(report.conversations)} conversations[/bold], {n_turns:,} turns stored as "
+        f"L2 memories, {n_questions:,} questions; embedder {report.embedder}, "
+        f"backend {report.backend}, search_memories(limit=10)"
     )
     table = Table(show_edge=False, pad_edge=False, title="overall")
     table.add_column("configuration", no_wrap=True)

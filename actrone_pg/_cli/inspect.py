@@ -1,4 +1,4 @@
-"""``actrone-pg inspect``: show the inspection views (sessions, recent turns, memories)."""
+"""``actrone-pg inspect``: show the inspection views (sessions, L1 recent turns, L2 memories)."""
 
 from __future__ import annotations
 
@@ -43,13 +43,13 @@ def run(args: argparse.Namespace) -> int:
             "last_active_at DESC",
         ),
         (
-            "recent turns",
+            "L1 · recent turns",
             "recent_turns",
             "agent_id, session_id, turns_ago, created_at, tokens, user_message, assistant_message",
             "created_at DESC",
         ),
         (
-            "memories",
+            "L2 · memories",
             "memory_overview",
             "agent_id, id, age, tokens, embedder, source, content_type, content",
             "created_at DESC",

@@ -1,4 +1,5 @@
-"""``actrone-pg sweep``: remove expired sessions and their turns (a job for cron or a timer).
+"""``actrone-pg sweep``: remove expired sessions and their turns, and expired memories (a job
+for cron or a timer).
 
 An expired session already reads as empty; this gives its storage back. It uses the configured
 backend (``ACTRONE_BACKEND`` and the other ``ACTRONE_*`` settings, or the options below) and the
@@ -85,11 +86,11 @@ def run(args: argparse.Namespace) -> int:
         dsn = config.postgres_dsn or start_embedded(config.postgres_data_dir, create=False)
         config = config.replace(postgres_dsn=dsn, postgres_auto_migrate=False)
 
-    async def sweep() -> int:
+    async def sweep() -> tuple[int, int]:
         from actrone_pg.manager import MemoryManager
 
         store = create_store(config)
-        removed = 0
+        removed = memories = 0
         try:
             # The manager consolidates each expired session first (unless consolidator="none").
             mm = await MemoryManager.create(config, store=store)
@@ -100,12 +101,19 @@ def run(args: argparse.Namespace) -> int:
                     # Fewer than a batch: nothing expired is left, or what is left was kept
                     # because its consolidation failed (the next run tries it again).
                     if n < args.batch:
-                        return removed
+                        break
             finally:
                 await mm.close()
+            # Memories past their expires_at (spec §9.4), statistics kept exact by the store.
+            while True:
+                n = await store.sweep_expired_memories(limit=args.batch)
+                memories += n
+                if n < args.batch:
+                    return removed, memories
         finally:
             await store.close()
 
-    removed = asyncio.run(sweep())
+    removed, memories = asyncio.run(sweep())
     print(f"removed {removed:,} expired session(s) from the {config.backend} store")
+    print(f"removed {memories:,} expired memory(ies) from the {config.backend} store")
     return 0

@@ -11,7 +11,7 @@ import importlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-from actrone_pg.embedders.base import Embedder, Reranker, as_vectors, normalise
+from actrone_pg.embedders.base import Embedder, as_vectors, normalise
 from actrone_pg.embedders.hashing import HashingEmbedder
 from actrone_pg.errors import MissingDependencyError, ModelNotAvailableError
 
@@ -25,7 +25,6 @@ __all__ = [
     "HashingEmbedder",
     "OnnxEmbedder",
     "OpenAIEmbedder",
-    "Reranker",
     "as_vectors",
     "create_embedder",
     "normalise",

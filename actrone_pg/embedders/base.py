@@ -11,10 +11,7 @@ import numpy as np
 from actrone_pg.errors import DimensionMismatchError, EmbedderError, ValidationError
 from actrone_pg.models import Vector
 
-# Re-exported for compatibility: the protocol lives with the rerankers.
-from actrone_pg.rerankers.base import Reranker
-
-__all__ = ["Embedder", "Reranker", "as_vectors", "normalise"]
+__all__ = ["Embedder", "as_vectors", "normalise"]
 
 
 @runtime_checkable

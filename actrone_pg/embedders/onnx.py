@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from actrone_pg._onnx import ONNX_FILES as _ONNX_FILES
+from actrone_pg._onnx import HOW_TO_GET_A_MODEL as _HOW_TO
 from actrone_pg._onnx import find_onnx as _find_onnx
+from actrone_pg._onnx import hub_snapshot, models_dir
 from actrone_pg._onnx import import_runtime as _import_runtime
 from actrone_pg._onnx import looks_like_path as _looks_like_path
 from actrone_pg._onnx import max_length as _max_length
@@ -114,13 +115,6 @@ PRESETS: dict[str, Preset] = {
 #: The model ``embedding_provider="onnx"``/``"local"`` uses when ``embedding_model`` is unset.
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
-# Small files that refine pooling and length; fetched from the hub when present, never required.
-_OPTIONAL_FILES = (
-    "config.json",
-    "tokenizer_config.json",
-    "sentence_bert_config.json",
-    "1_Pooling/config.json",
-)
 _UNSET: Any = object()
 
 
@@ -142,21 +136,6 @@ def _preset_for(model_id: str) -> Preset | None:
         if low == preset.model_id.split("/")[-1].lower():
             return preset
     return None
-
-
-def models_dir() -> Path:
-    """Where actrone_pg looks for model directories by name: ``<user cache>/actrone-pg/models``.
-
-    ``~/.cache/actrone-pg/models/all-MiniLM-L6-v2`` (holding ``model.onnx`` and
-    ``tokenizer.json``) is found without any setting.
-    """
-    try:
-        import platformdirs
-
-        base = Path(platformdirs.user_cache_dir("actrone-pg"))
-    except ImportError:  # pragma: no cover - platformdirs is a core dependency
-        base = Path.home() / ".cache" / "actrone-pg"
-    return base / "models"
 
 
 def _id_from_path(directory: Path) -> str:
@@ -402,9 +381,8 @@ class OnnxEmbedder:
         return await asyncio.to_thread(self._embed_sync, items)
 
     def _embed_sync(self, texts: list[str]) -> np.ndarray:
-        # Sorting by length keeps the padding of each batch small: 256 texts of 4-120 words in
-        # batches of 32 took 7.4 s sorted vs 18.4-19.7 s unsorted with MiniLM on this 2-CPU
-        # machine. Results go back to the caller's order.
+        # Sorting by length keeps the padding of each batch small, less than half the time
+        # (docs/benchmarks.md, "Measurements behind the code"). Results go back in caller order.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out: np.ndarray | None = None
         for start in range(0, len(order), self.batch_size):
@@ -494,111 +472,6 @@ def _notice_unrecognised(embedder: OnnxEmbedder, claimed: Preset | None) -> None
         DEFAULT_RELEVANCE_THRESHOLD,
         directory,
     )
-
-
-def hub_snapshot(
-    model_id: str,
-    *,
-    revision: str | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
-    local_files_only: bool = False,
-) -> Path:
-    """The hub-cache directory holding ``model_id``'s ONNX file and ``tokenizer.json``.
-
-    The cache is tried first, with no network; only if the files are not there (and
-    ``local_files_only`` is false) are they downloaded, once, into the standard cache layout
-    (``models--org--name/snapshots/<revision>/``). ``HF_HUB_OFFLINE=1`` forbids the download.
-    """
-    try:
-        from huggingface_hub import hf_hub_download
-    except ImportError:
-        raise MissingDependencyError("onnx", "huggingface_hub") from None
-
-    def fetch(filename: str, offline: bool) -> Path:
-        return Path(
-            hf_hub_download(
-                model_id,
-                filename,
-                revision=revision,
-                cache_dir=None if cache_dir is None else Path(cache_dir),
-                local_files_only=offline,
-            )
-        )
-
-    def fetch_all(offline: bool) -> Path:
-        tokenizer = fetch("tokenizer.json", offline)
-        errors: list[str] = []
-        for name in _ONNX_FILES:
-            try:
-                fetch(name, offline)
-                break
-            except Exception as exc:  # the hub raises many types; any means "not this one"
-                errors.append(f"{name}: {type(exc).__name__}")
-        else:
-            raise FileNotFoundError("no ONNX file (" + "; ".join(errors) + ")")
-        for name in _OPTIONAL_FILES:
-            try:
-                fetch(name, offline)
-            except Exception:
-                pass  # optional: pooling and length have preset defaults
-        return tokenizer.parent
-
-    try:
-        return fetch_all(offline=True)
-    except Exception as cached_exc:
-        if local_files_only:
-            raise ModelNotAvailableError(
-                f"{model_id} is not in the hub cache ({type(cached_exc).__name__}); " + _HOW_TO
-            ) from None
-    _check_hub_reachable(model_id)
-    try:
-        return fetch_all(offline=False)
-    except Exception as exc:
-        raise ModelNotAvailableError(
-            f"cannot download {model_id} from the model hub ({type(exc).__name__}: {exc}); "
-            + _HOW_TO
-        ) from None
-
-
-def _check_hub_reachable(model_id: str, timeout: float = 3.0) -> None:
-    """Fail at once when the hub cannot be reached, instead of after the hub client's retries.
-
-    Without a network, huggingface_hub retries each request with backoff: a failing download
-    took 24 s here (5 retries of the first file). One TCP connection attempt answers the same
-    question in milliseconds. Skipped behind a proxy, where a direct connection proves nothing.
-    """
-    import socket
-    from urllib.parse import urlparse
-
-    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
-        return
-    try:
-        from huggingface_hub import constants
-
-        if constants.HF_HUB_OFFLINE:
-            return  # the hub client refuses at once by itself; no connection attempt at all
-        endpoint = urlparse(constants.ENDPOINT)
-    except (ImportError, AttributeError, ValueError):
-        return
-    host = endpoint.hostname
-    if not host:
-        return
-    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
-    try:
-        socket.create_connection((host, port), timeout=timeout).close()
-    except OSError as exc:
-        raise ModelNotAvailableError(
-            f"cannot download {model_id}: the model hub ({host}) is not reachable ({exc}); "
-            + _HOW_TO
-        ) from None
-
-
-_HOW_TO = (
-    "to get a model either (a) put a directory holding model.onnx (or onnx/model.onnx) and "
-    "tokenizer.json somewhere and set ACTRONE_EMBEDDING_MODEL=/that/directory (or place it in "
-    f"{models_dir()}/<model-name>), or (b) allow one download from the Hugging Face hub "
-    '(pip install "actrone-pg[onnx]"; the files are cached and later runs work offline)'
-)
 
 
 def _pooling_from_st(directory: Path) -> str | None:

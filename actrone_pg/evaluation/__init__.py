@@ -1,4 +1,4 @@
-"""Evidence retrieval quality on conversations (``actrone-pg eval``, spec §11).
+"""Evidence retrieval quality on conversations (``actrone-pg eval``, docs/quality.md).
 
 :mod:`~actrone_pg.evaluation.loader` reads LoCoMo and the project's JSON Lines format,
 :mod:`~actrone_pg.evaluation.runner` measures configurations through the public API, and

@@ -1,23 +1,23 @@
 """The reference system, actrone-memory 0.3.0, on the evaluation's conversations in the same run.
 
 actrone-memory is never imported here: it lives in its own virtual environment (the one
-``actrone-pg bench --setup-reference`` creates, see :mod:`actrone_pg._bench_reference`) and
-``benchmarks/eval_reference_driver.py`` runs there as a subprocess. This module writes the
-conversations and the vectors actrone_pg's embedder computed for them (so both systems rank
-identical vectors), launches the driver and turns its ranked ids into a :class:`ConfigResult`
-scored exactly as actrone_pg's own.
+``actrone-pg bench --setup-reference`` creates, see :mod:`actrone_pg.bench.reference`) and
+:mod:`actrone_pg.evaluation.reference_driver` runs there as a script in a subprocess. This
+module writes the conversations and the vectors actrone_pg's embedder computed for them (so
+both systems rank identical vectors), launches the driver and turns its ranked ids into a
+:class:`ConfigResult` scored exactly as actrone_pg's own.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from actrone_pg.bench.reference import ReferenceError, run_driver
 from actrone_pg.errors import ActroneError
 from actrone_pg.evaluation.loader import Conversation
 from actrone_pg.evaluation.metrics import QueryResult
@@ -25,7 +25,7 @@ from actrone_pg.evaluation.runner import SEARCH_LIMIT, CachingEmbedder, ConfigRe
 
 __all__ = ["ReferenceRunError", "find_eval_driver", "run_reference_eval", "write_eval_data"]
 
-DRIVER = "eval_reference_driver.py"
+DRIVER = "reference_driver.py"
 
 
 class ReferenceRunError(ActroneError):
@@ -33,19 +33,15 @@ class ReferenceRunError(ActroneError):
 
 
 def find_eval_driver(explicit: str | None = None) -> Path:
-    """``benchmarks/eval_reference_driver.py`` of this source checkout (or the given path)."""
-    candidates = [Path(explicit)] if explicit else []
-    candidates += [
-        Path(__file__).resolve().parents[2] / "benchmarks" / DRIVER,
-        Path.cwd() / "benchmarks" / DRIVER,
-    ]
-    for path in candidates:
-        if path.is_file():
-            return path
-    raise ReferenceRunError(
-        f"benchmarks/{DRIVER} not found; run the evaluation from a source checkout of "
-        "actrone-pg or pass --reference-driver PATH"
-    )
+    """The driver script the reference Python runs: the given path, else the one shipped here.
+
+    :mod:`actrone_pg.evaluation.reference_driver` is a file of this package that only the
+    reference environment executes; actrone_pg never imports it.
+    """
+    path = Path(explicit) if explicit else Path(__file__).with_name(DRIVER)
+    if not path.is_file():
+        raise ReferenceRunError(f"reference driver {path} not found; check --reference-driver")
+    return path
 
 
 def write_eval_data(
@@ -109,17 +105,10 @@ def run_reference_eval(
         cmd = [str(python), str(driver), "--data", tmp]
         if threshold is not None:
             cmd += ["--threshold", repr(threshold)]
-        # stderr goes straight to the terminal; stdout is the JSON result.
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
-    if proc.returncode != 0:
-        raise ReferenceRunError(
-            f"the reference driver failed (exit {proc.returncode}); its error is printed above"
-        )
-    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-    try:
-        raw = json.loads(lines[-1])
-    except (IndexError, ValueError):
-        raise ReferenceRunError("the reference driver printed no JSON result") from None
+        try:
+            raw = run_driver(cmd)
+        except ReferenceError as exc:
+            raise ReferenceRunError(str(exc)) from None
     label = f"{raw['system']} {raw['version']} default"
     if threshold is not None:
         label += f" (threshold {threshold:g})"

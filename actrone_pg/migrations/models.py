@@ -110,7 +110,7 @@ def build_metadata(schema: str) -> sa.MetaData:
         sa.Column("embedding", VECTOR(), nullable=False),
         sa.ForeignKeyConstraint(["embedder"], ["embedders.name"]),
         # The candidate scan: an index-only scan of this index reads one agent's vectors stored
-        # together, whatever the heap order (see actrone_pg/stores/postgres.py for the numbers).
+        # together, whatever the heap order (docs/postgres.md, "Candidate search").
         sa.Index(
             "ix_memories_candidates",
             "agent_id",
@@ -118,11 +118,20 @@ def build_metadata(schema: str) -> sa.MetaData:
             postgresql_include=["created_at", "id", "embedding"],
             postgresql_where=sa.text("vector_dims(embedding) <= 600"),
         ),
-        # The sweeper's: memories that expire, across agents.
+        # Memories that expire: a search's look-up of the agent's expired ones, the sweeper's.
         sa.Index(
-            "ix_memories_expires_at",
+            None,
+            "agent_id",
             "expires_at",
             postgresql_where=sa.text("expires_at IS NOT NULL"),
+        ),
+        # Filters (0013): a selective tag or metadata filter finds its memories here.
+        sa.Index("ix_memories_tags", "tags", postgresql_using="gin"),
+        sa.Index(
+            "ix_memories_metadata",
+            "metadata",
+            postgresql_using="gin",
+            postgresql_ops={"metadata": "jsonb_path_ops"},
         ),
         # list_memories: an agent's memories newest first (the cursor's key).
         sa.Index(None, "agent_id", "created_at", "id"),

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from actrone_pg import _onnx
-from actrone_pg.embedders.onnx import hub_snapshot
 from actrone_pg.errors import ConfigurationError, ModelNotAvailableError, RerankerError
 
 if TYPE_CHECKING:
@@ -121,7 +120,7 @@ class CrossEncoderReranker:
         threads: int = 0,
     ) -> CrossEncoderReranker:
         """Load ``model_id`` from the hub cache, downloading it once if needed."""
-        snapshot = hub_snapshot(
+        snapshot = _onnx.hub_snapshot(
             model_id, revision=revision, cache_dir=cache_dir, local_files_only=local_files_only
         )
         return cls.from_directory(

@@ -15,11 +15,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from actrone_pg.errors import DimensionMismatchError
 from actrone_pg.models import Memory, SessionInfo, Turn, Vector
-from actrone_pg.pipeline import PackedSearch, SearchRequest, pack_hits, stored_tokens
+from actrone_pg.pipeline import (
+    MemoryFilter,
+    PackedSearch,
+    SearchRequest,
+    pack_hits,
+    stored_tokens,
+)
 
 __all__ = [
     "MemoryRecord",
@@ -137,6 +144,24 @@ class Store(Protocol):
 
     async def delete_memory(self, agent_id: str, memory_id: str) -> bool:
         """Delete one memory of the agent, every version; ``False`` if it has no such memory."""
+
+    async def list_memories(
+        self,
+        agent_id: str,
+        *,
+        now: datetime,
+        limit: int,
+        after: tuple[datetime, str] | None = None,
+        filter: MemoryFilter | None = None,
+    ) -> list[Memory]:
+        """The agent's current memories not expired at ``now`` that ``filter`` matches, newest
+        first (``created_at`` descending, then id descending), at most ``limit``; with ``after``
+        (a ``(created_at, id)`` key), only those that come after it in that order."""
+
+    async def sweep_expired_memories(self, *, limit: int) -> int:
+        """Delete up to ``limit`` memories whose ``expires_at`` has passed, every version, with
+        the BM25 statistics updated exactly as :meth:`delete_memory` does; spans agents (like
+        :meth:`sweep_expired_sessions`). Returns how many were deleted."""
 
     async def count_memories(self, agent_id: str) -> int:
         """How many memories the agent has (all embedders)."""

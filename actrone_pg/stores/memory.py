@@ -1,9 +1,9 @@
 """The in-process store: no server, no dependency beyond numpy; the library's default backend.
 
-It is also the reference backend of spec §3: it hands every vector of the agent to
-:func:`actrone_pg.pipeline.search` as a candidate, and every other backend is tested for parity
-against it. Data lives only as long as
-the process. All methods run to completion without awaiting, so on one event loop each is atomic.
+It is also the reference backend of the ranking (README, "How retrieval works"): it hands every
+vector of the agent to :func:`actrone_pg.pipeline.search` as a candidate, and every other backend
+is tested for parity against it. Data lives only as long as the process. All methods run to
+completion without awaiting, so on one event loop each is atomic.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from actrone_pg import pipeline
 from actrone_pg.models import Memory, SessionInfo, Turn, Vector
-from actrone_pg.pipeline import Candidates, PackedSearch, SearchRequest
+from actrone_pg.pipeline import Candidates, MemoryFilter, PackedSearch, SearchRequest
 from actrone_pg.ranking import CorpusStats, code_point_ranks, cosines, micros, term_counts
 from actrone_pg.stores.base import (
     MemoryRecord,
@@ -66,6 +66,7 @@ class _Space:
     id_order: npt.NDArray[np.int64]  # rank of each id in code-point order
     lengths: npt.NDArray[np.float64]
     tokens: npt.NDArray[np.int64]  # each memory's stored token count
+    expires_us: npt.NDArray[np.int64]  # each memory's expiry (NEVER if none)
     column: dict[str, int] = field(default_factory=dict)  # memory id -> column
     # term -> (sorted columns holding it, their term frequencies); filled on first use
     terms: dict[str, tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]] | None] = field(
@@ -161,6 +162,13 @@ class _Agent:
                 id_order=code_point_ranks(ids),
                 lengths=np.array([e.length for e in entries], dtype=np.float64),
                 tokens=np.array([e.memory.token_count for e in entries], dtype=np.int64),
+                expires_us=np.array(
+                    [
+                        _NEVER if e.memory.expires_at is None else micros(e.memory.expires_at)
+                        for e in entries
+                    ],
+                    dtype=np.int64,
+                ),
                 column={mid: i for i, mid in enumerate(ids)},
             )
             self.spaces[embedder] = cached
@@ -344,6 +352,47 @@ class InMemoryStore:
         agent.history.pop(memory_id, None)
         return agent.remove(memory_id)
 
+    async def list_memories(
+        self,
+        agent_id: str,
+        *,
+        now: datetime,
+        limit: int,
+        after: tuple[datetime, str] | None = None,
+        filter: MemoryFilter | None = None,
+    ) -> list[Memory]:
+        """Newest first, from ``after`` on (a keyset page)."""
+        agent = self._agents.get(agent_id)
+        if agent is None:
+            return []
+        found = [
+            e.memory
+            for e in agent.entries.values()
+            if (e.memory.expires_at is None or e.memory.expires_at > now)
+            and (filter is None or filter.matches(e.memory))
+            and (after is None or (e.memory.created_at, e.memory.id) < after)
+        ]
+        found.sort(key=lambda m: (m.created_at, m.id), reverse=True)
+        return found[:limit]
+
+    async def sweep_expired_memories(self, *, limit: int) -> int:
+        """Delete up to ``limit`` expired memories (all versions), statistics kept exact."""
+        now = _now()
+        removed = 0
+        for agent in self._agents.values():
+            expired = [
+                mid
+                for mid, e in agent.entries.items()
+                if e.memory.expires_at is not None and e.memory.expires_at <= now
+            ]
+            for mid in expired[: limit - removed]:
+                agent.history.pop(mid, None)
+                agent.remove(mid)
+                removed += 1
+            if removed >= limit:
+                break
+        return removed
+
     async def count_memories(self, agent_id: str) -> int:
         """Number of the agent's memories."""
         agent = self._agents.get(agent_id)
@@ -373,6 +422,19 @@ class InMemoryStore:
         ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
             return space.term_frequencies(idx, terms, postings)
 
+        # Expired memories are never candidates; the check costs nothing when none expires.
+        allowed = None
+        if int(space.expires_us.min()) <= micros(request.now):
+            allowed = space.expires_us > micros(request.now)
+        stats = CorpusStats(len(entries), agent.total_length, agent.doc_freq)
+        flt = request.filter
+        if flt is not None:
+            matching = [e for e in entries.values() if flt.matches(e.memory)]
+            terms = set(request.terms)
+            doc_freq = Counter(t for e in matching for t in terms if t in e.tf)
+            stats = CorpusStats(len(matching), sum(e.length for e in matching), doc_freq)
+            mask = np.array([flt.matches(entries[i].memory) for i in ids], dtype=bool)
+            allowed = mask if allowed is None else allowed & mask
         candidates = Candidates(
             cosine=cosines(request.vector.astype(np.float32), space.matrix),
             created_us=space.created_us,
@@ -382,8 +444,8 @@ class InMemoryStore:
             # Looked up only for the hits built: right after the scan of the matrix each look-up
             # misses the CPU caches.
             memories=lambda columns: [entries[ids[c]].memory for c in columns],
+            allowed=allowed,
         )
-        stats = CorpusStats(len(entries), agent.total_length, agent.doc_freq)
         return pipeline.search(request, candidates, stats)
 
 
@@ -395,3 +457,7 @@ def from_config(config: MemoryConfig) -> InMemoryStore:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+# The expiry of a memory that never expires, as microseconds: later than any datetime.
+_NEVER = np.iinfo(np.int64).max

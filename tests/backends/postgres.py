@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     from actrone_pg.stores.postgres import PostgresStore
 
 TEST_SCHEMA = "actrone_test"
-TABLES = "embedders, sessions, turns, memories, term_stats, agent_stats, locks, settings"
+TABLES = (
+    "embedders, sessions, turns, memories, memory_history, term_stats, agent_stats, locks, settings"
+)
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ from actrone_pg.config import MemoryConfig
 from actrone_pg.errors import MemoryNotFoundError, ValidationError
 from actrone_pg.manager import MemoryManager
 from actrone_pg.stores.base import Store
+from actrone_pg.stores.memory import InMemoryStore
 
 
 async def _manager(store: Store, **config: object) -> MemoryManager:
@@ -160,3 +161,198 @@ async def test_concurrent_updates_each_write_a_version(store: Store) -> None:
     history = await mm.memory_history("agent", mid)
     assert [m.version for m in history] == [1, 2, 3, 4]
     assert sorted(m.content for m in history[1:]) == ["counter 1", "counter 2", "counter 3"]
+
+
+# -- filters (spec §9.3) ---------------------------------------------------------------------
+
+_T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+_TOPICS = ["coffee", "tea", "cocoa", "coffee beans", "green tea", "coffee grinder"]
+_ITEMS = [
+    {
+        "memory_id": f"m{i:02d}",
+        "content": f"The user likes {_TOPICS[i % 6]} number {i} in the morning",
+        "tags": ["drink", *(["hot"] if i % 2 else []), *(["fav"] if i % 3 == 0 else [])],
+        "content_type": "fact" if i % 4 else "preference",
+        "session_id": f"s{i % 3}",
+        "importance": round(0.1 * (i % 10), 1),
+        "created_at": _T0 + timedelta(hours=i),
+        "metadata": {"lang": "en" if i % 2 else "pt", "n": i % 5, "list": [i % 3, "x"]},
+    }
+    for i in range(24)
+]
+_FILTERS: list[dict[str, object]] = [
+    {"tags_any": ["hot", "fav"]},
+    {"tags_all": ["drink", "hot"]},
+    {"content_types": ["preference"]},
+    {"session_id": "s1"},
+    {"created_after": _T0 + timedelta(hours=5), "created_before": _T0 + timedelta(hours=17)},
+    {"min_importance": 0.5},
+    {"metadata": {"lang": "pt"}},
+    {"metadata": {"list": [2]}, "tags_any": ["drink"]},
+    {"tags_any": ["nothing-has-this"]},
+    {"tags_any": []},
+]
+
+
+@pytest.mark.parametrize("flt", _FILTERS, ids=[str(sorted(f)) for f in _FILTERS])
+async def test_a_filtered_search_ranks_the_filtered_set_as_if_it_were_all(
+    store: Store, flt: dict[str, object]
+) -> None:
+    """Admission, BM25 statistics, rankings and fusion are those of the filtered set: the same
+    search over a store holding only the matching memories gives the same hits, scores and
+    ranks (the reference: the in-memory store, without a filter)."""
+    from actrone_pg.pipeline import MemoryFilter
+    from actrone_pg.stores.memory import InMemoryStore
+
+    mm = await _manager(store, relevance_threshold=0.01)
+    await mm.inject_memories("agent", _ITEMS)
+    matcher = MemoryFilter(
+        **{k: tuple(v) if isinstance(v, list) else v for k, v in flt.items()}  # type: ignore[arg-type]
+    )
+    subset = [
+        item
+        for item in _ITEMS
+        if matcher.matches(await mm.get_memory("agent", item["memory_id"]))  # type: ignore[arg-type]
+    ]
+    ref = await _manager(InMemoryStore(), relevance_threshold=0.01)
+    if subset:
+        await ref.inject_memories("agent", subset)
+    for query in ("coffee in the morning", "green tea", "number 7"):
+        got = await mm.search_memories("agent", query, limit=50, explain=True, filters=flt)
+        want = await ref.search_memories("agent", query, limit=50, explain=True)
+        assert [m.id for m in got] == [m.id for m in want], query
+        for g, w in zip(got, want, strict=True):
+            assert g.explain is not None and w.explain is not None
+            assert (g.explain.dense_rank, g.explain.lexical_rank, g.explain.recency_rank) == (
+                w.explain.dense_rank,
+                w.explain.lexical_rank,
+                w.explain.recency_rank,
+            )
+            assert g.explain.bm25 == pytest.approx(w.explain.bm25, rel=1e-9)
+            assert g.explain.fused_score == pytest.approx(w.explain.fused_score, rel=1e-9)
+        ctx = await mm.retrieve_context("agent", "s", query, 4000, filters=flt)
+        assert [m.id for m in ctx.episodic_memories] == [m.id for m in want][
+            : len(ctx.episodic_memories)
+        ]
+    assert len(subset) < len(_ITEMS)
+
+
+@pytest.mark.parametrize(
+    "flt",
+    [
+        {"tag_any": ["x"]},  # unknown key
+        {"tags_any": "hot"},  # a string, not a list
+        {"content_types": [1]},
+        {"session_id": ""},
+        {"created_after": datetime(2026, 1, 1)},  # naive
+        {"created_before": "2026-01-01"},
+        {"min_importance": 1.5},
+        {"min_importance": "high"},
+        {"metadata": ["not", "an", "object"]},
+        ["tags_any"],
+    ],
+)
+async def test_bad_filters_are_validation_errors(store: Store, flt: object) -> None:
+    mm = await _manager(store)
+    await mm.inject_memory("agent", "something")
+    with pytest.raises(ValidationError):
+        await mm.search_memories("agent", "something", filters=flt)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        await mm.retrieve_context("agent", "s", "something", 100, filters=flt)  # type: ignore[arg-type]
+
+
+# -- expiry (spec §9.4) ----------------------------------------------------------------------
+
+
+async def test_an_expired_memory_is_never_returned_and_the_sweeper_deletes_it(
+    store: Store,
+) -> None:
+    mm = await _manager(store, relevance_threshold=0.01)
+    soon = await mm.inject_memory("agent", "the parking code is 4711", expires_at=_in(seconds=1.5))
+    kept = await mm.inject_memory("agent", "the parking spot is number 12")
+    await mm.update_memory("agent", soon, content="the parking code is 4712")
+    found = await mm.search_memories("agent", "parking code", limit=10)
+    assert {m.id for m in found} == {soon, kept}
+    await asyncio.sleep(2.0)
+    assert await mm.get_memory("agent", soon) is None
+    assert await mm.memory_history("agent", soon) == []
+    with pytest.raises(MemoryNotFoundError):
+        await mm.update_memory("agent", soon, content="revived?")
+    for flt in (None, {"tags_all": []}):
+        found = await mm.search_memories("agent", "parking code", limit=10, filters=flt)
+        assert [m.id for m in found] == [kept]
+        ctx = await mm.retrieve_context("agent", "s", "parking code", 4000, filters=flt)
+        assert [m.id for m in ctx.episodic_memories] == [kept]
+    # the sweeper deletes it, every version, and the statistics are those of what is left
+    assert await mm.sweep_expired(limit=10) == 1
+    assert await mm.sweep_expired(limit=10) == 0
+    assert await mm.count_memories("agent") == 1
+    ref = await _manager(InMemoryStore(), relevance_threshold=0.01)
+    await ref.inject_memories(
+        "agent", [{"content": "the parking spot is number 12", "memory_id": kept}]
+    )
+    (got,) = await mm.search_memories("agent", "parking spot number", limit=10, explain=True)
+    (want,) = await ref.search_memories("agent", "parking spot number", limit=10, explain=True)
+    assert got.explain is not None and want.explain is not None
+    assert got.explain.bm25 == pytest.approx(want.explain.bm25, rel=1e-9)
+
+
+# -- listing (spec §9.5) and redaction (§9.6) --------------------------------------------------
+
+
+async def test_list_pages_newest_first_with_a_stable_cursor(store: Store) -> None:
+    mm = await _manager(store)
+    await mm.inject_memories("agent", _ITEMS)
+    await mm.inject_memory("other", "another agent's memory")
+    want = [item["memory_id"] for item in reversed(_ITEMS)]
+    seen: list[str] = []
+    page = await mm.list_memories("agent", limit=5)
+    first = True
+    while True:
+        seen += [m.id for m in page.items]
+        if first:
+            # a memory written meanwhile (newer than all) neither repeats nor shifts a page
+            await mm.inject_memory("agent", "written while paging", memory_id="late")
+            first = False
+        if page.next_cursor is None:
+            break
+        page = await mm.list_memories("agent", limit=5, cursor=page.next_cursor)
+    assert seen == want
+    filtered = await mm.list_memories("agent", filters={"tags_all": ["hot", "fav"]}, limit=100)
+    assert [m.id for m in filtered.items] == [
+        item["memory_id"]
+        for item in reversed(_ITEMS)
+        if "hot" in item["tags"] and "fav" in item["tags"]  # type: ignore[operator]
+    ]
+    assert filtered.next_cursor is None
+    # current versions only
+    await mm.update_memory("agent", "m03", content="m03, second version")
+    listed = {m.id: m for m in (await mm.list_memories("agent", limit=100)).items}
+    assert listed["m03"].version == 2 and len(listed) == len(_ITEMS) + 1
+
+
+@pytest.mark.parametrize("cursor", ["", "not base64 !", "bm90IGpzb24", 5])
+async def test_a_bad_cursor_is_a_validation_error(store: Store, cursor: object) -> None:
+    mm = await _manager(store)
+    with pytest.raises(ValidationError, match="cursor"):
+        await mm.list_memories("agent", cursor=cursor)  # type: ignore[arg-type]
+
+
+async def test_listed_sensitivities_are_redacted_on_every_read(store: Store) -> None:
+    mm = await _manager(store, redact_sensitivities=("secret",))
+    mid = await mm.inject_memory("agent", "the vault code is 1234", sensitivity="secret")
+    plain = await mm.inject_memory("agent", "the vault is in the basement")
+    shown = "[redacted: secret]"
+    got = await mm.get_memory("agent", mid)
+    assert got is not None and got.content == shown
+    found = {m.id: m.content for m in await mm.search_memories("agent", "vault code", limit=5)}
+    assert found[mid] == shown and found[plain] == "the vault is in the basement"
+    ctx = await mm.retrieve_context("agent", "s", "vault code", 4000)
+    assert {m.id: m.content for m in ctx.episodic_memories}[mid] == shown
+    assert {m.id: m.content for m in (await mm.list_memories("agent")).items}[mid] == shown
+    assert [m.content for m in await mm.memory_history("agent", mid)] == [shown]
+    new = await mm.update_memory("agent", mid, importance=0.9)
+    assert new.content == shown
+    # the stored memory is unchanged: a manager without redaction reads it
+    raw = await store.get_memory("agent", mid)
+    assert raw is not None and raw.content == "the vault code is 1234"

@@ -1,4 +1,4 @@
-"""One suite every store passes (spec §4, §8). Parametrized over ``BACKENDS`` by ``store``."""
+"""One suite every store passes (README, "Backends"), parametrized over ``BACKENDS``."""
 
 from __future__ import annotations
 

@@ -51,6 +51,13 @@ LIVE: dict[str, dict[str, str]] = {
         "memory_versions": "0012",
         "memory_lineage": "0012",
     },
+    "0013": _AT_0003
+    | {
+        "hybrid_search": "0013",
+        "pack_positions": "0010",
+        "memory_versions": "0012",
+        "memory_lineage": "0012",
+    },
 }
 #: hybrid_search's argument count at each revision that has it (0006 and 0007 each add one,
 #: 0011 two).
@@ -65,6 +72,7 @@ ARITY = {
     "0010": 14,
     "0011": 16,
     "0012": 16,
+    "0013": 20,
 }
 #: hybrid_search's SET clauses (0005 adds enable_nestloop, 0009 plan_cache_mode).
 _NESTLOOP = ["jit=off", "enable_nestloop=off"]
@@ -80,6 +88,7 @@ SETTINGS = {
     "0010": _GENERIC,
     "0011": _GENERIC,
     "0012": _GENERIC,
+    "0013": _GENERIC,
 }
 
 
@@ -263,10 +272,35 @@ def test_head_serves_every_statement_of_the_store(postgres_dsn: str, postgres_sc
     # The functions the migrations install are among what is checked.
     for function in ("hybrid_search(", "pack_positions("):
         assert any(function in text for text in statements.values()), function
+    from actrone_pg.stores.postgres import statements as st
+
+    schema = sql.Identifier(postgres_schema)
+    every = sql.SQL(" AND ".join(st.FILTER_CONDITIONS.values()))
+    # Each statement as the store composes it: without a filter, and with every filter condition
+    # (the filtered candidates and statistics of a search, the keyset of a listing).
+    variants = {
+        "": {
+            "candidates": sql.SQL("NULL::text[]"),
+            "lifecycle": sql.SQL(st.UNFILTERED).format(s=schema),
+            "where": sql.SQL("TRUE"),
+            "after": sql.SQL("TRUE"),
+        },
+        " filtered": {
+            "candidates": sql.SQL(st.FILTERED_CANDIDATES).format(s=schema, where=every),
+            "lifecycle": sql.SQL(st.FILTERED_STATS).format(s=schema, where=every),
+            "where": every,
+            "after": sql.SQL(st.LIST_AFTER),
+        },
+    }
+    probes = [
+        (name + suffix, text, fragments)
+        for name, text in statements.items()
+        for suffix, fragments in variants.items()
+    ]
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        for name, text in statements.items():
+        for name, text, fragments in probes:
             composed = sql.SQL(text).format(
-                s=sql.Identifier(postgres_schema), candidates=sql.SQL("NULL::text[]")
+                s=schema, **{k: v for k, v in fragments.items() if "{" + k + "}" in text}
             )
             query = composed.as_string(conn)
             assert "%%" not in query and "%(" not in query, name

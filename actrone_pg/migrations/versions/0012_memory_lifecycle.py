@@ -8,7 +8,8 @@ update replaces moves to ``memory_history`` (its text and fields, not its vector
 ``memory_versions`` (every version, current ones with ``valid_to`` NULL) and ``memory_lineage``
 (one row per memory and source turn) are pinned here (``sql/0012_*.sql``).
 
-Two indexes: the sweeper's (memories that expire, across agents) and the listing's (an agent's
+Two indexes: the expiring memories' (a search's look-up of an agent's expired memories, and the
+sweeper's, across agents, of the few rows that have an expiry) and the listing's (an agent's
 memories newest first, the cursor's key); built in the transaction on an empty table, else
 concurrently, as 0002 does.
 
@@ -33,8 +34,9 @@ branch_labels: str | None = None
 depends_on: str | None = None
 
 _INDEXES = {
-    "ix_memories_expires_at": (
-        " ix_memories_expires_at ON {schema}.memories (expires_at) WHERE expires_at IS NOT NULL"
+    "ix_memories_agent_id_expires_at": (
+        " ix_memories_agent_id_expires_at ON {schema}.memories (agent_id, expires_at)"
+        " WHERE expires_at IS NOT NULL"
     ),
     "ix_memories_agent_id_created_at_id": (
         " ix_memories_agent_id_created_at_id ON {schema}.memories (agent_id, created_at, id)"

@@ -58,16 +58,15 @@ class Maintenance(Connection):
     async def _analyze(self) -> None:
         """Refresh the planner's statistics of the L2 tables, and their visibility maps.
 
-        Right after a bulk load into fresh tables the planner has no statistics and expects one
-        row from every step. ``hybrid_search`` itself is protected from that since migration 0005
-        (it plans without nested loops: 248 ms → 5.9 ms p50 at 1 agent × 500 memories, ``actrone-pg
-        bench``); this keeps every other statement's estimates current too, without waiting
-        about a minute for autovacuum: ``ANALYZE`` runs after the store has written 1,000, 4,000,
-        16,000, … memories (each step ×4, so the total cost stays a small fraction of the
-        writes). It is ``VACUUM (ANALYZE)``: until a page is marked all-visible, the index-only
-        candidate scan visits the heap for each of its rows; right after loading 2 agents ×
-        10,000 memories a search took 22.8 ms, 14.5 ms once vacuumed (autovacuum gets there
-        within a minute or so). Neither takes a lock that blocks reads or writes.
+        Right after a bulk load into fresh tables the planner has no statistics and expects one row
+        from every step. ``hybrid_search`` itself is protected from that since migration 0005 (it
+        plans without nested loops, docs/benchmarks.md); this keeps every other statement's
+        estimates current too, without waiting about a minute for autovacuum: ``ANALYZE`` runs after
+        the store has written 1,000, 4,000, 16,000, … memories (each step ×4, so the total cost
+        stays a small fraction of the writes). It is ``VACUUM (ANALYZE)``: until a page is marked
+        all-visible, the index-only candidate scan visits the heap for each of its rows (autovacuum
+        gets there within a minute or so). Both measured in docs/benchmarks.md, "Measurements behind
+        the code". Neither takes a lock that blocks reads or writes.
         """
         if any(not t.done() for t in self._ann_builds.values()):
             self._analyze_pending = True
@@ -89,10 +88,9 @@ class Maintenance(Connection):
         the last run was at 64,000), so index-only scans visit the heap for those rows until
         autovacuum gets there, and when it does, its throttled pass over the tables competes
         with the searches for a while. Run once no memory has been written for
-        ``SETTLE_SECONDS``, the same ``VACUUM (ANALYZE)`` takes about 0.3 s for the last
-        36,000 of 100,000 memories and leaves autovacuum nothing to catch up on:
-        ``actrone-pg bench`` (searches start right after the load) went from 10.7-11.0 ms p50,
-        19.7-20.7 ms p99 for ``retrieve_context`` (three runs) to 9.7-10.2 / 12.6-14.7 ms (two).
+        ``SETTLE_SECONDS``, the same ``VACUUM (ANALYZE)`` is short and leaves autovacuum nothing
+        to catch up on, which lowers the p99 of searches right after a load (docs/benchmarks.md,
+        "Measurements behind the code").
         """
         try:
             while (wait := self._last_write + self._settle_seconds - time.monotonic()) > 0:
@@ -146,8 +144,7 @@ class Maintenance(Connection):
             async with self._pool.connection() as conn:
                 await conn.execute("SET statement_timeout = 0")
                 # The graph of 100,000 vectors of 384 dimensions takes ~200 MB; with the default
-                # 64 MB the build spills and took 107 s instead of 20 s (benchmarks/
-                # pg_ann_large_agent.py, docs/postgres.md).
+                # 64 MB the build spills to disk, five times slower (docs/benchmarks.md).
                 await conn.execute(f"SET maintenance_work_mem = '{ANN_BUILD_MEMORY}'")
                 try:
                     cur = await conn.execute(ANN_LOCK, (lock,))

@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from actrone_pg.errors import MissingDependencyError
-from actrone_pg.pipeline import PackedSearch, SearchRequest
+from actrone_pg.models import Memory
+from actrone_pg.pipeline import MemoryFilter, PackedSearch, SearchRequest
 from actrone_pg.stores.base import check_query_dimensions
 from actrone_pg.stores.postgres import rows
 from actrone_pg.stores.postgres.maintenance import Maintenance
-from actrone_pg.stores.postgres.statements import NO_CANDIDATES, SEARCH, SEARCH_PACKED
+from actrone_pg.stores.postgres.statements import (
+    FILTER_CONDITIONS,
+    FILTERED_CANDIDATES,
+    FILTERED_STATS,
+    LIST_AFTER,
+    LIST_MEMORIES,
+    NO_CANDIDATES,
+    SEARCH,
+    SEARCH_PACKED,
+    UNFILTERED,
+)
 
 try:
     from psycopg import sql
+    from psycopg.types.json import Jsonb
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("postgres", exc.name or "psycopg") from None
 
@@ -36,35 +49,50 @@ class Search(Maintenance):
         prepared = await self._search_params(request, content=False)
         if prepared is None:
             return PackedSearch(hits=[], ranked=0, tokens=0)
-        candidates, params = prepared
+        candidates, lifecycle, params = prepared
         statement = SEARCH_PACKED if packed else SEARCH
         if packed:
             params = (*params, request.budget, request.max_hits, request.agent_id)
         else:
             params = (*params, request.agent_id)
         async with self._conn() as conn:
-            # Binary results: 500 rows parse in ~0.3 ms instead of ~5 ms (cProfile, same bench).
+            # Binary results parse an order of magnitude faster than text (docs/benchmarks.md).
             found = await self._fetch(
-                conn, self._search_sql(statement, candidates), params, binary=True
+                conn, self._search_sql(statement, candidates, lifecycle), params, binary=True
             )
         decode = rows.packed if packed else rows.searched
         return decode(request.agent_id, found)
 
     async def _search_params(
         self, request: SearchRequest, *, content: bool
-    ) -> tuple[sql.Composable, tuple[Any, ...]] | None:
-        """``p_candidates`` and the other arguments, or ``None`` if the embedder stored nothing."""
+    ) -> tuple[sql.Composable, sql.Composable, tuple[Any, ...]] | None:
+        """``p_candidates``, the lifecycle arguments and the parameters, or ``None`` if the
+        embedder stored nothing."""
         expected = await self._embedder_dimensions(request.embedder)
         if expected is None:
             return None
         check_query_dimensions(request.embedder, expected, request.vector)
-        ann = await self._ann_dimensions(request.agent_id, request.embedder, expected)
-        candidates = self._candidates(request.agent_id, request.embedder, ann, request.limit)
+        terms = await self._query_terms(request.terms)
+        flt = request.filter
+        if flt is None:
+            ann = await self._ann_dimensions(request.agent_id, request.embedder, expected)
+            candidates = self._candidates(request.agent_id, request.embedder, ann, request.limit)
+            lifecycle: sql.Composable = NO_FILTER
+            late: tuple[Any, ...] = (request.agent_id, request.now)
+            early: tuple[Any, ...] = () if ann is None else (request.vector,)
+        else:
+            # A filtered set is ranked exactly, whatever the agent's size (no HNSW scan).
+            where, values = _conditions(flt)
+            schema = sql.Identifier(self.schema)
+            candidates = sql.SQL(FILTERED_CANDIDATES).format(s=schema, where=where)
+            lifecycle = sql.SQL(FILTERED_STATS).format(s=schema, where=where)
+            early = (request.agent_id, request.embedder, request.now, *values)
+            late = (*((request.agent_id, *values) * 3), terms)
         p = request.params
         params: tuple[Any, ...] = (
             request.agent_id,
             request.embedder,
-            await self._query_terms(request.terms),
+            terms,
             request.vector,
             float(request.threshold),
             int(request.limit),
@@ -76,17 +104,67 @@ class Search(Maintenance):
             request.now,
             content,
         )
-        # p_candidates' query vector (when it scans an HNSW index) comes before k1 and b.
-        if ann is not None:
-            params = (*params, request.vector)
-        return candidates, (*params, float(p.bm25_k1), float(p.bm25_b))
+        # p_candidates' parameters come before k1 and b, the lifecycle arguments' after them.
+        return candidates, lifecycle, (*params, *early, float(p.bm25_k1), float(p.bm25_b), *late)
 
-    def _search_sql(self, text: str, candidates: sql.Composable) -> sql.Composed:
-        if candidates is NO_CANDIDATES:  # the usual statement, composed once
+    async def list_memories(
+        self,
+        agent_id: str,
+        *,
+        now: datetime,
+        limit: int,
+        after: tuple[datetime, str] | None = None,
+        filter: MemoryFilter | None = None,
+    ) -> list[Memory]:
+        """A keyset page of the agent's live memories, newest first, filtered in SQL."""
+        where: sql.Composable = sql.SQL("TRUE")
+        values: list[Any] = []
+        if filter is not None:
+            where, values = _conditions(filter)
+        keyset: sql.Composable = sql.SQL("TRUE")
+        bound: tuple[Any, ...] = ()
+        if after is not None:
+            keyset, bound = sql.SQL(LIST_AFTER), after
+        statement = sql.SQL(LIST_MEMORIES).format(
+            s=sql.Identifier(self.schema), after=keyset, where=where
+        )
+        async with self._conn() as conn:
+            found = await self._fetch(conn, statement, (agent_id, now, *bound, *values, limit))
+        return [rows.memory(agent_id, r) for r in found]
+
+    def _search_sql(
+        self, text: str, candidates: sql.Composable, lifecycle: sql.Composable
+    ) -> sql.Composed:
+        schema = sql.Identifier(self.schema)
+        if candidates is NO_CANDIDATES and lifecycle is NO_FILTER:  # composed once
             composed = self._sql.get(text)
             if composed is None:
-                schema = sql.Identifier(self.schema)
-                composed = sql.SQL(text).format(s=schema, candidates=candidates)
+                composed = sql.SQL(text).format(
+                    s=schema, candidates=candidates, lifecycle=sql.SQL(UNFILTERED).format(s=schema)
+                )
                 self._sql[text] = composed
             return composed
-        return sql.SQL(text).format(s=sql.Identifier(self.schema), candidates=candidates)
+        if lifecycle is NO_FILTER:
+            lifecycle = sql.SQL(UNFILTERED).format(s=schema)
+        return sql.SQL(text).format(s=schema, candidates=candidates, lifecycle=lifecycle)
+
+
+# Stands for UNFILTERED, composed with the schema where the statement is.
+NO_FILTER = sql.SQL("")
+
+
+def _conditions(flt: MemoryFilter) -> tuple[sql.Composable, list[Any]]:
+    """The filter's conditions on ``m`` joined by AND, and their parameters in order."""
+    parts: list[sql.Composable] = []
+    values: list[Any] = []
+    for key, condition in FILTER_CONDITIONS.items():
+        value = getattr(flt, key)
+        if value is None:
+            continue
+        parts.append(sql.SQL(condition))
+        if isinstance(value, tuple):
+            value = list(value)
+        elif isinstance(value, dict):
+            value = Jsonb(value)
+        values.append(value)
+    return sql.SQL(" AND ").join(parts), values

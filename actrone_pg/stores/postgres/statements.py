@@ -154,14 +154,68 @@ SELECT_HISTORY = (
     + MEMORY_COLUMNS
     + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = %s ORDER BY version"
 )
+# The sweeper's: expired memories across agents (the partial index of expiring memories), then
+# per agent the ones still expired (an update may have moved an expiry meanwhile).
+SELECT_EXPIRED = (
+    "SELECT agent_id, id FROM {s}.memories WHERE expires_at IS NOT NULL AND expires_at <= now()"
+    " ORDER BY agent_id LIMIT %s"
+)
+DELETE_EXPIRED = (
+    "DELETE FROM {s}.memories WHERE agent_id = %s AND id = ANY(%s::text[])"
+    " AND expires_at <= now()"
+    " RETURNING id, doc_len, ARRAY(SELECT jsonb_object_keys(term_freqs)) AS terms"
+)
+# A page of list_memories, newest first (ix_memories_agent_id_created_at_id, read backwards).
+# {after}: TRUE or the keyset condition; {where}: TRUE or the filter's conditions.
+LIST_MEMORIES = (
+    "SELECT " + MEMORY_COLUMNS + " FROM {s}.memories AS m WHERE m.agent_id = %s"
+    " AND (m.expires_at IS NULL OR m.expires_at > %s) AND {after} AND {where}"
+    " ORDER BY m.created_at DESC, m.id DESC LIMIT %s"
+)
+LIST_AFTER = "(m.created_at, m.id) < (%s, %s)"
 DELETE_HISTORY = "DELETE FROM {s}.memory_history WHERE agent_id = %s AND id = ANY(%s::text[])"
 # hybrid_search returns the ranked memories with their fields, best first. {candidates} is
 # NULL (an exact scan) or, for an agent with its own HNSW index, the ids that index finds.
 _HYBRID_SEARCH = (
     " FROM {s}.hybrid_search(%s, %s, %s::text[], %s, %s::float8, %s::int, %s::bool, %s::int,"
     " %s::float8[], %s::float8, %s::float8, %s::timestamptz, %s::bool, {candidates},"
-    " %s::float8, %s::float8) AS h"
+    " %s::float8, %s::float8, {lifecycle}) AS h"
 )
+# hybrid_search's last four arguments (migration 0013) without a filter: the agent's expired
+# memories that the sweeper has not deleted yet are never admitted (one probe of the partial
+# index of expiring memories); the agent's own statistics. Parameters: agent, now.
+UNFILTERED = (
+    "(SELECT array_agg(e.id) FROM {s}.memories AS e WHERE e.agent_id = %s"
+    " AND e.expires_at <= %s), NULL, NULL, NULL"
+)
+# With a filter ({where}: its conditions on m): the filtered set's live memories under the
+# embedder are the candidates, and its statistics (every embedder, expired ones included until
+# swept, as the pipeline counts them) replace the agent's. Parameters: agent, embedder, now and
+# the conditions' (candidates); agent and the conditions' three times, then the terms (the rest).
+FILTERED_CANDIDATES = (
+    "ARRAY(SELECT m.id FROM {s}.memories AS m WHERE m.agent_id = %s AND m.embedder = %s"
+    " AND (m.expires_at IS NULL OR m.expires_at > %s) AND {where})"
+)
+FILTERED_STATS = (
+    "NULL::text[],"
+    " (SELECT count(*) FROM {s}.memories AS m WHERE m.agent_id = %s AND {where}),"
+    " (SELECT COALESCE(sum(m.doc_len), 0) FROM {s}.memories AS m"
+    " WHERE m.agent_id = %s AND {where})::bigint,"
+    " ARRAY(SELECT (SELECT count(*) FROM {s}.memories AS m WHERE m.agent_id = %s AND {where}"
+    " AND m.term_freqs ? t.term)::integer"
+    " FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, ord) ORDER BY t.ord)"
+)
+#: Each filter key's condition on a memory row m (spec §9.3), as MemoryFilter.matches has it.
+FILTER_CONDITIONS = {
+    "tags_any": "m.tags && %s::text[]",
+    "tags_all": "m.tags @> %s::text[]",
+    "content_types": "m.content_type = ANY (%s::text[])",
+    "session_id": "m.session_id = %s",
+    "created_after": "m.created_at > %s",
+    "created_before": "m.created_at < %s",
+    "min_importance": "m.importance >= %s::float8",
+    "metadata": "m.metadata @> %s::jsonb",
+}
 _EXPLAIN_COLUMNS = "h.cosine, h.bm25, h.dense_rank, h.lexical_rank, h.recency_rank, h.fused_score"
 # Search reads metadata as text: most memories have none, and the decoder skips the JSON parser
 # for '{}' (see rows.memory).

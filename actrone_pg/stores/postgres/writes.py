@@ -20,6 +20,7 @@ from actrone_pg.stores.postgres.statements import (
     COPY_MEMORIES,
     COPY_TYPES,
     COUNT_MEMORIES,
+    DELETE_EXPIRED,
     DELETE_HISTORY,
     DELETE_MEMORIES,
     ERASE,
@@ -28,6 +29,7 @@ from actrone_pg.stores.postgres.statements import (
     PRUNE_TERM_STATS,
     REGISTER_EMBEDDERS,
     SELECT_EMBEDDERS,
+    SELECT_EXPIRED,
     SELECT_HISTORY,
     SELECT_MEMORY,
     SETTLE_MIN_ROWS,
@@ -205,6 +207,39 @@ class Writes(Maintenance):
                 await conn.execute(self._q(PRUNE_TERM_STATS), (agent_id, old.terms))
             await conn.execute(self._q(UPDATE_AGENT_STATS), (-1, -old.length, agent_id))
             return True
+
+    async def sweep_expired_memories(self, *, limit: int) -> int:
+        """Delete up to ``limit`` expired memories, one transaction per agent, statistics exact."""
+        async with self._conn() as conn:
+            found = await self._fetch(conn, self._q(SELECT_EXPIRED), (limit,))
+        by_agent: dict[str, list[str]] = defaultdict(list)
+        for r in found:
+            by_agent[str(r["agent_id"])].append(str(r["id"]))
+        removed = 0
+        for agent_id in sorted(by_agent):
+            async with self._conn() as conn, conn.transaction():
+                await conn.execute(self._q(LOCK_AGENT_STATS), (agent_id,))
+                gone = await self._fetch(
+                    conn, self._q(DELETE_EXPIRED), (agent_id, by_agent[agent_id])
+                )
+                if not gone:
+                    continue
+                await conn.execute(
+                    self._q(DELETE_HISTORY), (agent_id, [str(r["id"]) for r in gone])
+                )
+                df: Counter[str] = Counter()
+                for old in rows.removed(gone):
+                    df.update(old.terms)
+                if df:
+                    terms = list(df)
+                    await conn.execute(
+                        self._q(UPDATE_TERM_STATS), (agent_id, terms, [-df[t] for t in terms])
+                    )
+                    await conn.execute(self._q(PRUNE_TERM_STATS), (agent_id, terms))
+                length = sum(int(r["doc_len"]) for r in gone)
+                await conn.execute(self._q(UPDATE_AGENT_STATS), (-len(gone), -length, agent_id))
+                removed += len(gone)
+        return removed
 
     async def count_memories(self, agent_id: str) -> int:
         """How many memories the agent has."""

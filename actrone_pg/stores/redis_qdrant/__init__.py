@@ -19,7 +19,7 @@ Layout and reasoning are written up for users in ``docs/redis_qdrant.md``; in sh
   exactly, and hands the candidates with the agent's BM25 statistics from Redis to
   :func:`actrone_pg.pipeline.search`. Qdrant's own fusion cannot be used: its RRF has no
   weights and no tie rule, and its BM25 IDF would count the whole collection (every agent), not
-  the agent's corpus that spec §3 asks for.
+  the agent's own memories the ranking rules ask for (:mod:`actrone_pg.ranking`).
 
 Keys never collide: the agent and session ids are percent-encoded (``:``, ``%``, ``{``, ``*`` ...
 all become ``%XX``), and erasure walks a per-agent index of live keys, never ``SCAN`` patterns.

@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from actrone_pg.errors import MissingDependencyError, StoreError
-from actrone_pg.stores.redis_qdrant.layout import AgentKeys, agent_filter, doc_entry
+from actrone_pg.stores.redis_qdrant.layout import (
+    SEARCH_PAYLOAD,
+    AgentKeys,
+    agent_filter,
+    doc_entry,
+)
 from actrone_pg.stores.redis_qdrant.registry import Registry
 
 try:
@@ -164,6 +170,40 @@ class Index(Registry):
         await self._apply_entries(entries)
         logger.warning("rebuilt the Redis index of agent %r: %d memories", agent_id, len(entries))
         return len(entries)
+
+    async def _current_payloads(self, agent_id: str, where: qm.Filter) -> list[dict[str, Any]]:
+        """Payloads (history left out) of the agent's current memories among the points
+        ``where`` selects, in every collection: a point counts only if the Redis index names its
+        embedder for its memory, as search requires."""
+        found: list[dict[str, Any]] = []
+        for coll, dim in await self._own_collections():
+            offset: qm.ExtendedPointId | None = None
+            while True:
+                points, offset = await self._q(
+                    self._client_q().scroll(
+                        coll,
+                        scroll_filter=where,
+                        limit=1000,
+                        offset=offset,
+                        with_payload=SEARCH_PAYLOAD,
+                        with_vectors=False,
+                    )
+                )
+                for p in points:
+                    payload = p.payload or {}
+                    if payload and self._collection(str(payload["embedder"]), dim) == coll:
+                        found.append(payload)
+                if offset is None:
+                    break
+        if not found:
+            return []
+        ak = AgentKeys.of(self._prefix, agent_id)
+        named = await self._r(self._client_r().hmget(ak.mem, [str(p["memory_id"]) for p in found]))
+        return [
+            p
+            for p, embedder in zip(found, named, strict=True)
+            if embedder is not None and str(embedder) == p["embedder"]
+        ]
 
     async def _search_stats(
         self, ak: AgentKeys, embedder: str, ids: list[str], terms: list[str]

@@ -26,6 +26,7 @@ from actrone_pg.models import (
     Turn,
     memory_from_fields,
 )
+from actrone_pg.pipeline import MemoryFilter
 from actrone_pg.ranking import micros, term_counts
 
 try:
@@ -41,6 +42,7 @@ __all__ = [
     "AgentKeys",
     "PayloadColumns",
     "agent_filter",
+    "live_filter",
     "doc_entry",
     "enc",
     "from_payload",
@@ -227,6 +229,37 @@ def payload_columns(payloads: Sequence[dict[str, Any]]) -> PayloadColumns:
 def agent_filter(agent_id: str) -> qm.Filter:
     """The tenant filter every Qdrant query of the agent carries."""
     return qm.Filter(must=[qm.FieldCondition(key="agent_id", match=qm.MatchValue(value=agent_id))])
+
+
+def live_filter(agent_id: str, now: datetime, flt: MemoryFilter | None) -> qm.Filter:
+    """The agent's points that have not expired at ``now`` and that ``flt`` may match.
+
+    Only the conditions Qdrant evaluates exactly as :meth:`MemoryFilter.matches` does are pushed
+    down (tags, content types, session, importance); the caller applies ``matches`` to what comes
+    back, so the pushdown only narrows what travels.
+    """
+    must: list[qm.Condition] = [
+        qm.FieldCondition(key="agent_id", match=qm.MatchValue(value=agent_id))
+    ]
+    if flt is not None:
+        if flt.tags_any:
+            must.append(qm.FieldCondition(key="tags", match=qm.MatchAny(any=list(flt.tags_any))))
+        for tag in flt.tags_all or ():
+            must.append(qm.FieldCondition(key="tags", match=qm.MatchValue(value=tag)))
+        if flt.content_types:
+            must.append(
+                qm.FieldCondition(
+                    key="content_type", match=qm.MatchAny(any=list(flt.content_types))
+                )
+            )
+        if flt.session_id is not None:
+            must.append(
+                qm.FieldCondition(key="session_id", match=qm.MatchValue(value=flt.session_id))
+            )
+        if flt.min_importance is not None:
+            must.append(qm.FieldCondition(key="importance", range=qm.Range(gte=flt.min_importance)))
+    expired = qm.FieldCondition(key="expires_us", range=qm.Range(lte=micros(now)))
+    return qm.Filter(must=must, must_not=[expired])
 
 
 def ttl_ms(ttl_seconds: float) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -10,16 +11,17 @@ import numpy.typing as npt
 
 from actrone_pg import pipeline
 from actrone_pg.errors import MissingDependencyError
-from actrone_pg.pipeline import Candidates, PackedSearch, SearchRequest
-from actrone_pg.ranking import CorpusStats, code_point_ranks, tokenize
+from actrone_pg.models import Memory
+from actrone_pg.pipeline import Candidates, MemoryFilter, PackedSearch, SearchRequest
+from actrone_pg.ranking import CorpusStats, code_point_ranks, term_counts, tokenize
 from actrone_pg.ranking import cosines as _reference_cosines
 from actrone_pg.stores.base import check_query_dimensions
 from actrone_pg.stores.redis_qdrant.index import Index
 from actrone_pg.stores.redis_qdrant.layout import (
     SEARCH_PAYLOAD,
     AgentKeys,
-    agent_filter,
     from_payload,
+    live_filter,
     payload_columns,
 )
 
@@ -58,13 +60,28 @@ class Search(Index):
         ak = AgentKeys.of(self._prefix, request.agent_id)
         terms = list(request.terms)
         fetch = request.limit + max(16, request.limit // 8)
+        where = live_filter(request.agent_id, request.now, request.filter)
+        flt = request.filter
+        allowed: set[str] | None = None
+        if flt is not None:
+            # The filtered set, whatever its embedder, expired memories included: its BM25
+            # statistics (spec §9.3). Only its live memories under this embedder are candidates.
+            stats_where = live_filter(request.agent_id, request.now, flt)
+            stats_where.must_not = None
+            matching = [
+                p
+                for p in await self._current_payloads(request.agent_id, stats_where)
+                if flt.matches(from_payload(p))
+            ]
+            filtered = _filtered_stats(matching, terms)
+            allowed = {str(p["memory_id"]) for p in matching}
         rebuilt = False
         while True:
             response = await self._q(
                 self._client_q().query_points(
                     coll,
                     query=query.tolist(),
-                    query_filter=agent_filter(request.agent_id),
+                    query_filter=where,
                     limit=fetch,
                     score_threshold=request.threshold - _SCORE_SLACK,
                     with_payload=SEARCH_PAYLOAD,
@@ -85,7 +102,9 @@ class Search(Index):
             kept = [
                 p
                 for p, ok in zip(points, indexed, strict=True)
-                if ok and (p.payload or {}).get("agent_id") == request.agent_id
+                if ok
+                and (p.payload or {}).get("agent_id") == request.agent_id
+                and (allowed is None or (p.payload or {}).get("memory_id") in allowed)
             ]
             cos = await self._exact_cosines(coll, query, kept, request.threshold)
             admitted = np.flatnonzero(cos >= request.threshold)
@@ -117,7 +136,34 @@ class Search(Index):
             memories=lambda positions: [from_payload(payloads[i]) for i in positions],
         )
         stats = CorpusStats(n_docs=n_docs, total_length=total_length, doc_freq=dfs)
+        if flt is not None:
+            stats = filtered
         return pipeline.search(request, candidates, stats)
+
+    async def list_memories(
+        self,
+        agent_id: str,
+        *,
+        now: datetime,
+        limit: int,
+        after: tuple[datetime, str] | None = None,
+        filter: MemoryFilter | None = None,
+    ) -> list[Memory]:
+        """A page of the agent's live memories, newest first.
+
+        Qdrant cannot order by two payload keys, so every live point the filter's pushdown
+        selects is read and the page cut here: a page costs a scan of the agent's points.
+        """
+        payloads = await self._current_payloads(agent_id, live_filter(agent_id, now, filter))
+        found = [from_payload(p) for p in payloads]
+        found = [
+            m
+            for m in found
+            if (filter is None or filter.matches(m))
+            and (after is None or (m.created_at, m.id) < after)
+        ]
+        found.sort(key=lambda m: (m.created_at, m.id), reverse=True)
+        return found[:limit]
 
     async def _exact_cosines(
         self,
@@ -166,3 +212,16 @@ class Search(Index):
         if self.is_local_qdrant:
             return {}
         return {"search_params": qm.SearchParams(exact=True)}
+
+
+def _filtered_stats(payloads: Sequence[dict[str, Any]], terms: Sequence[str]) -> CorpusStats:
+    """The BM25 statistics of the memories whose payloads are given (a filtered set)."""
+    total = 0
+    doc_freq: dict[str, int] = dict.fromkeys(terms, 0)
+    for p in payloads:
+        tf, length = term_counts(str(p["content"]))
+        total += length
+        for term in doc_freq:
+            if term in tf:
+                doc_freq[term] += 1
+    return CorpusStats(n_docs=len(payloads), total_length=total, doc_freq=doc_freq)

@@ -13,12 +13,14 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import numpy as np
 
 from actrone_pg.errors import MissingDependencyError, StoreError
 from actrone_pg.models import Memory
+from actrone_pg.ranking import micros
 from actrone_pg.stores.base import MemoryRecord, batch_dimensions, dimension_mismatch
 from actrone_pg.stores.redis_qdrant.index import Index, Prior
 from actrone_pg.stores.redis_qdrant.layout import (
@@ -301,6 +303,36 @@ class Writes(Index):
             "set_entries", [ak.mem, ak.doc, ak.df, ak.stats], [memory_id, "", ""]
         )
         return bool(old[0])
+
+    async def sweep_expired_memories(self, *, limit: int) -> int:
+        """Delete up to ``limit`` expired memories, each as :meth:`delete_memory` does (point,
+        then index entry and statistics), if still expired when its turn comes."""
+        now_us = micros(datetime.now(UTC))
+        expired = qm.Filter(must=[qm.FieldCondition(key="expires_us", range=qm.Range(lte=now_us))])
+        removed = 0
+        for coll, _ in await self._own_collections():
+            points, _offset = await self._q(
+                self._client_q().scroll(
+                    coll,
+                    scroll_filter=expired,
+                    limit=limit - removed,
+                    with_payload=["agent_id", "memory_id"],
+                    with_vectors=False,
+                )
+            )
+            for p in points:
+                payload = p.payload or {}
+                agent_id, memory_id = str(payload["agent_id"]), str(payload["memory_id"])
+                current = await self.get_memory(agent_id, memory_id)
+                if current is None or current.expires_at is None:
+                    continue
+                if micros(current.expires_at) <= now_us and await self.delete_memory(
+                    agent_id, memory_id
+                ):
+                    removed += 1
+            if removed >= limit:
+                break
+        return removed
 
     async def count_memories(self, agent_id: str) -> int:
         """Size of the agent's memory index in Redis (rebuilt first if Redis lost it)."""

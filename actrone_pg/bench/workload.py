@@ -1,7 +1,7 @@
 """The benchmark behind ``actrone-pg bench``: synthetic data, ingest, timed retrieval, recall.
 
 Everything here is deterministic given the seed, and free of any terminal output, so the command
-(``actrone_pg/_cli/bench.py``) and the smoke test share it.
+(:mod:`actrone_pg.bench.command`) and the smoke test share it.
 
 **Data.** Each agent gets ``per_agent`` memories of ``dimensions`` floats, grouped into clusters
 of about ``cluster_size`` memories. A memory is a unit vector at a random angle from its cluster's
@@ -271,7 +271,7 @@ def exact_candidates(
 
 
 def tie_keys(agent: AgentData) -> TieKeys:
-    """The keys the stores break equal cosines by (spec §3.5), for :func:`exact_candidates`.
+    """The keys the stores break equal cosines by (``ranking.nearest_first``), for the exact scan.
 
     Equal cosines do occur at the 500th place (two memories' float32 dot products agreeing to
     the last bit); ordered by index instead, the exact scan disagreed with every store there and
@@ -451,8 +451,8 @@ async def run_benchmark(
             await mm.erase_agent(agent.agent_id)
 
     # The harness's own data (100,000 texts and vectors, their dicts) is static: move it out of
-    # the garbage collector's sight. Left in, every full collection walked it, 40-60 ms each, and
-    # those pauses became search_memories' p99 (69 ms against 30 ms frozen, same loop). Objects
+    # the garbage collector's sight. Left in, every full collection walked it, and those pauses
+    # became search_memories' p99 (docs/benchmarks.md, "Measurements behind the code"). Objects
     # the store creates from here on (the in-memory store's memories) are still collected.
     gc.freeze()
     try:
@@ -507,8 +507,7 @@ async def run_benchmark(
                 if rep == 0:
                     # A tuple of strings, not a set: the collector stops tracking such tuples,
                     # whereas 1,000 live sets of 500 ids made every full collection walk 500,000
-                    # entries, 20-40 ms pauses that became search_memories' p99 (44.7 ms against
-                    # ~17 ms without them, same store).
+                    # entries, pauses that became search_memories' p99 (docs/benchmarks.md).
                     found.append(tuple(h.id for h in hits))
                 if query_progress is not None:
                     query_progress(1)

@@ -1,8 +1,8 @@
 """``actrone-pg bench``: ingest rate, retrieval latency and candidate recall on synthetic data.
 
 Figures are medians and 99th percentiles over many queries after a warm-up; nothing here passes
-or fails on time (spec §7). See ``docs/benchmarks.md`` for what each number means and
-:mod:`actrone_pg._bench` for how the data is built.
+or fails on time. See ``docs/benchmarks.md`` for what each number means and
+:mod:`actrone_pg.bench.workload` for how the data is built.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from actrone_pg._bench import (
+from actrone_pg.bench.workload import (
     BenchResult,
     Dataset,
     DatasetSpec,
@@ -125,7 +125,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=200,
         help="timed queries for the reference (it is slow; default 200)",
     )
-    ref.add_argument("--reference-driver", help="path of benchmarks/reference_driver.py")
+    ref.add_argument("--reference-driver", help="driver script to run instead of the shipped one")
     parser.add_argument("--json", action="store_true", help="print the results as JSON only")
 
 
@@ -301,7 +301,7 @@ def _result_table(results: list[BenchResult], title: str) -> Any:
             [f"{r.admitted_median:,.0f} [{r.admitted_min:,}–{r.admitted_max:,}]" for r in results],
         ),
         ("candidates returned, median", [f"{r.returned_median:,.0f}" for r in results]),
-        ("memories in context, median", [f"{r.context_memories_median:,.0f}" for r in results]),
+        ("L2 memories in context, median", [f"{r.context_memories_median:,.0f}" for r in results]),
     ]
     for label, values in rows:
         table.add_row(label, *values)
@@ -514,7 +514,7 @@ async def _main(args: argparse.Namespace, dsn: str | None, console: Any) -> dict
 
 
 def _result_fields(data: dict[str, Any]) -> dict[str, Any]:
-    from actrone_pg._bench import LatencyStats
+    from actrone_pg.bench.workload import LatencyStats
 
     out = dict(data)
     out["retrieve"] = LatencyStats(**data["retrieve"])
@@ -525,7 +525,7 @@ def _result_fields(data: dict[str, Any]) -> dict[str, Any]:
 def _run_reference_side(
     args: argparse.Namespace, dataset: Dataset, dsn: str | None, console: Any
 ) -> dict[str, Any]:
-    from actrone_pg import _bench_reference as ref
+    from actrone_pg.bench import reference as ref
 
     if dsn is None:
         raise SystemExit(

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from actrone_pg._bench import (
+from actrone_pg.bench.reference import reference_result, write_reference_data
+from actrone_pg.bench.workload import (
     EPOCH,
     DatasetSpec,
     FixedVectorEmbedder,
@@ -24,7 +25,6 @@ from actrone_pg._bench import (
     tie_keys,
     unit_rows,
 )
-from actrone_pg._bench_reference import reference_result, write_reference_data
 from actrone_pg.cli import main
 
 TINY = ["--backend", "memory", "--agents", "2", "--per-agent", "300", "--queries", "20"]
@@ -180,8 +180,8 @@ def test_reference_result_uses_the_same_exact_scan(tmp_path: Path) -> None:
 
 
 def test_comparison_ratios_by_hand() -> None:
-    from actrone_pg._bench import BenchResult
-    from actrone_pg._cli.bench import _comparison_rows
+    from actrone_pg.bench.command import _comparison_rows
+    from actrone_pg.bench.workload import BenchResult
 
     def result(rate: float, p50: float, p99: float) -> BenchResult:
         stats = LatencyStats(n=10, p50=p50, p99=p99, mean=p50, min=p50, max=p99)

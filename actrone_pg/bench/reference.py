@@ -1,11 +1,11 @@
 """Running the reference system, actrone-memory 0.3.0, on the benchmark's data.
 
 actrone-memory is never imported here: it lives in its own virtual environment
-(``--setup-reference`` creates one) and ``benchmarks/reference_driver.py`` runs there as a
-subprocess. This module writes
-the data the driver reads (plain float32 files and JSON, so the driver needs no numpy), launches
-it, and turns its raw timings and search hits into a :class:`~actrone_pg._bench.BenchResult`
-computed exactly as for actrone_pg (same percentiles, same exact scan for recall).
+(``--setup-reference`` creates one) and :mod:`actrone_pg.bench.reference_driver` runs there as
+a script in a subprocess. This module writes the data the driver reads (plain float32 files and
+JSON, so the driver needs no numpy), launches it, and turns its raw timings and search hits into
+a :class:`~actrone_pg.bench.workload.BenchResult` computed exactly as for actrone_pg (same
+percentiles, same exact scan for recall).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from actrone_pg._bench import (
+from actrone_pg.bench.workload import (
     SESSION_ID,
     TOKEN_BUDGET,
     BenchResult,
@@ -38,6 +38,7 @@ __all__ = [
     "find_driver",
     "reference_python",
     "reference_result",
+    "run_driver",
     "run_reference",
     "setup_reference_venv",
     "write_reference_data",
@@ -94,19 +95,15 @@ def setup_reference_venv(venv: Path) -> Path:
 
 
 def find_driver(explicit: str | None = None) -> Path:
-    """``benchmarks/reference_driver.py`` of this source checkout (or the given path)."""
-    candidates = [Path(explicit)] if explicit else []
-    candidates += [
-        Path(__file__).resolve().parents[1] / "benchmarks" / "reference_driver.py",
-        Path.cwd() / "benchmarks" / "reference_driver.py",
-    ]
-    for path in candidates:
-        if path.is_file():
-            return path
-    raise ReferenceError(
-        "benchmarks/reference_driver.py not found; run the benchmark from a source checkout "
-        "of actrone-pg or pass --reference-driver PATH"
-    )
+    """The driver script the reference Python runs: the given path, else the one shipped here.
+
+    :mod:`actrone_pg.bench.reference_driver` is a file of this package that only the reference
+    environment executes; actrone_pg never imports it.
+    """
+    path = Path(explicit) if explicit else Path(__file__).with_name("reference_driver.py")
+    if not path.is_file():
+        raise ReferenceError(f"reference driver {path} not found; check --reference-driver")
+    return path
 
 
 def write_reference_data(
@@ -159,7 +156,14 @@ def run_reference(
         "--table-prefix",
         table_prefix,
     ]
-    # stderr (its progress lines) goes straight to the terminal; stdout is the JSON result.
+    return run_driver(cmd)
+
+
+def run_driver(cmd: list[str]) -> dict[str, Any]:
+    """Run a reference driver's command line; the JSON object it printed last on stdout.
+
+    Its stderr (progress lines, or the error) goes straight to the terminal.
+    """
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
     if proc.returncode != 0:
         raise ReferenceError(

@@ -1,0 +1,176 @@
+"""``actrone-pg memories list|history``: an agent's current memories, or one memory's versions.
+
+Reads through the manager, so the listing is the one ``list_memories`` returns (newest first,
+current versions, expired ones left out, the filters of spec §9.3 as options) on whichever
+backend is configured (``ACTRONE_BACKEND`` and the other ``ACTRONE_*`` settings, or the options
+below). ``--json`` prints one JSON object instead of a table. Like ``sweep`` it refuses the
+``memory`` backend (a new process would list a new, empty store) and creates nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from datetime import datetime
+from typing import Any
+
+from actrone_pg.config import BACKENDS, MemoryConfig
+from actrone_pg.errors import ConfigurationError, ValidationError
+from actrone_pg.models import Memory, memory_to_dict
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``actrone-pg memories``."""
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    listing = sub.add_parser("list", help="an agent's current memories, newest first")
+    history = sub.add_parser("history", help="every version of one memory, oldest first")
+    for p in (listing, history):
+        p.add_argument("--agent", required=True, help="the agent whose memories to read")
+        p.add_argument(
+            "--backend",
+            choices=BACKENDS,
+            help="store to read (default: postgres with --dsn, else ACTRONE_BACKEND)",
+        )
+        p.add_argument("--dsn", help="PostgreSQL DSN (default: ACTRONE_POSTGRES_DSN)")
+        p.add_argument("--schema", help="PostgreSQL schema (default: ACTRONE_POSTGRES_SCHEMA)")
+        p.add_argument(
+            "--data-dir",
+            help="data directory of the embedded server, without --dsn "
+            "(default: ACTRONE_POSTGRES_DATA_DIR or the per-user data directory)",
+        )
+        p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    history.add_argument("memory_id", help="the memory's id")
+    listing.add_argument("--limit", type=int, default=20, help="memories per page (default 20)")
+    listing.add_argument("--cursor", help="next_cursor of the previous page")
+    listing.add_argument(
+        "--tag", action="append", dest="tags_any", help="has this tag (repeat: any of them)"
+    )
+    listing.add_argument(
+        "--all-tags", action="append", dest="tags_all", help="has this tag (repeat: all of them)"
+    )
+    listing.add_argument(
+        "--content-type", action="append", dest="content_types", help="of this content type"
+    )
+    listing.add_argument("--session", dest="session_id", help="from this session")
+    listing.add_argument(
+        "--after", dest="created_after", help="created after (ISO 8601, with zone)"
+    )
+    listing.add_argument("--before", dest="created_before", help="created before (ISO 8601)")
+    listing.add_argument("--min-importance", type=float, help="importance at least this")
+    listing.add_argument("--metadata", help="a JSON object the metadata must contain")
+
+
+def filters_of(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The ``filters`` mapping the options name (validated by the manager)."""
+    out: dict[str, Any] = {}
+    for key in ("tags_any", "tags_all", "content_types", "session_id", "min_importance"):
+        value = getattr(args, key, None)
+        if value is not None:
+            out[key] = value
+    for key in ("created_after", "created_before"):
+        value = getattr(args, key, None)
+        if value is not None:
+            try:
+                out[key] = datetime.fromisoformat(value)
+            except ValueError:
+                raise ValidationError(f"--{key[8:]}: not an ISO 8601 time: {value!r}") from None
+    if getattr(args, "metadata", None) is not None:
+        try:
+            out["metadata"] = json.loads(args.metadata)
+        except ValueError:
+            raise ValidationError(f"--metadata: not JSON: {args.metadata!r}") from None
+    return out or None
+
+
+def _config(args: argparse.Namespace) -> MemoryConfig:
+    overrides: dict[str, Any] = {"embedding_provider": "hashing"}  # reading embeds nothing
+    if args.dsn and not args.backend:
+        overrides["backend"] = "postgres"  # a DSN names a PostgreSQL store
+    for option, field in (
+        ("backend", "backend"),
+        ("dsn", "postgres_dsn"),
+        ("schema", "postgres_schema"),
+        ("data_dir", "postgres_data_dir"),
+    ):
+        if getattr(args, option):
+            overrides[field] = getattr(args, option)
+    config = MemoryConfig.from_env(**overrides)
+    if config.backend == "memory":
+        raise ConfigurationError(
+            "backend",
+            "the memory backend lives inside one process, so a new one holds nothing to list; "
+            "name the store: --backend postgres (with --dsn or the embedded server) or "
+            "--backend redis_qdrant, or set ACTRONE_BACKEND",
+        )
+    if config.backend == "postgres":
+        from actrone_pg._cli._pg import start_embedded
+
+        dsn = config.postgres_dsn or start_embedded(config.postgres_data_dir, create=False)
+        config = config.replace(postgres_dsn=dsn, postgres_auto_migrate=False)
+    return config
+
+
+def run(args: argparse.Namespace) -> int:
+    """List or show the history, as a table or JSON."""
+    from actrone_pg.manager import MemoryManager
+
+    config = _config(args)
+    flt = filters_of(args) if args.action == "list" else None
+
+    async def read() -> tuple[list[Memory], str | None]:
+        mm = await MemoryManager.create(config)
+        try:
+            if args.action == "list":
+                page = await mm.list_memories(
+                    args.agent, filters=flt, limit=args.limit, cursor=args.cursor
+                )
+                return page.items, page.next_cursor
+            return await mm.memory_history(args.agent, args.memory_id), None
+        finally:
+            await mm.close()
+
+    items, cursor = asyncio.run(read())
+    if args.json:
+        key = "items" if args.action == "list" else "versions"
+        out: dict[str, Any] = {key: [memory_to_dict(m) for m in items]}
+        if args.action == "list":
+            out["next_cursor"] = cursor
+        print(json.dumps(out, ensure_ascii=False, indent=2))
+        return 0
+    _table(args, items, cursor)
+    return 0
+
+
+def _table(args: argparse.Namespace, items: list[Memory], cursor: str | None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if args.action == "list":
+        table = Table(title=f"memories of {args.agent} (newest first)")
+        columns = ["id", "created_at", "v", "type", "importance", "tags", "expires_at", "content"]
+    else:
+        table = Table(title=f"versions of {args.memory_id} (oldest first)")
+        columns = ["v", "valid_from", "valid_to", "type", "importance", "tags", "content"]
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for m in items:
+        cells = {
+            "id": m.id,
+            "created_at": m.created_at.isoformat(timespec="seconds"),
+            "v": str(m.version),
+            "type": m.content_type,
+            "importance": f"{m.importance:g}",
+            "tags": ", ".join(m.tags),
+            "expires_at": m.expires_at.isoformat(timespec="seconds") if m.expires_at else "",
+            "valid_from": m.valid_from.isoformat(timespec="seconds") if m.valid_from else "",
+            "valid_to": m.valid_to.isoformat(timespec="seconds") if m.valid_to else "",
+            "content": m.content,
+        }
+        table.add_row(*(cells[c] for c in columns))
+    console.print(table)
+    if cursor:
+        console.print(f"next page: --cursor {cursor}")
+    elif not items:
+        console.print("no memories")
