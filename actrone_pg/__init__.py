@@ -12,6 +12,7 @@ from actrone_pg.config import MemoryConfig
 from actrone_pg.errors import (
     ActroneError,
     ConfigurationError,
+    ConsolidationError,
     DimensionMismatchError,
     EmbedderError,
     MemoryNotFoundError,
@@ -31,6 +32,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ActroneError",
     "ConfigurationError",
+    "ConsolidationError",
     "DimensionMismatchError",
     "EmbedderError",
     "Explain",

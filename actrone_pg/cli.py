@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "inspect": ("actrone_pg._cli.inspect", "show sessions, recent turns and memories (PostgreSQL)"),
     "dsn": ("actrone_pg._cli.dsn", 'print the PostgreSQL DSN (for psql "$(actrone-pg dsn)")'),
     "sweep": ("actrone_pg._cli.sweep", "remove expired sessions and their turns"),
+    "consolidate": ("actrone_pg._cli.consolidate", "turn sessions' turns into long-term memories"),
     "memories": ("actrone_pg._cli.memories", "list an agent's memories or one memory's versions"),
     "server": ("actrone_pg._cli.server", "show (status) or stop the embedded PostgreSQL server"),
 }

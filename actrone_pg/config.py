@@ -25,10 +25,18 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from actrone_pg.errors import ConfigurationError
 from actrone_pg.ranking import ANALYZERS
 
-__all__ = ["BACKENDS", "EMBEDDING_PROVIDERS", "MemoryConfig", "default_data_dir", "redact"]
+__all__ = [
+    "BACKENDS",
+    "CONSOLIDATORS",
+    "EMBEDDING_PROVIDERS",
+    "MemoryConfig",
+    "default_data_dir",
+    "redact",
+]
 
 BACKENDS = ("memory", "postgres", "redis_qdrant")
 EMBEDDING_PROVIDERS = ("local", "hashing", "onnx", "openai")
+CONSOLIDATORS = ("extractive", "llm", "none")
 ENV_PREFIX = "ACTRONE_"
 #: ``ACTRONE_*`` variables that are not settings: the test suite's servers and model
 #: (``ACTRONE_TEST_*``), the benchmark's reference interpreter, the model export script's venv.
@@ -44,8 +52,14 @@ _COLLECTION_PREFIX = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: Schemas PostgreSQL reserves: pg_catalog, pg_toast, pg_temp_N, ... (any pg_ name) and the SQL
 #: standard's information_schema.
 _SYSTEM_SCHEMA = re.compile(r"pg_.*|information_schema")
-_SECRET_FIELDS = ("qdrant_api_key", "embedding_api_key")
-_URL_FIELDS = ("postgres_dsn", "redis_url", "qdrant_url", "embedding_api_url")
+_SECRET_FIELDS = ("qdrant_api_key", "embedding_api_key", "consolidator_api_key")
+_URL_FIELDS = (
+    "postgres_dsn",
+    "redis_url",
+    "qdrant_url",
+    "embedding_api_url",
+    "consolidator_api_url",
+)
 _SECRET_PARAMS = {"password", "api_key", "apikey", "token"}
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
 # key=value connection strings: password=secret or password='it''s secret' (libpq's quoting);
@@ -138,6 +152,22 @@ class MemoryConfig:
     rerank_enabled: bool = False
     rerank_top_k: int = 20
     rerank_model: str = "Xenova/ms-marco-MiniLM-L-6-v2"
+
+    # -- consolidation (conversations become memories, docs/lifecycle.md) --
+    #: "extractive" (deterministic, no service), "llm" (an OpenAI-compatible chat model) or
+    #: "none" (no consolidation; the sweeper then deletes expired sessions without reading them).
+    consolidator: str = "extractive"
+    #: Consolidate a session in the background after this many new turns (0: never by itself).
+    consolidate_after_turns: int = 20
+    #: At most one background consolidation of a session per this many seconds.
+    consolidate_cooldown_seconds: float = 300.0
+    #: The chat-completions server of the "llm" consolidator (its ``/v1`` URL) and its model.
+    consolidator_api_url: str | None = None
+    consolidator_model: str | None = None
+    consolidator_api_key: str | None = None
+    #: Seconds per request, and attempts per request, of the "llm" consolidator.
+    consolidator_timeout: float = 60.0
+    consolidator_retries: int = 3
 
     # -- budget --
     budget_fraction_session: float = 0.35
@@ -467,6 +497,21 @@ def _validate(cfg: MemoryConfig) -> None:
         fail("embedding_dimensions", "must be at least 1")
     if cfg.postgres_pool_max_size < cfg.postgres_pool_min_size:
         fail("postgres_pool_max_size", "must be at least postgres_pool_min_size")
+    if cfg.consolidator not in CONSOLIDATORS:
+        fail(
+            "consolidator",
+            f"unknown consolidator {cfg.consolidator!r}; choose one of {', '.join(CONSOLIDATORS)}",
+        )
+    if cfg.consolidator == "llm":
+        for name in ("consolidator_api_url", "consolidator_model"):
+            if not (getattr(cfg, name) or "").strip():
+                fail(name, "is required with consolidator='llm' (an OpenAI-compatible server)")
+    if cfg.consolidate_after_turns < 0:
+        fail("consolidate_after_turns", "must be 0 (never by itself) or a number of turns")
+    if cfg.consolidate_cooldown_seconds < 0:
+        fail("consolidate_cooldown_seconds", "must be at least 0")
+    if cfg.consolidator_retries < 1:
+        fail("consolidator_retries", f"must be at least 1, got {cfg.consolidator_retries}")
     if cfg.postgres_ann_min_memories < 0:
         fail("postgres_ann_min_memories", "must be 0 (never) or a number of memories")
     if not 1 <= cfg.postgres_ann_ef_search <= 1000:
@@ -477,6 +522,7 @@ def _validate(cfg: MemoryConfig) -> None:
         "postgres_statement_timeout",
         "redis_timeout",
         "qdrant_timeout",
+        "consolidator_timeout",
     ):
         if getattr(cfg, name) <= 0:
             fail(name, f"must be greater than 0, got {getattr(cfg, name)}")

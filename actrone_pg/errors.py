@@ -14,7 +14,9 @@ The tree::
     │   └── SchemaError                        schema missing or behind, or no pgvector
     ├── EmbedderError                          an embedder failed or returned bad vectors
     │   └── ModelNotAvailableError             an embedding or rerank model cannot be loaded
-    └── RerankerError                          a reranker failed
+    ├── RerankerError                          a reranker failed
+    └── ConsolidationError                     turning turns into memories failed this time
+                                               (nothing was written; it is retried later)
 
 A rejected call writes nothing: every ``ValidationError`` is raised before any store is touched.
 Every public method of ``MemoryManager`` raises only these: an exception of a store, embedder,
@@ -26,6 +28,7 @@ from __future__ import annotations
 __all__ = [
     "ActroneError",
     "ConfigurationError",
+    "ConsolidationError",
     "DimensionMismatchError",
     "EmbedderError",
     "MemoryNotFoundError",
@@ -95,3 +98,10 @@ class ModelNotAvailableError(EmbedderError):
 
 class RerankerError(ActroneError):
     """A reranker failed."""
+
+
+class ConsolidationError(ActroneError):
+    """A consolidation could not be done now (a model service failed, the lock is held).
+
+    Nothing was written for the turns concerned; they stay pending and are consolidated later.
+    """

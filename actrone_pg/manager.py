@@ -29,10 +29,13 @@ from actrone_pg._guard import guard_public_methods
 from actrone_pg._telemetry import create_telemetry, trace_public_methods
 from actrone_pg.budget import pack_turns, split_budget
 from actrone_pg.config import MemoryConfig
+from actrone_pg.consolidation import Consolidator, create_consolidator
+from actrone_pg.consolidation import run as consolidation
 from actrone_pg.embedders import Embedder, as_vectors, create_embedder
 from actrone_pg.errors import (
     ActroneError,
     ConfigurationError,
+    ConsolidationError,
     EmbedderError,
     MemoryNotFoundError,
     RerankerError,
@@ -70,6 +73,20 @@ _MEMORY_FIELDS = frozenset(STORED_MEMORY_FIELDS) - _SET_BY_MANAGER | {"memory_id
 # How often update_memory re-reads a memory that another writer changed under it.
 _UPDATE_ATTEMPTS = 5
 
+# Consolidation holds the agent's maintenance lock (spec §8) this long at most; a run that takes
+# longer (a slow chat model) may overlap another, whose writes the derived ids make harmless.
+_CONSOLIDATION_LOCK_SECONDS = 600.0
+# After a failed or lock-blocked background consolidation, wait this long before trying again.
+_CONSOLIDATION_RETRY_SECONDS = 30.0
+# close() lets running background consolidations finish this long, then cancels them.
+_CLOSE_GRACE_SECONDS = 10.0
+# An expired session is read as if its TTL were this long, so the sweeper can consolidate it.
+# Where sessions vanish by themselves at their TTL (Redis), an idle session is consolidated this
+# share of its TTL (at most a minute) before it expires.
+_IDLE_MARGIN_SHARE = 0.1
+_IDLE_MARGIN_MAX_SECONDS = 60.0
+_READ_EXPIRED_TTL = 100 * 365 * 24 * 3600.0
+
 
 @trace_public_methods  # outside the guard: a span sees the error the caller gets
 @guard_public_methods
@@ -88,11 +105,19 @@ class MemoryManager:
         embedder: Embedder,
         reranker: Reranker | None,
         token_counter: TokenCounter | None,
+        consolidator: Consolidator | None = None,
     ) -> None:
         self.config = config
         self.store = store
         self.embedder = embedder
         self.reranker = reranker
+        self.consolidator = consolidator
+        # Background consolidation: turns stored through this manager since the session was
+        # last consolidated, the running task of each session, and when to look again.
+        self._new_turns: dict[tuple[str, str], int] = {}
+        self._consolidating: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._not_before: dict[tuple[str, str], float] = {}
+        self._idle_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._count: TokenCounter = token_counter or heuristic_token_count
         self._custom_counter = token_counter is not None
         self._query_cache: OrderedDict[str, Vector] = OrderedDict()
@@ -129,8 +154,11 @@ class MemoryManager:
         embedder: Embedder | None = None,
         reranker: Reranker | None = None,
         token_counter: TokenCounter | None = None,
+        consolidator: Consolidator | None = None,
     ) -> MemoryManager:
         """Build a manager: the configured (or given) store, embedder and optional reranker.
+
+        ``consolidator`` replaces the one ``config.consolidator`` names (spec §9.1).
 
         The store is connected (and, for PostgreSQL, migrated) before this returns. With
         ``rerank_enabled`` and no ``reranker`` given, the configured cross-encoder is loaded now,
@@ -168,8 +196,18 @@ class MemoryManager:
             if store is None:
                 store = create_store(config)
                 built.append(store)
+            if consolidator is None:
+                consolidator = create_consolidator(config)
+                if consolidator is not None:
+                    built.append(consolidator)
+            elif not callable(getattr(consolidator, "consolidate", None)) or not isinstance(
+                getattr(consolidator, "name", None), str
+            ):
+                raise ConfigurationError(
+                    "consolidator", "must have a name and an async consolidate(turns, context)"
+                )
             await store.setup()
-            manager = cls(config, store, embedder, reranker, token_counter)
+            manager = cls(config, store, embedder, reranker, token_counter, consolidator)
         except BaseException:
             await _close_all(built)
             raise
@@ -184,6 +222,7 @@ class MemoryManager:
         """
         if not self._closed:
             self._closed = True
+            await self._finish_background()
             await _close_all(self._built)
 
     async def __aenter__(self) -> MemoryManager:
@@ -267,6 +306,7 @@ class MemoryManager:
             max_turns=self.config.max_session_turns,
             ttl_seconds=self.config.session_ttl_seconds,
         )
+        self._note_turn(agent_id, session_id)
         return turn
 
     async def get_recent_turns(
@@ -312,11 +352,51 @@ class MemoryManager:
         in-memory store keep it until then; Redis expires it by itself and returns 0). It spans
         every agent, so run it from a scheduled job (``actrone-pg sweep``). Returns the number of
         sessions removed; call again while it returns ``limit``.
+
+        With a consolidator (the default), each expired session's pending turns become memories
+        first, and a session is deleted only once that succeeded: a session whose consolidation
+        fails (or whose agent's maintenance lock is held) stays, and the next sweep tries again.
         """
         v.check_limit("limit", limit)
-        return await self.store.sweep_expired_sessions(
-            ttl_seconds=self.config.session_ttl_seconds, limit=limit
-        )
+        ttl = self.config.session_ttl_seconds
+        if self.consolidator is None:
+            return await self.store.sweep_expired_sessions(ttl_seconds=ttl, limit=limit)
+        removed = 0
+        for agent_id, session_id in await self.store.expired_sessions(ttl_seconds=ttl, limit=limit):
+            try:
+                await self._consolidate_locked(agent_id, session_id, expired=True)
+            except ActroneError as exc:
+                logger.warning(
+                    "kept expired session %r of agent %r: consolidating it failed (%s); "
+                    "the next sweep tries again",
+                    session_id,
+                    agent_id,
+                    exc,
+                )
+                continue
+            if await self.store.delete_expired_session(agent_id, session_id, ttl_seconds=ttl):
+                removed += 1
+        return removed
+
+    async def consolidate_session(self, agent_id: str, session_id: str) -> list[str]:
+        """Turn the session's turns not yet consolidated into long-term memories (spec §9.1).
+
+        Returns the ids of the memories written or updated (``[]`` if there was nothing worth
+        keeping or nothing new). Each memory records its ``source_turn_ids`` and
+        ``source="consolidated"``; running it again over the same turns writes no duplicate.
+        It holds the agent's maintenance lock: if another process holds it, or the consolidator
+        fails, this raises :class:`~actrone_pg.errors.ConsolidationError`, nothing is lost and
+        the turns stay pending.
+        """
+        v.check_id("agent_id", agent_id)
+        v.check_id("session_id", session_id)
+        if self.consolidator is None:
+            raise ConfigurationError(
+                "consolidator", "is 'none': set 'extractive' or 'llm' to consolidate sessions"
+            )
+        ids = await self._consolidate_locked(agent_id, session_id, expired=False)
+        self._new_turns.pop((agent_id, session_id), None)
+        return ids
 
     async def sweep_expired(self, limit: int = 10_000) -> int:
         """Delete up to ``limit`` memories whose ``expires_at`` has passed (every agent).
@@ -350,6 +430,166 @@ class MemoryManager:
         v.check_id("token", token)
         v.check_id("name", name)
         return await self.store.release_lock(agent_id, name, token)
+
+    # -- consolidation (spec §9.1) --
+    async def _consolidate_locked(
+        self, agent_id: str, session_id: str, *, expired: bool, min_turns: int = 1
+    ) -> list[str]:
+        """Consolidate the session's pending turns under the agent's maintenance lock.
+
+        ``expired``: the session ends now: past its TTL for the sweeper, or about to reach it
+        (Redis). It is read whatever its age and its marker is not written (the sweeper deletes
+        it next; Redis lets it lapse). Fewer than ``min_turns`` pending turns: nothing.
+        """
+        assert self.consolidator is not None
+        token = str(uuid.uuid4())
+        if not await self.store.acquire_lock(
+            agent_id, "maintenance", token, _CONSOLIDATION_LOCK_SECONDS
+        ):
+            raise ConsolidationError(
+                f"agent {agent_id!r} is being consolidated or maintained by another process "
+                "(its maintenance lock is held); try again later"
+            )
+        try:
+            ttl = _READ_EXPIRED_TTL if expired else self.config.session_ttl_seconds
+            info = await self.store.get_session(agent_id, session_id, ttl_seconds=ttl)
+            if info is None:
+                return []
+            turns = await self.store.recent_turns(
+                agent_id, session_id, limit=max(info.turn_count, 1), ttl_seconds=ttl
+            )
+            pending = consolidation.pending_turns(turns, info.metadata.get(consolidation.MARKER))
+            if len(pending) < min_turns:
+                return []
+            ids = await consolidation.consolidate_turns(
+                self, self.consolidator, agent_id, session_id, pending
+            )
+            if not expired:
+                marker = consolidation.marker_for(pending[-1], _now())
+                await self.store.set_session_metadata(
+                    agent_id,
+                    session_id,
+                    {consolidation.MARKER: marker},
+                    ttl_seconds=self.config.session_ttl_seconds,
+                )
+            logger.info(
+                "consolidated %d turn(s) of session %r of agent %r into %d memor%s",
+                len(pending),
+                session_id,
+                agent_id,
+                len(ids),
+                "y" if len(ids) == 1 else "ies",
+            )
+            return ids
+        finally:
+            await self.store.release_lock(agent_id, "maintenance", token)
+
+    def _note_turn(self, agent_id: str, session_id: str) -> None:
+        """Count a stored turn; start a background consolidation when the session is due.
+
+        Due means ``consolidate_after_turns`` new turns, and not within the cooldown of the last
+        consolidation — unless the session is about to lose unconsolidated turns to the
+        ``max_session_turns`` cap. The count is this process's; the task checks the session's
+        marker, shared by every process, before it consolidates.
+        """
+        after = self.config.consolidate_after_turns
+        if self.consolidator is None or after == 0 or self._closed:
+            return
+        key = (agent_id, session_id)
+        count = self._new_turns.get(key, 0) + 1
+        self._new_turns[key] = count
+        if getattr(self.store, "sessions_expire_by_themselves", False):
+            self._arm_idle_timer(key)
+        trimming = count >= self.config.max_session_turns - 1
+        if count < after or key in self._consolidating:
+            return
+        if not trimming and time.monotonic() < self._not_before.get(key, 0.0):
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._background_consolidation(key), name=f"actrone-consolidate-{session_id}"
+        )
+        self._consolidating[key] = task
+
+    def _arm_idle_timer(self, key: tuple[str, str]) -> None:
+        """Consolidate the session just before its TTL if no turn comes first (Redis).
+
+        Such a store deletes an idle session by itself, so the sweeper never sees it. The timer
+        lives in this process: a session whose process closed or died meanwhile keeps only what
+        was consolidated before (docs/lifecycle.md).
+        """
+        old = self._idle_timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        ttl = self.config.session_ttl_seconds
+        delay = ttl - min(ttl * _IDLE_MARGIN_SHARE, _IDLE_MARGIN_MAX_SECONDS)
+        loop = asyncio.get_running_loop()
+        self._idle_timers[key] = loop.call_later(delay, self._on_idle, key)
+
+    def _on_idle(self, key: tuple[str, str]) -> None:
+        self._idle_timers.pop(key, None)
+        if self._closed or key in self._consolidating:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._background_consolidation(key, idle=True),
+            name=f"actrone-consolidate-idle-{key[1]}",
+        )
+        self._consolidating[key] = task
+
+    async def _background_consolidation(self, key: tuple[str, str], *, idle: bool = False) -> None:
+        agent_id, session_id = key
+        try:
+            info = await self.store.get_session(
+                agent_id, session_id, ttl_seconds=self.config.session_ttl_seconds
+            )
+            marker = info.metadata.get(consolidation.MARKER) if info is not None else None
+            last = consolidation.last_run(marker)
+            cooldown = self.config.consolidate_cooldown_seconds
+            waited = (_now() - last).total_seconds() if last is not None else math.inf
+            trimming = self._new_turns.get(key, 0) >= self.config.max_session_turns - 1
+            if waited < cooldown and not (trimming or idle):
+                self._not_before[key] = time.monotonic() + cooldown - waited
+                return
+            await self._consolidate_locked(
+                agent_id,
+                session_id,
+                # About to expire: whatever is pending, however few, and no marker (writing
+                # it would keep the session alive for another TTL).
+                expired=idle,
+                min_turns=1
+                if idle
+                else min(self.config.consolidate_after_turns, self.config.max_session_turns),
+            )
+            self._new_turns.pop(key, None)
+            self._not_before[key] = time.monotonic() + cooldown
+        except Exception as exc:
+            # Logged, never raised: the caller of store_turn is long gone. The turns stay
+            # pending; the next turn after the retry delay starts another attempt.
+            logger.warning(
+                "background consolidation of session %r of agent %r failed: %s: %s; "
+                "retrying after %.0fs",
+                session_id,
+                agent_id,
+                type(exc).__name__,
+                exc,
+                _CONSOLIDATION_RETRY_SECONDS,
+            )
+            self._not_before[key] = time.monotonic() + _CONSOLIDATION_RETRY_SECONDS
+        finally:
+            self._consolidating.pop(key, None)
+
+    async def _finish_background(self) -> None:
+        """Let running background consolidations finish (a short grace), then cancel them."""
+        for timer in self._idle_timers.values():
+            timer.cancel()
+        self._idle_timers.clear()
+        tasks = list(self._consolidating.values())
+        if not tasks:
+            return
+        _, late = await asyncio.wait(tasks, timeout=_CLOSE_GRACE_SECONDS)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.gather(*late, return_exceptions=True)
 
     # -- L2 writes --
     async def inject_memory(

@@ -46,6 +46,7 @@ CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "set_session_metadata": (("ag", "s", {"k": 1}), {}),
     "clear_session": (("ag", "s"), {}),
     "sweep_expired_sessions": ((), {}),
+    "consolidate_session": (("ag", "s"), {}),
     "try_lock": (("ag",), {}),
     "release_lock": (("ag", "token"), {}),
     "inject_memory": (("ag", "some content"), {}),

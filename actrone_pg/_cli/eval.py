@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from actrone_pg.evaluation.reference import (
     find_eval_driver,
     run_reference_eval,
 )
-from actrone_pg.evaluation.runner import DEFAULT_LABEL, total_steps
+from actrone_pg.evaluation.runner import DEFAULT_LABEL, consolidation_window, total_steps
 
 __all__ = ["add_arguments", "load_eval_embedder", "run"]
 
@@ -95,6 +96,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     ref.add_argument("--reference-venv", type=Path, help="where --setup-reference creates it")
     ref.add_argument("--reference-driver", help="driver script to run instead of the shipped one")
+    parser.add_argument(
+        "--memories",
+        action="append",
+        default=[],
+        metavar="raw|consolidated[:N[:S]]",
+        help="what is written: each turn as a memory ('raw', the default) or the memories the "
+        "extractive consolidator makes of each session, N turns to a memory, sentences scoring "
+        "at least S (its defaults if omitted); repeat to measure several side by side",
+    )
     parser.add_argument("--chart", type=Path, help="save a PNG bar chart here (needs [bench])")
     parser.add_argument("--json", action="store_true", help="print the results as JSON only")
 
@@ -121,7 +131,16 @@ def _configs(args: argparse.Namespace) -> list[EvalConfig]:
             raise ValidationError(f"--config {spec!r} is given twice")
         seen.add(label)
         out.append(EvalConfig(label, overrides, build_config(overrides, backend=args.backend)))
-    return out
+    kinds = list(dict.fromkeys(args.memories or ["raw"]))
+    for kind in kinds:
+        consolidation_window(kind)  # a bad value fails before anything runs
+    return [
+        dataclasses.replace(
+            ec, label=ec.label if kind == "raw" else f"{ec.label} ({kind})", memories=kind
+        )
+        for kind in kinds
+        for ec in out
+    ]
 
 
 def _reference_python(args: argparse.Namespace, console: Any) -> Path:

@@ -8,6 +8,11 @@ configured ``session_ttl_hours``, and deletes in batches until nothing expired i
 It refuses the ``memory`` backend (the default when nothing is configured): that store lives
 in one process, so a sweep from cron would sweep a new, empty one and report success. It creates
 nothing: no embedded cluster in a directory without one, no schema, no migration.
+
+With a consolidator (``ACTRONE_CONSOLIDATOR``, default ``extractive``) each expired session's
+pending turns become long-term memories before the session is deleted, through a
+``MemoryManager`` (which builds the configured embedder); a session whose consolidation fails is
+kept for the next run. ``--no-consolidate`` deletes without reading.
 """
 
 from __future__ import annotations
@@ -38,6 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="idle time after which a session is expired (default: ACTRONE_SESSION_TTL_HOURS)",
     )
     parser.add_argument(
+        "--no-consolidate",
+        action="store_true",
+        help="delete expired sessions without consolidating them first",
+    )
+    parser.add_argument(
         "--batch", type=int, default=10_000, help="sessions deleted per statement (default 10,000)"
     )
 
@@ -59,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
         overrides["postgres_data_dir"] = args.data_dir
     if args.ttl_hours is not None:
         overrides["session_ttl_hours"] = args.ttl_hours
+    if args.no_consolidate:
+        overrides["consolidator"] = "none"
     config = MemoryConfig(**overrides)
     if config.backend == "memory":
         raise ConfigurationError(
@@ -75,17 +87,23 @@ def run(args: argparse.Namespace) -> int:
         config = config.replace(postgres_dsn=dsn, postgres_auto_migrate=False)
 
     async def sweep() -> tuple[int, int]:
+        from actrone_pg.manager import MemoryManager
+
         store = create_store(config)
-        await store.setup()
         removed = memories = 0
         try:
-            while True:
-                n = await store.sweep_expired_sessions(
-                    ttl_seconds=config.session_ttl_seconds, limit=args.batch
-                )
-                removed += n
-                if n < args.batch:
-                    break
+            # The manager consolidates each expired session first (unless consolidator="none").
+            mm = await MemoryManager.create(config, store=store)
+            try:
+                while True:
+                    n = await mm.sweep_expired_sessions(limit=args.batch)
+                    removed += n
+                    # Fewer than a batch: nothing expired is left, or what is left was kept
+                    # because its consolidation failed (the next run tries it again).
+                    if n < args.batch:
+                        break
+            finally:
+                await mm.close()
             # Memories past their expires_at (spec §9.4), statistics kept exact by the store.
             while True:
                 n = await store.sweep_expired_memories(limit=args.batch)

@@ -35,13 +35,29 @@ def reciprocal_rank(ranked: Sequence[str], relevant: frozenset[str]) -> float:
 
 @dataclass(frozen=True, slots=True)
 class QueryResult:
-    """What one question got: the ranked ids returned and how long the search took."""
+    """What one question got: the ranked ids returned and how long the search took.
+
+    ``sources``, when given, holds each returned memory's source turn ids (consolidated
+    memories): the scores then count an evidence turn as found at the rank of the first memory
+    that came from it.
+    """
 
     conversation: str
     category: str
     relevant: frozenset[str]
     ranked: tuple[str, ...]
     search_ms: float
+    sources: tuple[tuple[str, ...], ...] | None = None
+
+    def first_ranks(self) -> dict[str, int]:
+        """Each relevant id found, with the 1-based rank where it was first found."""
+        found: dict[str, int] = {}
+        groups = self.sources if self.sources is not None else tuple((i,) for i in self.ranked)
+        for rank, ids in enumerate(groups, 1):
+            for i in ids:
+                if i in self.relevant and i not in found:
+                    found[i] = rank
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +93,17 @@ def score(results: Sequence[QueryResult]) -> dict[str, Scores]:
         groups.setdefault(r.category, []).append(r)
     out = {}
     for name, rs in [*sorted(groups.items()), (OVERALL, list(results))]:
+        firsts = [(r, r.first_ranks()) for r in rs]
         out[name] = Scores(
             questions=len(rs),
-            recall_at_5=_mean(recall_at(r.ranked, r.relevant, 5) for r in rs),
-            recall_at_10=_mean(recall_at(r.ranked, r.relevant, 10) for r in rs),
-            hit_at_5=_mean(hit_at(r.ranked, r.relevant, 5) for r in rs),
-            mrr=_mean(reciprocal_rank(r.ranked, r.relevant) for r in rs),
+            recall_at_5=_mean(_recall(r, f, 5) for r, f in firsts),
+            recall_at_10=_mean(_recall(r, f, 10) for r, f in firsts),
+            hit_at_5=_mean(1.0 if any(k <= 5 for k in f.values()) else 0.0 for r, f in firsts),
+            mrr=_mean(1.0 / min(f.values()) if f else 0.0 for r, f in firsts),
         )
     return out
+
+
+def _recall(r: QueryResult, first: dict[str, int], k: int) -> float:
+    # The same as recall_at(r.ranked, r.relevant, k) for one id per rank.
+    return sum(1 for rank in first.values() if rank <= k) / len(r.relevant) if r.relevant else 0.0

@@ -6,6 +6,12 @@ Each conversation becomes an agent: its turns are written with ``inject_memories
 ranking of the configuration in force). Texts are embedded once, before anything is timed, and
 the vectors reused by every configuration (:class:`CachingEmbedder`), so the search time is the
 store's and the ranking's, without the query embedding.
+
+With ``memories="consolidated"`` (or ``"consolidated:N:S"``) the turns are not written as
+memories: each session's turns go through the extractive consolidator (windows of N turns, least
+sentence score S; its defaults if omitted), as
+``consolidate_session`` would write them, and an evidence turn counts as found where a returned
+memory's ``source_turn_ids`` contain it.
 """
 
 from __future__ import annotations
@@ -17,15 +23,20 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from actrone_pg.config import ENV_PREFIX, MemoryConfig
+from actrone_pg.consolidation import ExtractiveConsolidator
 from actrone_pg.embedders import Embedder, as_vectors
 from actrone_pg.errors import ConfigurationError
 from actrone_pg.evaluation.loader import Conversation
 from actrone_pg.evaluation.metrics import OVERALL, QueryResult, Scores, score
+from actrone_pg.models import Turn
+
+if TYPE_CHECKING:
+    from actrone_pg.manager import MemoryManager
 
 __all__ = [
     "SEARCH_LIMIT",
@@ -97,6 +108,31 @@ class EvalConfig:
     label: str
     overrides: Mapping[str, str]
     config: MemoryConfig
+    #: "raw" (each turn a memory) or "consolidated[:N]" (see the module docstring).
+    memories: str = "raw"
+
+
+def consolidation_window(memories: str) -> tuple[int, float] | None:
+    """``None`` for ``"raw"``, else the window and minimum sentence score of
+    ``"consolidated[:N[:S]]"`` (defaults: the extractive consolidator's)."""
+    if memories == "raw":
+        return None
+    head, *rest = memories.split(":")
+    defaults = ExtractiveConsolidator()
+    try:
+        if head != "consolidated" or len(rest) > 2:
+            raise ValueError(memories)
+        window = int(rest[0]) if rest else defaults.window_turns
+        min_score = float(rest[1]) if len(rest) > 1 else defaults.min_score
+        if window < 1:
+            raise ValueError(memories)
+    except ValueError:
+        raise ConfigurationError(
+            "memories",
+            f"expected 'raw' or 'consolidated[:N[:S]]' (N turns a memory, S the least sentence "
+            f"score), got {memories!r}",
+        ) from None
+    return window, min_score
 
 
 class CachingEmbedder:
@@ -225,26 +261,35 @@ async def run_eval(
             for conv in conversations:
                 agent = _agent_id(conv)
                 await mm.erase_agent(agent)
-                await mm.inject_memories(
-                    agent,
-                    [
-                        {
-                            "content": t.content(captions=captions),
-                            "memory_id": t.id,
-                            "session_id": f"session-{t.session}" if t.session else None,
-                            "created_at": t.created_at,
-                            "source": "eval",
-                        }
-                        for t in conv.turns
-                    ],
-                )
+                window = consolidation_window(ec.memories)
+                if window is None:
+                    await mm.inject_memories(
+                        agent,
+                        [
+                            {
+                                "content": t.content(captions=captions),
+                                "memory_id": t.id,
+                                "session_id": f"session-{t.session}" if t.session else None,
+                                "created_at": t.created_at,
+                                "source": "eval",
+                            }
+                            for t in conv.turns
+                        ],
+                    )
+                else:
+                    await _consolidate(mm, agent, conv, *window, captions=captions)
                 for q in conv.questions:
                     started = time.perf_counter()
                     hits = await mm.search_memories(agent, q.text, limit=SEARCH_LIMIT)
                     elapsed = (time.perf_counter() - started) * 1000.0
                     result.results.append(
                         QueryResult(
-                            conv.id, q.category, q.evidence, tuple(h.id for h in hits), elapsed
+                            conv.id,
+                            q.category,
+                            q.evidence,
+                            tuple(h.id for h in hits),
+                            elapsed,
+                            None if window is None else tuple(h.source_turn_ids for h in hits),
                         )
                     )
                     if progress is not None:
@@ -258,3 +303,32 @@ async def run_eval(
         for c in conversations
     ]
     return EvalReport(cached.name, backend, summary, out)
+
+
+async def _consolidate(
+    mm: MemoryManager,
+    agent: str,
+    conv: Conversation,
+    window: int,
+    min_score: float,
+    *,
+    captions: bool,
+) -> None:
+    """Write the conversation as the extractive consolidator turns each session into memories.
+
+    Each thing said becomes a turn whose user message is the line with its speaker's name, so
+    the consolidator adds no "User:" label of its own.
+    """
+    from actrone_pg.consolidation.run import consolidate_turns
+
+    consolidator = ExtractiveConsolidator(
+        window_turns=window, min_score=min_score, user_label="", assistant_label=""
+    )
+    sessions: dict[str, list[Turn]] = {}
+    for t in conv.turns:
+        session = f"session-{t.session or 0}"
+        sessions.setdefault(session, []).append(
+            Turn(t.id, agent, session, t.content(captions=captions), "", None, t.created_at, 0)
+        )
+    for session, turns in sessions.items():
+        await consolidate_turns(mm, consolidator, agent, session, turns)

@@ -96,6 +96,23 @@ class Store(Protocol):
         more (an expired session reads as empty). Returns how many sessions were removed.
         """
 
+    async def expired_sessions(self, *, ttl_seconds: float, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` ``(agent_id, session_id)`` of sessions idle longer than ``ttl_seconds``.
+
+        The sweeper consolidates each (reading it with a longer TTL) before it deletes it with
+        :meth:`delete_expired_session`. A store whose sessions vanish by themselves (Redis)
+        returns ``[]`` and sets a class attribute ``sessions_expire_by_themselves = True``: the
+        manager then consolidates a session shortly before its TTL instead.
+        """
+
+    async def delete_expired_session(
+        self, agent_id: str, session_id: str, *, ttl_seconds: float
+    ) -> bool:
+        """Remove the session and its turns if it is still idle longer than ``ttl_seconds``.
+
+        ``False`` if it is gone or was revived meanwhile (a new turn): then it is kept.
+        """
+
     async def acquire_lock(self, agent_id: str, name: str, holder: str, ttl_seconds: float) -> bool:
         """Take the named lock for ``holder`` unless someone else holds a live one.
 

@@ -230,6 +230,21 @@ class InMemoryStore:
             del self._sessions[key]
         return len(expired)
 
+    async def expired_sessions(self, *, ttl_seconds: float, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` sessions idle longer than ``ttl_seconds``."""
+        now = _now()
+        return [k for k, s in self._sessions.items() if s.expired(now, ttl_seconds)][:limit]
+
+    async def delete_expired_session(
+        self, agent_id: str, session_id: str, *, ttl_seconds: float
+    ) -> bool:
+        """Drop the session if it is still expired."""
+        session = self._sessions.get((agent_id, session_id))
+        if session is None or not session.expired(_now(), ttl_seconds):
+            return False
+        del self._sessions[(agent_id, session_id)]
+        return True
+
     async def append_turn(self, turn: Turn, *, max_turns: int, ttl_seconds: float) -> None:
         """Append a turn (idempotent by id), trim to ``max_turns`` and refresh the expiry."""
         session = self._touch(turn.agent_id, turn.session_id, ttl_seconds)

@@ -11,9 +11,11 @@ from actrone_pg.stores.postgres.connection import Connection, jsonb
 from actrone_pg.stores.postgres.statements import (
     ACQUIRE_LOCK,
     DELETE_EXPIRED_SESSION,
+    DELETE_EXPIRED_SESSION_IF_IDLE,
     DELETE_SESSION,
     INSERT_TURN,
     RELEASE_LOCK,
+    SELECT_EXPIRED_SESSIONS,
     SELECT_RECENT_TURNS,
     SELECT_SESSION,
     SWEEP_SESSIONS,
@@ -92,6 +94,22 @@ class Sessions(Connection):
         async with self._conn() as conn:
             cur = await conn.execute(self._q(SWEEP_SESSIONS), (ttl_seconds, limit))
             return max(cur.rowcount, 0)
+
+    async def expired_sessions(self, *, ttl_seconds: float, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` sessions idle longer than ``ttl_seconds``."""
+        async with self._conn() as conn:
+            found = await self._fetch(conn, self._q(SELECT_EXPIRED_SESSIONS), (ttl_seconds, limit))
+        return [(r["agent_id"], r["session_id"]) for r in found]
+
+    async def delete_expired_session(
+        self, agent_id: str, session_id: str, *, ttl_seconds: float
+    ) -> bool:
+        """Delete the session (its turns by cascade) if it is still idle past the TTL."""
+        async with self._conn() as conn:
+            cur = await conn.execute(
+                self._q(DELETE_EXPIRED_SESSION_IF_IDLE), (agent_id, session_id, ttl_seconds)
+            )
+            return cur.rowcount > 0
 
     async def acquire_lock(self, agent_id: str, name: str, holder: str, ttl_seconds: float) -> bool:
         """Take the lock in one atomic statement, timed by the server's clock."""

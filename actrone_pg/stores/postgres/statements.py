@@ -75,6 +75,15 @@ SWEEP_SESSIONS = (
     " WHERE x.last_active_at < now() - make_interval(secs => %s)"
     " LIMIT %s FOR UPDATE SKIP LOCKED)"
 )
+SELECT_EXPIRED_SESSIONS = (
+    "SELECT agent_id, session_id FROM {s}.sessions"
+    " WHERE last_active_at < now() - make_interval(secs => %s) LIMIT %s"
+)
+# Re-checked under the row lock: a session a writer revived meanwhile is kept.
+DELETE_EXPIRED_SESSION_IF_IDLE = (
+    "DELETE FROM {s}.sessions WHERE agent_id = %s AND session_id = %s"
+    " AND last_active_at < now() - make_interval(secs => %s)"
+)
 # One atomic statement: insert, or take over a lapsed lock; a live lock (even our own) refuses.
 ACQUIRE_LOCK = (
     "INSERT INTO {s}.locks AS l (agent_id, name, holder, expires_at)"

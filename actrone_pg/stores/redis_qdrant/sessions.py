@@ -85,6 +85,20 @@ class Sessions(Connection):
         """Nothing to do: every key of a session carries its TTL and Redis removes it."""
         return 0
 
+    #: Redis removes an idle session by itself at its TTL, so no sweeper sees it first: the
+    #: manager consolidates such a session shortly before its TTL instead (docs/lifecycle.md).
+    sessions_expire_by_themselves = True
+
+    async def expired_sessions(self, *, ttl_seconds: float, limit: int) -> list[tuple[str, str]]:
+        """None: an expired session's keys are gone already (Redis removed them at their TTL)."""
+        return []
+
+    async def delete_expired_session(
+        self, agent_id: str, session_id: str, *, ttl_seconds: float
+    ) -> bool:
+        """Nothing to delete: Redis removed the session's keys at their TTL."""
+        return False
+
     async def acquire_lock(self, agent_id: str, name: str, holder: str, ttl_seconds: float) -> bool:
         """``SET NX PX``: one winner among concurrent callers; Redis expires it after the TTL."""
         ak = AgentKeys.of(self._prefix, agent_id)
