@@ -75,7 +75,9 @@ async def l1_l2_one_round_trip(
     candidates, lifecycle, params = found
     async with store._conn() as conn, conn.pipeline() as pipe:
         l1 = conn.cursor(row_factory=dict_row)
-        await l1.execute(store._q(SELECT_RECENT_TURNS), (req.agent_id, session_id, 3600.0, 50))
+        await l1.execute(
+            store._compose(SELECT_RECENT_TURNS), (req.agent_id, session_id, 3600.0, 50)
+        )
         l2 = conn.cursor(row_factory=dict_row, binary=True)
         await l2.execute(
             store._search_sql(SEARCH_PACKED, candidates, lifecycle),

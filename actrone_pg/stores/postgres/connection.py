@@ -236,8 +236,8 @@ class Connection:
                         f"the server has no text search configuration {self._ts_config!r} "
                         "(see \\dF in psql)",
                     )
-            await conn.execute(self._q(RECORD_TS_CONFIG), (self._ts_config,))
-            cur = await conn.execute(self._q(SELECT_TS_CONFIG))
+            await conn.execute(self._compose(RECORD_TS_CONFIG), (self._ts_config,))
+            cur = await conn.execute(self._compose(SELECT_TS_CONFIG))
             row = await cur.fetchone()
         recorded = str(row[0]) if row else self._ts_config
         if recorded != self._ts_config:
@@ -255,8 +255,8 @@ class Connection:
         if self._ts_config != "simple":
             return
         async with self._conn() as conn:
-            await conn.execute(self._q(RECORD_ANALYZER), (self.analyzer.name,))
-            cur = await conn.execute(self._q(SELECT_ANALYZER))
+            await conn.execute(self._compose(RECORD_ANALYZER), (self.analyzer.name,))
+            cur = await conn.execute(self._compose(SELECT_ANALYZER))
             row = await cur.fetchone()
         recorded = str(row[0]) if row else self.analyzer.name
         if recorded != self.analyzer.name:
@@ -302,7 +302,7 @@ class Connection:
             await asyncio.gather(*self._retired, return_exceptions=True)
 
     # -- plumbing --
-    def _q(self, text: str) -> sql.Composed:
+    def _compose(self, text: str) -> sql.Composed:
         composed = self._sql.get(text)
         if composed is None:
             composed = sql.SQL(text).format(s=sql.Identifier(self.schema))
@@ -512,7 +512,9 @@ class Connection:
         if known is not None:
             return known
         async with self._conn() as conn:
-            found = rows.dimensions(await self._fetch(conn, self._q(SELECT_EMBEDDERS), ([name],)))
+            found = rows.dimensions(
+                await self._fetch(conn, self._compose(SELECT_EMBEDDERS), ([name],))
+            )
         if name not in found:
             return None
         self._dimensions[name] = found[name]

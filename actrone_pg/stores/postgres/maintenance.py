@@ -78,7 +78,7 @@ class Maintenance(Connection):
         """``VACUUM (ANALYZE)`` the L2 tables; the caller holds ``_maintenance``."""
         unmaintained = self._unmaintained
         async with self._conn() as conn:
-            await conn.execute(self._q(ANALYZE_L2))
+            await conn.execute(self._compose(ANALYZE_L2))
         self._unmaintained -= unmaintained
 
     async def _settle(self) -> None:
@@ -254,7 +254,7 @@ class Maintenance(Connection):
             task.cancel()
         await asyncio.gather(*stopped, return_exceptions=True)  # its index is dropped below
         async with self._conn() as conn:
-            cur = await conn.execute(self._q(SELECT_ALL_EMBEDDERS))
+            cur = await conn.execute(self._compose(SELECT_ALL_EMBEDDERS))
             embedders = [str(r[0]) for r in await cur.fetchall()]
             for embedder in embedders:
                 self._ann_known.pop((agent_id, embedder), None)

@@ -39,10 +39,10 @@ class Sessions(Connection):
         a, s = turn.agent_id, turn.session_id
         tool = jsonb(turn.tool_results) if turn.tool_results is not None else None
         async with self._conn() as conn, conn.transaction():
-            await conn.execute(self._q(DELETE_EXPIRED_SESSION), (a, s, ttl_seconds))
-            await conn.execute(self._q(UPSERT_SESSION), (a, s, Jsonb({})))
+            await conn.execute(self._compose(DELETE_EXPIRED_SESSION), (a, s, ttl_seconds))
+            await conn.execute(self._compose(UPSERT_SESSION), (a, s, Jsonb({})))
             await conn.execute(
-                self._q(INSERT_TURN),
+                self._compose(INSERT_TURN),
                 (
                     a,
                     s,
@@ -54,7 +54,7 @@ class Sessions(Connection):
                     turn.token_count,
                 ),
             )
-            await conn.execute(self._q(TRIM_TURNS), (a, s, a, s, max_turns))
+            await conn.execute(self._compose(TRIM_TURNS), (a, s, a, s, max_turns))
 
     async def recent_turns(
         self, agent_id: str, session_id: str, *, limit: int, ttl_seconds: float
@@ -62,7 +62,7 @@ class Sessions(Connection):
         """The newest ``limit`` turns of a live session, oldest first."""
         async with self._conn() as conn:
             found = await self._fetch(
-                conn, self._q(SELECT_RECENT_TURNS), (agent_id, session_id, ttl_seconds, limit)
+                conn, self._compose(SELECT_RECENT_TURNS), (agent_id, session_id, ttl_seconds, limit)
             )
         return rows.turns(agent_id, session_id, found)
 
@@ -72,7 +72,7 @@ class Sessions(Connection):
         """The live session's bookkeeping, or ``None``."""
         async with self._conn() as conn:
             found = await self._fetch(
-                conn, self._q(SELECT_SESSION), (agent_id, session_id, ttl_seconds)
+                conn, self._compose(SELECT_SESSION), (agent_id, session_id, ttl_seconds)
             )
         return rows.session(agent_id, session_id, found[0]) if found else None
 
@@ -81,24 +81,30 @@ class Sessions(Connection):
     ) -> None:
         """Merge ``metadata`` into the session's (creating or restarting the session)."""
         async with self._conn() as conn, conn.transaction():
-            await conn.execute(self._q(DELETE_EXPIRED_SESSION), (agent_id, session_id, ttl_seconds))
-            await conn.execute(self._q(UPSERT_SESSION), (agent_id, session_id, jsonb(metadata)))
+            await conn.execute(
+                self._compose(DELETE_EXPIRED_SESSION), (agent_id, session_id, ttl_seconds)
+            )
+            await conn.execute(
+                self._compose(UPSERT_SESSION), (agent_id, session_id, jsonb(metadata))
+            )
 
     async def clear_session(self, agent_id: str, session_id: str) -> None:
         """Remove the session and (by cascade) its turns."""
         async with self._conn() as conn:
-            await conn.execute(self._q(DELETE_SESSION), (agent_id, session_id))
+            await conn.execute(self._compose(DELETE_SESSION), (agent_id, session_id))
 
     async def sweep_expired_sessions(self, *, ttl_seconds: float, limit: int) -> int:
         """Delete up to ``limit`` expired sessions; their turns go by cascade."""
         async with self._conn() as conn:
-            cur = await conn.execute(self._q(SWEEP_SESSIONS), (ttl_seconds, limit))
+            cur = await conn.execute(self._compose(SWEEP_SESSIONS), (ttl_seconds, limit))
             return max(cur.rowcount, 0)
 
     async def expired_sessions(self, *, ttl_seconds: float, limit: int) -> list[tuple[str, str]]:
         """Up to ``limit`` sessions idle longer than ``ttl_seconds``."""
         async with self._conn() as conn:
-            found = await self._fetch(conn, self._q(SELECT_EXPIRED_SESSIONS), (ttl_seconds, limit))
+            found = await self._fetch(
+                conn, self._compose(SELECT_EXPIRED_SESSIONS), (ttl_seconds, limit)
+            )
         return [(r["agent_id"], r["session_id"]) for r in found]
 
     async def delete_expired_session(
@@ -107,18 +113,20 @@ class Sessions(Connection):
         """Delete the session (its turns by cascade) if it is still idle past the TTL."""
         async with self._conn() as conn:
             cur = await conn.execute(
-                self._q(DELETE_EXPIRED_SESSION_IF_IDLE), (agent_id, session_id, ttl_seconds)
+                self._compose(DELETE_EXPIRED_SESSION_IF_IDLE), (agent_id, session_id, ttl_seconds)
             )
             return cur.rowcount > 0
 
     async def acquire_lock(self, agent_id: str, name: str, holder: str, ttl_seconds: float) -> bool:
         """Take the lock in one atomic statement, timed by the server's clock."""
         async with self._conn() as conn:
-            cur = await conn.execute(self._q(ACQUIRE_LOCK), (agent_id, name, holder, ttl_seconds))
+            cur = await conn.execute(
+                self._compose(ACQUIRE_LOCK), (agent_id, name, holder, ttl_seconds)
+            )
             return await cur.fetchone() is not None
 
     async def release_lock(self, agent_id: str, name: str, holder: str) -> bool:
         """Release the lock if ``holder`` holds a live one."""
         async with self._conn() as conn:
-            cur = await conn.execute(self._q(RELEASE_LOCK), (agent_id, name, holder))
+            cur = await conn.execute(self._compose(RELEASE_LOCK), (agent_id, name, holder))
             return await cur.fetchone() is not None

@@ -1,8 +1,9 @@
 """Every SQL statement of the PostgreSQL store, as named constants, and its fixed settings.
 
-``{s}`` is the schema, composed with ``sql.Identifier`` (``Connection._q``); values always travel
-as bound parameters. The long ranking SQL lives in ``actrone_pg/sql/`` and the migrations; these
-are the short statements around it. The memory columns are derived from
+``{s}`` is the schema, composed with ``sql.Identifier`` (``Connection._compose``); values always
+travel as bound parameters. The long ranking SQL is installed by the migrations (their pinned
+copies in ``actrone_pg/migrations/sql/``); these are the short statements around it. The memory
+columns are derived from
 :data:`actrone_pg.models.STORED_MEMORY_FIELDS`, the one list of a memory's fields.
 """
 

@@ -87,17 +87,19 @@ class Writes(Maintenance):
             names = sorted(n for n in dims if n not in self._dimensions)
             if names:
                 # Registry rows never change once committed, so known ones need no round trip.
-                await conn.execute(self._q(REGISTER_EMBEDDERS), (names, [dims[n] for n in names]))
+                await conn.execute(
+                    self._compose(REGISTER_EMBEDDERS), (names, [dims[n] for n in names])
+                )
                 stored = rows.dimensions(
-                    await self._fetch(conn, self._q(SELECT_EMBEDDERS), (names,))
+                    await self._fetch(conn, self._compose(SELECT_EMBEDDERS), (names,))
                 )
                 self._check_known_dimensions(dims, stored)
             for agent_id in sorted(by_agent):
                 if version is not None:
-                    await conn.execute(self._q(LOCK_AGENT_STATS), (agent_id,))
+                    await conn.execute(self._compose(LOCK_AGENT_STATS), (agent_id,))
                     m = records[0].memory
                     cur = await conn.execute(
-                        self._q(ARCHIVE_MEMORY), (m.valid_from, agent_id, m.id, version)
+                        self._compose(ARCHIVE_MEMORY), (m.valid_from, agent_id, m.id, version)
                     )
                     if await cur.fetchone() is None:
                         return False
@@ -130,11 +132,13 @@ class Writes(Maintenance):
 
         ``fresh``: the memories replaced start afresh, their earlier versions dropped.
         """
-        await conn.execute(self._q(LOCK_AGENT_STATS), (agent_id,))
+        await conn.execute(self._compose(LOCK_AGENT_STATS), (agent_id,))
         ids = [r.memory.id for r in recs]
-        gone = rows.removed(await self._fetch(conn, self._q(DELETE_MEMORIES), (agent_id, ids)))
+        gone = rows.removed(
+            await self._fetch(conn, self._compose(DELETE_MEMORIES), (agent_id, ids))
+        )
         if fresh and gone:
-            await conn.execute(self._q(DELETE_HISTORY), (agent_id, ids))
+            await conn.execute(self._compose(DELETE_HISTORY), (agent_id, ids))
         df: Counter[str] = Counter()
         n_delta = 0
         len_delta = 0
@@ -158,7 +162,7 @@ class Writes(Maintenance):
                     rec.vector,
                 )
             )
-        async with conn.cursor().copy(self._q(COPY_MEMORIES)) as copy:
+        async with conn.cursor().copy(self._compose(COPY_MEMORIES)) as copy:
             copy.set_types(COPY_TYPES)
             for row in copied:
                 await copy.write_row(row)
@@ -166,66 +170,66 @@ class Writes(Maintenance):
         if changed:
             terms = list(changed)
             await conn.execute(
-                self._q(UPDATE_TERM_STATS), (agent_id, terms, [changed[t] for t in terms])
+                self._compose(UPDATE_TERM_STATS), (agent_id, terms, [changed[t] for t in terms])
             )
             removed = [t for t, d in changed.items() if d < 0]
             if removed:
-                await conn.execute(self._q(PRUNE_TERM_STATS), (agent_id, removed))
-        cur = await conn.execute(self._q(UPDATE_AGENT_STATS), (n_delta, len_delta, agent_id))
+                await conn.execute(self._compose(PRUNE_TERM_STATS), (agent_id, removed))
+        cur = await conn.execute(self._compose(UPDATE_AGENT_STATS), (n_delta, len_delta, agent_id))
         stats = await cur.fetchone()
         return int(stats[0]) if stats else 0
 
     async def get_memory(self, agent_id: str, memory_id: str) -> Memory | None:
         """One memory of the agent, or ``None``."""
         async with self._conn() as conn:
-            found = await self._fetch(conn, self._q(SELECT_MEMORY), (agent_id, memory_id))
+            found = await self._fetch(conn, self._compose(SELECT_MEMORY), (agent_id, memory_id))
         return rows.memory(agent_id, found[0]) if found else None
 
     async def memory_history(self, agent_id: str, memory_id: str) -> list[Memory]:
         """Every version of the memory, oldest first, in one snapshot."""
         async with self._conn() as conn:
             found = await self._fetch(
-                conn, self._q(SELECT_HISTORY), (agent_id, memory_id, agent_id, memory_id)
+                conn, self._compose(SELECT_HISTORY), (agent_id, memory_id, agent_id, memory_id)
             )
         return [rows.memory(agent_id, r) for r in found]
 
     async def delete_memory(self, agent_id: str, memory_id: str) -> bool:
         """Delete one memory of the agent (every version) and take it out of the statistics."""
         async with self._conn() as conn, conn.transaction():
-            await conn.execute(self._q(LOCK_AGENT_STATS), (agent_id,))
+            await conn.execute(self._compose(LOCK_AGENT_STATS), (agent_id,))
             gone = rows.removed(
-                await self._fetch(conn, self._q(DELETE_MEMORIES), (agent_id, [memory_id]))
+                await self._fetch(conn, self._compose(DELETE_MEMORIES), (agent_id, [memory_id]))
             )
             if not gone:
                 return False
-            await conn.execute(self._q(DELETE_HISTORY), (agent_id, [memory_id]))
+            await conn.execute(self._compose(DELETE_HISTORY), (agent_id, [memory_id]))
             (old,) = gone
             if old.terms:
                 await conn.execute(
-                    self._q(UPDATE_TERM_STATS), (agent_id, old.terms, [-1] * len(old.terms))
+                    self._compose(UPDATE_TERM_STATS), (agent_id, old.terms, [-1] * len(old.terms))
                 )
-                await conn.execute(self._q(PRUNE_TERM_STATS), (agent_id, old.terms))
-            await conn.execute(self._q(UPDATE_AGENT_STATS), (-1, -old.length, agent_id))
+                await conn.execute(self._compose(PRUNE_TERM_STATS), (agent_id, old.terms))
+            await conn.execute(self._compose(UPDATE_AGENT_STATS), (-1, -old.length, agent_id))
             return True
 
     async def sweep_expired_memories(self, *, limit: int) -> int:
         """Delete up to ``limit`` expired memories, one transaction per agent, statistics exact."""
         async with self._conn() as conn:
-            found = await self._fetch(conn, self._q(SELECT_EXPIRED), (limit,))
+            found = await self._fetch(conn, self._compose(SELECT_EXPIRED), (limit,))
         by_agent: dict[str, list[str]] = defaultdict(list)
         for r in found:
             by_agent[str(r["agent_id"])].append(str(r["id"]))
         removed = 0
         for agent_id in sorted(by_agent):
             async with self._conn() as conn, conn.transaction():
-                await conn.execute(self._q(LOCK_AGENT_STATS), (agent_id,))
+                await conn.execute(self._compose(LOCK_AGENT_STATS), (agent_id,))
                 gone = await self._fetch(
-                    conn, self._q(DELETE_EXPIRED), (agent_id, by_agent[agent_id])
+                    conn, self._compose(DELETE_EXPIRED), (agent_id, by_agent[agent_id])
                 )
                 if not gone:
                     continue
                 await conn.execute(
-                    self._q(DELETE_HISTORY), (agent_id, [str(r["id"]) for r in gone])
+                    self._compose(DELETE_HISTORY), (agent_id, [str(r["id"]) for r in gone])
                 )
                 df: Counter[str] = Counter()
                 for old in rows.removed(gone):
@@ -233,18 +237,20 @@ class Writes(Maintenance):
                 if df:
                     terms = list(df)
                     await conn.execute(
-                        self._q(UPDATE_TERM_STATS), (agent_id, terms, [-df[t] for t in terms])
+                        self._compose(UPDATE_TERM_STATS), (agent_id, terms, [-df[t] for t in terms])
                     )
-                    await conn.execute(self._q(PRUNE_TERM_STATS), (agent_id, terms))
+                    await conn.execute(self._compose(PRUNE_TERM_STATS), (agent_id, terms))
                 length = sum(int(r["doc_len"]) for r in gone)
-                await conn.execute(self._q(UPDATE_AGENT_STATS), (-len(gone), -length, agent_id))
+                await conn.execute(
+                    self._compose(UPDATE_AGENT_STATS), (-len(gone), -length, agent_id)
+                )
                 removed += len(gone)
         return removed
 
     async def count_memories(self, agent_id: str) -> int:
         """How many memories the agent has."""
         async with self._conn() as conn:
-            cur = await conn.execute(self._q(COUNT_MEMORIES), (agent_id,))
+            cur = await conn.execute(self._compose(COUNT_MEMORIES), (agent_id,))
             row = await cur.fetchone()
         return int(row[0]) if row else 0
 
@@ -254,7 +260,7 @@ class Writes(Maintenance):
             # Take the agent's statistics lock first, as writers do: a batch being written now
             # commits before the deletes start, and each delete (a new snapshot under READ
             # COMMITTED) then sees its rows, so no memory outlives its statistics.
-            await conn.execute(self._q(LOCK_AGENT_STATS), (agent_id,))
+            await conn.execute(self._compose(LOCK_AGENT_STATS), (agent_id,))
             for statement in ERASE:
-                await conn.execute(self._q(statement), (agent_id,))
+                await conn.execute(self._compose(statement), (agent_id,))
         await self._drop_ann_indexes(agent_id)

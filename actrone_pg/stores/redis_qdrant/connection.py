@@ -1,7 +1,7 @@
 """The Redis + Qdrant store's base layer: both clients, their lifecycle and error mapping.
 
-Every Redis call goes through :meth:`Connection._r` and every Qdrant call through
-:meth:`Connection._q`, which bound the wait and map connection trouble onto
+Every Redis call goes through :meth:`Connection._redis_call` and every Qdrant call through
+:meth:`Connection._qdrant_call`, which bound the wait and map connection trouble onto
 :class:`~actrone_pg.errors.StoreUnavailableError`.
 """
 
@@ -130,8 +130,8 @@ class Connection:
                     check_compatibility=False,
                 )
         try:
-            await self._r(self._redis.ping())
-            await self._q(self._qdrant.get_collections())
+            await self._redis_call(self._redis.ping())
+            await self._qdrant_call(self._qdrant.get_collections())
         except BaseException:
             # Do not keep a half-built store: a local-mode Qdrant on a path holds a file lock.
             await self.close()
@@ -157,7 +157,7 @@ class Connection:
             raise StoreError("the store is not set up (call setup()) or already closed")
         return self._qdrant
 
-    async def _r(self, aw: Awaitable[T]) -> T:
+    async def _redis_call(self, aw: Awaitable[T]) -> T:
         """Await a Redis call; connection trouble becomes StoreUnavailableError in time."""
         try:
             async with asyncio.timeout(self._redis_timeout):
@@ -169,7 +169,7 @@ class Connection:
         except RedisError as exc:
             raise StoreError(redact(f"Redis failed: {exc}")) from exc
 
-    async def _q(self, aw: Awaitable[T]) -> T:
+    async def _qdrant_call(self, aw: Awaitable[T]) -> T:
         """Await a Qdrant call; connection trouble becomes StoreUnavailableError."""
         try:
             async with asyncio.timeout(self._qdrant_timeout):
@@ -190,12 +190,12 @@ class Connection:
             raise StoreError(redact(f"Qdrant refused the request: {exc}")) from exc
 
     async def _hget(self, key: str, field: str) -> str | None:
-        value = await self._r(self._client_r().hget(key, field))
+        value = await self._redis_call(self._client_r().hget(key, field))
         return None if value is None else str(value)
 
     async def _script(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         self._client_r()
-        return await self._r(self._scripts[name](keys=list(keys), args=list(args)))
+        return await self._redis_call(self._scripts[name](keys=list(keys), args=list(args)))
 
 
 def _redis_unavailable(url: str, timeout: float, exc: BaseException) -> str:

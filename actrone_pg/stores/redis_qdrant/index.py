@@ -124,10 +124,10 @@ class Index(Registry):
     async def _rebuild_if_lost(self, agent_id: str) -> bool:
         """Rebuild the agent's index if it is empty but Qdrant has the agent's points."""
         ak = AgentKeys.of(self._prefix, agent_id)
-        if int(await self._r(self._client_r().hlen(ak.mem))) > 0:
+        if int(await self._redis_call(self._client_r().hlen(ak.mem))) > 0:
             return False
         for coll, _ in await self._own_collections():
-            found = await self._q(
+            found = await self._qdrant_call(
                 self._client_q().count(coll, count_filter=agent_filter(agent_id), exact=True)
             )
             if found.count:
@@ -144,9 +144,9 @@ class Index(Registry):
         """
         entries = await self._qdrant_entries(agent_id)
         ak = AgentKeys.of(self._prefix, agent_id)
-        await self._r(self._client_r().delete(ak.mem, ak.doc, ak.df, ak.stats))
+        await self._redis_call(self._client_r().delete(ak.mem, ak.doc, ak.df, ak.stats))
         await self._apply_entries(entries)
-        await self._r(self._client_r().hset(ak.stats, INDEXED, "1"))
+        await self._redis_call(self._client_r().hset(ak.stats, INDEXED, "1"))
         logger.warning("rebuilt the Redis index of agent %r: %d memories", agent_id, len(entries))
         return len(entries)
 
@@ -156,7 +156,7 @@ class Index(Registry):
         for coll, dim in await self._own_collections():
             offset: qm.ExtendedPointId | None = None
             while True:
-                points, offset = await self._q(
+                points, offset = await self._qdrant_call(
                     self._client_q().scroll(
                         coll,
                         scroll_filter=agent_filter(agent_id),
@@ -196,15 +196,15 @@ class Index(Registry):
         """
         ak = AgentKeys.of(self._prefix, agent_id)
         r = self._client_r()
-        if await self._r(r.hexists(ak.stats, INDEXED)):
+        if await self._redis_call(r.hexists(ak.stats, INDEXED)):
             return
         lock = self._reindex_locks[hash(agent_id) % len(self._reindex_locks)]
         async with lock:
-            if await self._r(r.hexists(ak.stats, INDEXED)):
+            if await self._redis_call(r.hexists(ak.stats, INDEXED)):
                 return  # another call of this process did it meanwhile
             entries = await self._qdrant_entries(agent_id)
             await self._apply_entries(entries)
-            await self._r(r.hset(ak.stats, INDEXED, "1"))
+            await self._redis_call(r.hset(ak.stats, INDEXED, "1"))
         if entries:
             logger.warning(
                 "re-indexed agent %r from Qdrant (Redis had lost its index): %d memories",
@@ -220,7 +220,7 @@ class Index(Registry):
         for coll, dim in await self._own_collections():
             offset: qm.ExtendedPointId | None = None
             while True:
-                points, offset = await self._q(
+                points, offset = await self._qdrant_call(
                     self._client_q().scroll(
                         coll,
                         scroll_filter=where,
@@ -239,7 +239,9 @@ class Index(Registry):
         if not found:
             return []
         ak = AgentKeys.of(self._prefix, agent_id)
-        named = await self._r(self._client_r().hmget(ak.mem, [str(p["memory_id"]) for p in found]))
+        named = await self._redis_call(
+            self._client_r().hmget(ak.mem, [str(p["memory_id"]) for p in found])
+        )
         return [
             p
             for p, embedder in zip(found, named, strict=True)
@@ -253,10 +255,12 @@ class Index(Registry):
         were recorded (embedders registered, no record) holds plain tokens: it is 'simple'.
         """
         r = self._client_r()
-        if not await self._r(r.exists(self._analyzer_key)):
-            written = int(await self._r(r.hlen(self._dims_key))) > 0
-            await self._r(r.setnx(self._analyzer_key, "simple" if written else self.analyzer.name))
-        recorded = await self._r(r.get(self._analyzer_key))
+        if not await self._redis_call(r.exists(self._analyzer_key)):
+            written = int(await self._redis_call(r.hlen(self._dims_key))) > 0
+            await self._redis_call(
+                r.setnx(self._analyzer_key, "simple" if written else self.analyzer.name)
+            )
+        recorded = await self._redis_call(r.get(self._analyzer_key))
         if recorded is not None and str(recorded) != self.analyzer.name:
             raise analyzer_mismatch(
                 f"the Redis index of prefix {self._prefix!r}", str(recorded), self.analyzer.name
@@ -272,7 +276,7 @@ class Index(Registry):
         for coll, _ in await self._own_collections():
             offset: qm.ExtendedPointId | None = None
             while True:
-                points, offset = await self._q(
+                points, offset = await self._qdrant_call(
                     self._client_q().scroll(
                         coll,
                         limit=1000,
@@ -287,7 +291,7 @@ class Index(Registry):
         count = 0
         for agent_id in sorted(agents):
             count += await self.rebuild_index(agent_id)
-        await self._r(self._client_r().set(self._analyzer_key, self.analyzer.name))
+        await self._redis_call(self._client_r().set(self._analyzer_key, self.analyzer.name))
         return count
 
     async def _search_stats(

@@ -48,7 +48,7 @@ class Registry(Connection):
             if not found:
                 return None
             dim = found[0]
-            await self._r(self._client_r().hsetnx(self._dims_key, embedder, dim))
+            await self._redis_call(self._client_r().hsetnx(self._dims_key, embedder, dim))
         self._dims[embedder] = dim
         return dim
 
@@ -57,7 +57,7 @@ class Registry(Connection):
         own = re.compile(
             rf"^{re.escape(self._prefix)}_[A-Za-z0-9-]{{0,48}}_[0-9a-f]{{8}}_([0-9]+)$"
         )
-        response = await self._q(self._client_q().get_collections())
+        response = await self._qdrant_call(self._client_q().get_collections())
         out = []
         for c in response.collections:
             m = own.match(c.name)
@@ -67,7 +67,7 @@ class Registry(Connection):
 
     async def _register_dim(self, embedder: str, dim: int) -> None:
         r = self._client_r()
-        await self._r(r.hsetnx(self._dims_key, embedder, dim))
+        await self._redis_call(r.hsetnx(self._dims_key, embedder, dim))
         raw = await self._hget(self._dims_key, embedder)
         have = int(raw) if raw is not None else dim
         if have != dim:  # another process registered a different dimension first
@@ -79,13 +79,13 @@ class Registry(Connection):
         if name in self._collections:
             return name
         q = self._client_q()
-        if not await self._q(q.collection_exists(name)):
+        if not await self._qdrant_call(q.collection_exists(name)):
             try:
                 # Dot product on unit vectors is the cosine; unlike Distance.COSINE it stores the
                 # vectors unchanged (no re-normalisation), so the vectors read back are the exact
                 # float32 values the reference store multiplies. m=0 + payload_m builds per-tenant
                 # graphs only (Qdrant's multitenancy recipe); searches are exact anyway.
-                await self._q(
+                await self._qdrant_call(
                     q.create_collection(
                         name,
                         vectors_config=qm.VectorParams(size=dim, distance=qm.Distance.DOT),
@@ -94,13 +94,13 @@ class Registry(Connection):
                 )
             except (StoreError, ValueError):
                 # Lost a creation race with another writer: fine if it exists now.
-                if not await self._q(q.collection_exists(name)):
+                if not await self._qdrant_call(q.collection_exists(name)):
                     raise
         if not self.is_local_qdrant:
             # Idempotent on the server; asked once per process and collection so that a
             # collection whose creator died before this step still gets its tenant index.
             # Local mode has no payload indexes (and warns if asked for one).
-            await self._q(
+            await self._qdrant_call(
                 q.create_payload_index(
                     name,
                     field_name="agent_id",
@@ -117,7 +117,7 @@ class Registry(Connection):
         name = self._collection(embedder, dim)
         if name in self._collections or name in self._known:
             return name
-        if await self._q(self._client_q().collection_exists(name)):
+        if await self._qdrant_call(self._client_q().collection_exists(name)):
             self._known.add(name)  # exists; _ensure_collection still checks its tenant index
             return name
         return None

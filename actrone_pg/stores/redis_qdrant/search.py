@@ -78,7 +78,7 @@ class Search(Index):
             allowed = {str(p["memory_id"]) for p in matching}
         rebuilt = False
         while True:
-            response = await self._q(
+            response = await self._qdrant_call(
                 self._client_q().query_points(
                     coll,
                     query=query.tolist(),
@@ -200,7 +200,7 @@ class Search(Index):
         if idx.size == 0:
             return cos
         wanted = [points[i].id for i in idx.tolist()]
-        records = await self._q(
+        records = await self._qdrant_call(
             self._client_q().retrieve(coll, ids=wanted, with_payload=False, with_vectors=True)
         )
         vectors = {str(r.id): r.vector for r in records}

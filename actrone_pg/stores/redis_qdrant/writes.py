@@ -107,7 +107,7 @@ class Writes(Index):
             for coll, points in points_by.items():
                 for start in range(0, len(points), QDRANT_CHUNK):
                     chunk = points[start : start + QDRANT_CHUNK]
-                    await self._q(self._client_q().upsert(coll, points=chunk, wait=True))
+                    await self._qdrant_call(self._client_q().upsert(coll, points=chunk, wait=True))
         except BaseException:
             await self._undo_upsert(records, priors, collections, copies)
             raise
@@ -188,7 +188,7 @@ class Writes(Index):
                 wanted.setdefault(coll, []).append(point_id(rec.memory.agent_id, rec.memory.id))
         copies: dict[tuple[str, str], qm.Record] = {}
         for coll, ids in wanted.items():
-            found = await self._q(
+            found = await self._qdrant_call(
                 self._client_q().retrieve(coll, ids=ids, with_payload=True, with_vectors=True)
             )
             for point in found:
@@ -217,11 +217,11 @@ class Writes(Index):
                 else:
                     remove.setdefault(coll, []).append(pid)
             for coll, pids in remove.items():
-                await self._q(
+                await self._qdrant_call(
                     q.delete(coll, points_selector=qm.PointIdsList(points=pids), wait=True)
                 )
             for coll, pts in restore.items():
-                await self._q(q.upsert(coll, points=pts, wait=True))
+                await self._qdrant_call(q.upsert(coll, points=pts, wait=True))
         except StoreError:
             logger.error(
                 "could not undo the Qdrant points of a failed write of %d memories; ids: %s",
@@ -242,7 +242,7 @@ class Writes(Index):
                 if dim is None:
                     continue
                 try:
-                    await self._q(
+                    await self._qdrant_call(
                         self._client_q().delete(
                             self._collection(prior.embedder, dim),
                             points_selector=qm.PointIdsList(
@@ -267,7 +267,7 @@ class Writes(Index):
         dim = await self._registered_dim(embedder)
         if dim is None:
             return None
-        points = await self._q(
+        points = await self._qdrant_call(
             self._client_q().retrieve(
                 self._collection(embedder, dim),
                 ids=[point_id(agent_id, memory_id)],
@@ -301,7 +301,7 @@ class Writes(Index):
                     ]
                 )
             )
-            await self._q(
+            await self._qdrant_call(
                 self._client_q().delete(
                     self._collection(embedder, dim), points_selector=selector, wait=True
                 )
@@ -318,7 +318,7 @@ class Writes(Index):
         expired = qm.Filter(must=[qm.FieldCondition(key="expires_us", range=qm.Range(lte=now_us))])
         removed = 0
         for coll, _ in await self._own_collections():
-            points, _offset = await self._q(
+            points, _offset = await self._qdrant_call(
                 self._client_q().scroll(
                     coll,
                     scroll_filter=expired,
@@ -345,9 +345,9 @@ class Writes(Index):
         """Size of the agent's memory index in Redis (rebuilt first if Redis lost it)."""
         await self._ensure_indexed(agent_id)
         ak = AgentKeys.of(self._prefix, agent_id)
-        n = int(await self._r(self._client_r().hlen(ak.mem)))
+        n = int(await self._redis_call(self._client_r().hlen(ak.mem)))
         if n == 0 and await self._rebuild_if_lost(agent_id):
-            n = int(await self._r(self._client_r().hlen(ak.mem)))
+            n = int(await self._redis_call(self._client_r().hlen(ak.mem)))
         return n
 
     async def erase_agent(self, agent_id: str) -> None:
@@ -360,7 +360,7 @@ class Writes(Index):
         # Every collection of this prefix that exists, not only those the Redis registry names:
         # after a Redis loss the registry may be empty while Qdrant still holds the points.
         for coll, _ in await self._own_collections():
-            await self._q(
+            await self._qdrant_call(
                 self._client_q().delete(
                     coll,
                     points_selector=qm.FilterSelector(filter=agent_filter(agent_id)),
