@@ -21,10 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from actrone_pg.bench.workload import (
+    FILTER_TAGS,
     BenchResult,
     Dataset,
     DatasetSpec,
     FixedVectorEmbedder,
+    LatencyStats,
     build_dataset,
     run_benchmark,
 )
@@ -100,6 +102,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "a minute or so later); by default queries start right after the bulk load",
     )
     parser.add_argument(
+        "--filters",
+        action="store_true",
+        help="also time retrieve_context with a tag filter matching 1 %% and 10 %% of memories",
+    )
+    parser.add_argument(
+        "--versions",
+        type=int,
+        default=0,
+        metavar="N",
+        help="then update 20 %% of the memories N times with update_memory and time the same "
+        "queries again (default 0: no updates)",
+    )
+    parser.add_argument(
         "--keep-data", action="store_true", help="leave the benchmark's agents in the store"
     )
     ref = parser.add_argument_group("reference system (actrone-memory 0.3.0)")
@@ -144,6 +159,8 @@ def _check_positive(args: argparse.Namespace) -> None:
             raise SystemExit(f"actrone-pg bench: --{name.replace('_', '-')} must be at least 1")
     if args.warmup < 0:
         raise SystemExit("actrone-pg bench: --warmup must be 0 or more")
+    if args.versions < 0:
+        raise SystemExit("actrone-pg bench: --versions must be 0 or more")
 
 
 def _config(args: argparse.Namespace, dsn: str | None, threshold: float) -> MemoryConfig:
@@ -181,7 +198,8 @@ async def _run_one(
             transient=True,
         ) as progress:
             task = progress.add_task(f"ingest ({mm.backend})", total=dataset.total_memories)
-            timed = progress.add_task("timed queries", total=2 * args.queries * args.repeat)
+            passes = 2 + (len(FILTER_TAGS) if args.filters else 0) + (2 if args.versions else 0)
+            timed = progress.add_task("timed queries", total=passes * args.queries * args.repeat)
             result = await run_benchmark(
                 mm,
                 embedder,
@@ -193,6 +211,8 @@ async def _run_one(
                 repeats=args.repeat,
                 after_ingest=_after_ingest(mm, _analyzer(args, dsn), notes),
                 query_progress=lambda n: progress.advance(timed, n),
+                filtered=args.filters,
+                versions=args.versions,
             )
         if not args.keep_data:
             for agent in dataset.agents:
@@ -303,9 +323,80 @@ def _result_table(results: list[BenchResult], title: str) -> Any:
         ("candidates returned, median", [f"{r.returned_median:,.0f}" for r in results]),
         ("L2 memories in context, median", [f"{r.context_memories_median:,.0f}" for r in results]),
     ]
+    rows.extend(_filter_rows(results))
+    rows.extend(_version_rows(results))
     for label, values in rows:
         table.add_row(label, *values)
     return table
+
+
+def _stat(stats: LatencyStats | None, pick: str) -> str:
+    return "—" if stats is None else _fmt(getattr(stats, pick))
+
+
+def _filter_rows(results: list[BenchResult]) -> list[tuple[str, list[str]]]:
+    """Rows of the ``--filters`` passes, when any result has them."""
+    rows: list[tuple[str, list[str]]] = []
+    for tag, _ in FILTER_TAGS:
+        if not any(tag in r.retrieve_filtered for r in results):
+            continue
+        share = next(r.filter_share[tag] for r in results if tag in r.filter_share)
+        name = f'retrieve_context, tags_any ["{tag}"] ({share:.0%})'
+        for pick in ("p50", "p99"):
+            rows.append(
+                (
+                    f"{name} {pick} (ms)",
+                    [_stat(r.retrieve_filtered.get(tag), pick) for r in results],
+                )
+            )
+        rows.append(
+            (
+                f"  L2 memories in context, median ({tag})",
+                [
+                    f"{r.filter_context_median[tag]:,.0f}"
+                    if tag in r.filter_context_median
+                    else "—"
+                    for r in results
+                ],
+            )
+        )
+    return rows
+
+
+def _version_rows(results: list[BenchResult]) -> list[tuple[str, list[str]]]:
+    """Rows of the ``--versions`` passes, when any result has them."""
+    if not any(r.versions for r in results):
+        return []
+    return [
+        (
+            "memories updated × versions",
+            [f"{r.versioned_memories:,} × {r.versions}" for r in results],
+        ),
+        ("update_memory (calls/s)", [_fmt(r.update_rate, 0) for r in results]),
+        (
+            "retrieve_context after updates p50 (ms)",
+            [_stat(r.retrieve_versioned, "p50") for r in results],
+        ),
+        (
+            "retrieve_context after updates p99 (ms)",
+            [_stat(r.retrieve_versioned, "p99") for r in results],
+        ),
+        (
+            "search_memories after updates p50 (ms)",
+            [_stat(r.search_versioned, "p50") for r in results],
+        ),
+        (
+            "search_memories after updates p99 (ms)",
+            [_stat(r.search_versioned, "p99") for r in results],
+        ),
+        (
+            "same candidates after updates",
+            [
+                "—" if r.versioned_same_candidates is None else f"{r.versioned_same_candidates:.4f}"
+                for r in results
+            ],
+        ),
+    ]
 
 
 def _comparison_rows(ours: BenchResult, ref: BenchResult) -> list[dict[str, Any]]:
@@ -514,11 +605,15 @@ async def _main(args: argparse.Namespace, dsn: str | None, console: Any) -> dict
 
 
 def _result_fields(data: dict[str, Any]) -> dict[str, Any]:
-    from actrone_pg.bench.workload import LatencyStats
-
     out = dict(data)
     out["retrieve"] = LatencyStats(**data["retrieve"])
     out["search"] = LatencyStats(**data["search"])
+    out["retrieve_filtered"] = {
+        k: LatencyStats(**v) for k, v in data.get("retrieve_filtered", {}).items()
+    }
+    for key in ("retrieve_versioned", "search_versioned"):
+        if data.get(key) is not None:
+            out[key] = LatencyStats(**data[key])
     return out
 
 

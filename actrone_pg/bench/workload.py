@@ -21,6 +21,15 @@ use their cluster's topic words.
 **Embedding excluded.** :class:`FixedVectorEmbedder` returns the precomputed vector of each text
 (a dict look-up), so retrieval timings measure the manager and the store, not a model.
 
+**Filters and versions** (optional, :func:`run_benchmark`'s ``filtered`` and ``versions``).
+With ``filtered``, memory ``i`` of each agent is tagged ``"p1"`` when ``i % 100 == 0`` and
+``"p10"`` when ``i % 10 == 0`` (1 % and 10 % of the agent, spread over every cluster), and the
+same queries are timed through ``retrieve_context`` with ``{"tags_any": ["p1"]}`` and
+``{"tags_any": ["p10"]}``. With ``versions``, after those passes every memory with
+``i % 5 == 1`` (20 %) is updated ``versions`` times with ``update_memory`` (metadata only: the
+content, vector and ranking stay the same, so the candidates must not change), and the same
+queries are timed again through ``retrieve_context`` and ``search_memories``.
+
 **Recall.** For each timed search the exact answer is computed with numpy over that agent's
 vectors: the memories with ``cosine ≥ threshold``, nearest 500. Recall is
 ``|store's candidate ids ∩ exact| / |exact|``, where the store's candidates are the ids
@@ -69,6 +78,11 @@ TURNS_PER_AGENT = 20
 TOKEN_BUDGET = 4000
 #: Fixed reference instant; memories are spread over the 90 days before it.
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+#: Tags of 1 % and 10 % of each agent's memories (``filtered`` runs), with the modulus picking them.
+FILTER_TAGS = (("p1", 100), ("p10", 10))
+#: Every memory with ``i % VERSION_EVERY == 1`` is updated in a ``versions`` run (20 %).
+VERSION_EVERY = 5
 
 _SYLLABLES = (
     "ka ri to me sa lo vi na pe du ru ge mo ta ki zu fa ne ho li ba so wi ma "
@@ -360,6 +374,19 @@ class BenchResult:
     warmup: int
     repeats: int = 1
     notes: list[str] = field(default_factory=list)
+    #: ``retrieve_context`` with ``{"tags_any": [tag]}``, by tag (``filtered`` runs only).
+    retrieve_filtered: dict[str, LatencyStats] = field(default_factory=dict)
+    #: Share of each agent's memories carrying each tag, and the median L2 memories in context.
+    filter_share: dict[str, float] = field(default_factory=dict)
+    filter_context_median: dict[str, float] = field(default_factory=dict)
+    #: ``versions`` runs: updates per updated memory, memories updated, update calls per second.
+    versions: int = 0
+    versioned_memories: int = 0
+    update_rate: float = 0.0
+    retrieve_versioned: LatencyStats | None = None
+    search_versioned: LatencyStats | None = None
+    #: Share of timed searches whose candidates after the updates equal those before.
+    versioned_same_candidates: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -375,10 +402,12 @@ async def ingest(
     *,
     batch_size: int = 1000,
     progress: Progress | None = None,
+    filtered: bool = False,
 ) -> float:
     """Inject every agent's memories in batches; returns the seconds spent in ``inject_memories``.
 
-    The vectors are registered with the embedder beforehand (outside the timing).
+    The vectors are registered with the embedder beforehand (outside the timing). With
+    ``filtered`` the memories carry the tags of :data:`FILTER_TAGS`.
     """
     elapsed = 0.0
     for agent in dataset.agents:
@@ -389,6 +418,7 @@ async def ingest(
                     "content": agent.texts[i],
                     "memory_id": agent.ids[i],
                     "created_at": agent.created_at[i],
+                    **({"tags": _tags(i)} if filtered else {}),
                 }
                 for i in range(start, stop)
             ]
@@ -398,6 +428,10 @@ async def ingest(
             if progress is not None:
                 progress(stop - start)
     return elapsed
+
+
+def _tags(index: int) -> list[str]:
+    return [tag for tag, every in FILTER_TAGS if index % every == 0]
 
 
 def schedule(dataset: Dataset, count: int) -> list[tuple[int, int]]:
@@ -427,6 +461,8 @@ async def run_benchmark(
     repeats: int = 1,
     after_ingest: Callable[[], Awaitable[None]] | None = None,
     query_progress: Progress | None = None,
+    filtered: bool = False,
+    versions: int = 0,
 ) -> BenchResult:
     """Ingest ``dataset`` through ``mm``, then time retrieval and measure recall.
 
@@ -434,11 +470,17 @@ async def run_benchmark(
     ``search_memories``) run ``repeats`` times; recall is measured on the first pass.
     ``after_ingest`` (untimed) runs between ingest and the queries, for example ``ANALYZE``.
     ``progress`` is called with the memories of each ingested batch, ``query_progress`` with 1
-    after each timed call (``2 × queries × repeats`` in all).
+    after each timed call (``2 × queries × repeats`` in all, plus ``len(FILTER_TAGS) × queries ×
+    repeats`` with ``filtered`` and ``2 × queries × repeats`` with ``versions``).
+
+    ``filtered`` and ``versions`` add the passes described in the module doc, after the
+    unfiltered ones.
 
     ``mm`` must use ``embedder`` and the dataset's threshold. With ``clean`` every agent of the
     dataset is erased first (the benchmark's agent ids start with ``bench-agent-``).
     """
+    if versions < 0:
+        raise ValueError("versions must be 0 or more")
     if mm.relevance_threshold != dataset.threshold:
         raise ValueError("the manager's relevance_threshold must be the dataset's threshold")
     spec = dataset.spec
@@ -456,7 +498,9 @@ async def run_benchmark(
     # the store creates from here on (the in-memory store's memories) are still collected.
     gc.freeze()
     try:
-        seconds = await ingest(mm, dataset, batch_size=batch_size, progress=progress)
+        seconds = await ingest(
+            mm, dataset, batch_size=batch_size, progress=progress, filtered=filtered
+        )
         for agent in dataset.agents:
             for j, (user, assistant) in enumerate(agent.turns):
                 await mm.store_turn(
@@ -513,6 +557,10 @@ async def run_benchmark(
                     query_progress(1)
             search_runs.append(search_ms)
 
+        extra = await _filter_and_version_passes(
+            mm, dataset, pairs, found, filtered, versions, repeats, query_progress
+        )
+
         # Stored vectors, normalised exactly as the manager normalised them, for the exact scan.
         stored = {a.agent_id: unit_rows(a.vectors) for a in dataset.agents}
         ties = {a.agent_id: tie_keys(a) for a in dataset.agents}
@@ -550,6 +598,96 @@ async def run_benchmark(
             context_memories_median=statistics.median(context_sizes),
             warmup=warmup,
             repeats=repeats,
+            **extra,
         )
     finally:
         gc.unfreeze()
+
+
+async def _timed_runs(
+    call: Callable[[AgentData, int], Awaitable[Any]],
+    pairs: list[tuple[AgentData, int]],
+    repeats: int,
+    query_progress: Progress | None,
+) -> tuple[list[list[float]], list[Any]]:
+    """``repeats`` timed passes of ``call`` over ``pairs``; returns the samples and pass 1's."""
+    runs: list[list[float]] = []
+    first: list[Any] = []
+    for rep in range(repeats):
+        samples: list[float] = []
+        for agent, q in pairs:
+            t0 = time.perf_counter_ns()
+            out = await call(agent, q)
+            samples.append((time.perf_counter_ns() - t0) / 1e6)
+            if rep == 0:
+                first.append(out)
+            if query_progress is not None:
+                query_progress(1)
+        runs.append(samples)
+    return runs, first
+
+
+async def _filter_and_version_passes(
+    mm: MemoryManager,
+    dataset: Dataset,
+    pairs: list[tuple[AgentData, int]],
+    found: list[tuple[str, ...]],
+    filtered: bool,
+    versions: int,
+    repeats: int,
+    query_progress: Progress | None,
+) -> dict[str, Any]:
+    """The optional passes of the module doc; returns :class:`BenchResult` fields."""
+    out: dict[str, Any] = {}
+    limit = mm.config.max_episodic_memories
+    if filtered:
+        stats: dict[str, LatencyStats] = {}
+        share: dict[str, float] = {}
+        context: dict[str, float] = {}
+        for tag, every in FILTER_TAGS:
+            flt = {"tags_any": [tag]}
+
+            async def retrieve(agent: AgentData, q: int, flt: dict[str, Any] = flt) -> Any:
+                return await mm.retrieve_context(
+                    agent.agent_id, SESSION_ID, agent.query_texts[q], TOKEN_BUDGET, filters=flt
+                )
+
+            runs, ctxs = await _timed_runs(retrieve, pairs, repeats, query_progress)
+            stats[tag] = LatencyStats.of_runs(runs)
+            n = dataset.spec.per_agent
+            share[tag] = len(range(0, n, every)) / n
+            context[tag] = statistics.median(len(c.episodic_memories) for c in ctxs)
+        out.update(retrieve_filtered=stats, filter_share=share, filter_context_median=context)
+    if versions:
+        updated = 0
+        t0 = time.perf_counter()
+        for agent in dataset.agents:
+            for i in range(1, len(agent.ids), VERSION_EVERY):
+                for k in range(versions):
+                    await mm.update_memory(
+                        agent.agent_id, agent.ids[i], metadata={"bench_version": k + 1}
+                    )
+            updated += len(range(1, len(agent.ids), VERSION_EVERY))
+        elapsed = time.perf_counter() - t0
+
+        async def retrieve_all(agent: AgentData, q: int) -> Any:
+            return await mm.retrieve_context(
+                agent.agent_id, SESSION_ID, agent.query_texts[q], TOKEN_BUDGET
+            )
+
+        async def search_all(agent: AgentData, q: int) -> Any:
+            hits = await mm.search_memories(agent.agent_id, agent.query_texts[q], limit=limit)
+            return tuple(h.id for h in hits)
+
+        r_runs, _ = await _timed_runs(retrieve_all, pairs, repeats, query_progress)
+        s_runs, after = await _timed_runs(search_all, pairs, repeats, query_progress)
+        same = sum(set(a) == set(b) for a, b in zip(found, after, strict=True))
+        out.update(
+            versions=versions,
+            versioned_memories=updated,
+            update_rate=updated * versions / elapsed if elapsed > 0 else math.inf,
+            retrieve_versioned=LatencyStats.of_runs(r_runs),
+            search_versioned=LatencyStats.of_runs(s_runs),
+            versioned_same_candidates=same / len(found) if found else 1.0,
+        )
+    return out

@@ -200,3 +200,45 @@ def test_comparison_ratios_by_hand() -> None:
     assert ratios["retrieve_context p50 (ms)"] == 12.0
     assert ratios["search_memories p99 (ms)"] == 6.0
     assert ratios["candidate recall (mean)"] is None
+
+
+def test_filters_and_versions_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["bench", *TINY, "--warmup", "1", "--repeat", "2", "--filters", "--versions", "2"]
+    assert main([*args, "--json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)["results"]
+    # memory i carries "p1" when i % 100 == 0 and "p10" when i % 10 == 0: 3 and 30 of 300
+    assert result["filter_share"] == {"p1": 0.01, "p10": 0.1}
+    for tag, tagged in (("p1", 3), ("p10", 30)):
+        stats = result["retrieve_filtered"][tag]
+        assert stats["n"] == 40 and len(stats["p50_runs"]) == 2
+        assert 0 < stats["min"] <= stats["p50"] <= stats["p99"] <= stats["max"]
+        # the filter restricts L2: never more memories in context than carry the tag
+        assert 0 <= result["filter_context_median"][tag] <= tagged
+    assert result["filter_context_median"]["p1"] <= result["filter_context_median"]["p10"]
+    # every fifth memory (i % 5 == 1) of each agent, updated twice
+    assert (result["versions"], result["versioned_memories"]) == (2, 120)
+    assert result["update_rate"] > 0
+    for key in ("retrieve_versioned", "search_versioned"):
+        stats = result[key]
+        assert stats["n"] == 40
+        assert 0 < stats["min"] <= stats["p50"] <= stats["p99"] <= stats["max"]
+    # metadata-only updates change no content or vector: searches see the same candidates
+    assert result["versioned_same_candidates"] == 1.0
+
+    assert (
+        main(["bench", *TINY, "--warmup", "0", "--repeat", "1", "--filters", "--versions", "1"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    for label in (
+        'tags_any ["p1"] (1%) p50',
+        'tags_any ["p10"] (10%) p99',
+        "retrieve_context after updates p50",
+        "search_memories after updates p99",
+    ):
+        assert label in out
+
+
+def test_versions_must_not_be_negative() -> None:
+    with pytest.raises(SystemExit, match="--versions"):
+        main(["bench", *TINY, "--versions", "-1"])
