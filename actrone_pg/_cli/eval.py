@@ -204,13 +204,11 @@ def _print(report: EvalReport, console: Any) -> None:
 
 
 def _chart(report: EvalReport, path: Path) -> str:
-    try:
-        import matplotlib
+    from actrone_pg.bench import charts
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return 'matplotlib is not installed, so no chart (pip install "actrone-pg[bench]")'
+    plt = charts.pyplot()
+    if plt is None:
+        return charts.MISSING
     labels = [c.label for c in report.configs]
     metrics = (("recall_at_5", "recall@5"), ("recall_at_10", "recall@10"), ("mrr", "MRR"))
     fig, ax = plt.subplots(figsize=(max(6.4, 1.4 * len(labels) + 2), 4.2))
@@ -226,10 +224,7 @@ def _chart(report: EvalReport, path: Path) -> str:
     ax.set_title(f"evidence retrieval, {report.embedder}")
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    charts.save(plt, fig, path)
     return f"chart saved to {path}"
 
 

@@ -494,13 +494,11 @@ def _growth_table(rows: list[dict[str, Any]], backend: str) -> Any:
 
 def _plot(rows: list[dict[str, Any]], backend: str, path: Path) -> str:
     """Save the growth plot; returns a message saying where (or why not)."""
-    try:
-        import matplotlib
+    from actrone_pg.bench import charts
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return 'matplotlib is not installed, so no plot (pip install "actrone-pg[bench]")'
+    plt = charts.pyplot()
+    if plt is None:
+        return charts.MISSING
     sizes = [r["per_agent"] for r in rows]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for key, label in (
@@ -525,10 +523,7 @@ def _plot(rows: list[dict[str, Any]], backend: str, path: Path) -> str:
     ax.set_title(f"actrone_pg latency vs agent size ({backend})")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    charts.save(plt, fig, path)
     return f"plot saved to {path}"
 
 
