@@ -9,6 +9,7 @@ the index can be rebuilt from them if Redis loses it.
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,39 +151,47 @@ class Index(Registry):
         logger.warning("rebuilt the Redis index of agent %r: %d memories", agent_id, len(entries))
         return len(entries)
 
-    async def _qdrant_entries(self, agent_id: str) -> list[tuple[str, str, str, str]]:
-        """(agent, memory id, embedder, doc) of each of the agent's points in our collections."""
-        entries: list[tuple[str, str, str, str]] = []
+    async def _our_points(
+        self, where: qm.Filter, with_payload: list[str] | qm.PayloadSelectorExclude
+    ) -> AsyncIterator[tuple[dict[str, Any], int]]:
+        """(payload, dimensions) of every point ``where`` selects that this store wrote: one in
+        the collection its embedder and dimension name, read in pages of 1,000."""
         for coll, dim in await self._own_collections():
             offset: qm.ExtendedPointId | None = None
             while True:
                 points, offset = await self._qdrant_call(
                     self._client_q().scroll(
                         coll,
-                        scroll_filter=agent_filter(agent_id),
+                        scroll_filter=where,
                         limit=1000,
                         offset=offset,
-                        with_payload=["memory_id", "content", "embedder"],
+                        with_payload=with_payload,
                         with_vectors=False,
                     )
                 )
                 for p in points:
                     payload = p.payload or {}
-                    embedder = str(payload["embedder"])
-                    if self._collection(embedder, dim) != coll:
-                        continue  # not a point this store wrote
-                    if await self._registered_dim(embedder) is None:
-                        await self._register_dim(embedder, dim)
-                    entries.append(
-                        (
-                            agent_id,
-                            payload["memory_id"],
-                            embedder,
-                            doc_entry(payload["content"], self.analyzer),
-                        )
-                    )
+                    if payload and self._collection(str(payload["embedder"]), dim) == coll:
+                        yield payload, dim
                 if offset is None:
                     break
+
+    async def _qdrant_entries(self, agent_id: str) -> list[tuple[str, str, str, str]]:
+        """(agent, memory id, embedder, doc) of each of the agent's points in our collections."""
+        entries: list[tuple[str, str, str, str]] = []
+        fields = ["memory_id", "content", "embedder"]
+        async for payload, dim in self._our_points(agent_filter(agent_id), fields):
+            embedder = str(payload["embedder"])
+            if await self._registered_dim(embedder) is None:
+                await self._register_dim(embedder, dim)
+            entries.append(
+                (
+                    agent_id,
+                    payload["memory_id"],
+                    embedder,
+                    doc_entry(payload["content"], self.analyzer),
+                )
+            )
         return entries
 
     async def _ensure_indexed(self, agent_id: str) -> None:
@@ -216,26 +225,7 @@ class Index(Registry):
         """Payloads (history left out) of the agent's current memories among the points
         ``where`` selects, in every collection: a point counts only if the Redis index names its
         embedder for its memory, as search requires."""
-        found: list[dict[str, Any]] = []
-        for coll, dim in await self._own_collections():
-            offset: qm.ExtendedPointId | None = None
-            while True:
-                points, offset = await self._qdrant_call(
-                    self._client_q().scroll(
-                        coll,
-                        scroll_filter=where,
-                        limit=1000,
-                        offset=offset,
-                        with_payload=SEARCH_PAYLOAD,
-                        with_vectors=False,
-                    )
-                )
-                for p in points:
-                    payload = p.payload or {}
-                    if payload and self._collection(str(payload["embedder"]), dim) == coll:
-                        found.append(payload)
-                if offset is None:
-                    break
+        found = [payload async for payload, _ in self._our_points(where, SEARCH_PAYLOAD)]
         if not found:
             return []
         ak = AgentKeys.of(self._prefix, agent_id)
