@@ -22,10 +22,11 @@ use their cluster's topic words.
 (a dict look-up), so retrieval timings measure the manager and the store, not a model.
 
 **Filters and versions** (optional, :func:`run_benchmark`'s ``filtered`` and ``versions``).
-With ``filtered``, memory ``i`` of each agent is tagged ``"p1"`` when ``i % 100 == 0`` and
-``"p10"`` when ``i % 10 == 0`` (1 % and 10 % of the agent, spread over every cluster), and the
-same queries are timed through ``retrieve_context`` with ``{"tags_any": ["p1"]}`` and
-``{"tags_any": ["p10"]}``. With ``versions``, after those passes every memory with
+With ``filtered``, memory ``i`` of each agent is tagged ``"p1"`` when ``i % 100 == 0``,
+``"p10"`` when ``i % 10 == 0``, ``"p50"`` when ``i % 2 == 0`` and ``"p100"`` always (1 %, 10 %,
+50 % and 100 % of the agent, spread over every cluster), and the same queries are timed through
+``retrieve_context`` with ``{"tags_any": [tag]}`` for each: selective filters and broad ones, which
+must cost no more than the unfiltered search (spec §7). With ``versions``, after those passes every memory with
 ``i % 5 == 1`` (20 %) is updated ``versions`` times with ``update_memory`` (metadata only: the
 content, vector and ranking stay the same, so the candidates must not change), and the same
 queries are timed again through ``retrieve_context`` and ``search_memories``.
@@ -79,8 +80,9 @@ TOKEN_BUDGET = 4000
 #: Fixed reference instant; memories are spread over the 90 days before it.
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
-#: Tags of 1 % and 10 % of each agent's memories (``filtered`` runs), with the modulus picking them.
-FILTER_TAGS = (("p1", 100), ("p10", 10))
+#: Tags of 1 %, 10 %, 50 % and 100 % of each agent's memories (``filtered`` runs), with the
+#: modulus picking them.
+FILTER_TAGS = (("p1", 100), ("p10", 10), ("p50", 2), ("p100", 1))
 #: Every memory with ``i % VERSION_EVERY == 1`` is updated in a ``versions`` run (20 %).
 VERSION_EVERY = 5
 

@@ -206,15 +206,17 @@ def test_filters_and_versions_passes(capsys: pytest.CaptureFixture[str]) -> None
     args = ["bench", *TINY, "--warmup", "1", "--repeat", "2", "--filters", "--versions", "2"]
     assert main([*args, "--json"]) == 0
     (result,) = json.loads(capsys.readouterr().out)["results"]
-    # memory i carries "p1" when i % 100 == 0 and "p10" when i % 10 == 0: 3 and 30 of 300
-    assert result["filter_share"] == {"p1": 0.01, "p10": 0.1}
-    for tag, tagged in (("p1", 3), ("p10", 30)):
+    # memory i carries "p1" when i % 100 == 0, "p10" when i % 10 == 0, "p50" when i % 2 == 0
+    # and "p100" always: 3, 30, 150 and 300 of 300
+    assert result["filter_share"] == {"p1": 0.01, "p10": 0.1, "p50": 0.5, "p100": 1.0}
+    for tag, tagged in (("p1", 3), ("p10", 30), ("p50", 150), ("p100", 300)):
         stats = result["retrieve_filtered"][tag]
         assert stats["n"] == 40 and len(stats["p50_runs"]) == 2
         assert 0 < stats["min"] <= stats["p50"] <= stats["p99"] <= stats["max"]
         # the filter restricts L2: never more memories in context than carry the tag
         assert 0 <= result["filter_context_median"][tag] <= tagged
-    assert result["filter_context_median"]["p1"] <= result["filter_context_median"]["p10"]
+    medians = result["filter_context_median"]
+    assert medians["p1"] <= medians["p10"] <= medians["p100"]
     # every fifth memory (i % 5 == 1) of each agent, updated twice
     assert (result["versions"], result["versioned_memories"]) == (2, 120)
     assert result["update_rate"] > 0
@@ -233,6 +235,7 @@ def test_filters_and_versions_passes(capsys: pytest.CaptureFixture[str]) -> None
     for label in (
         'tags_any ["p1"] (1%) p50',
         'tags_any ["p10"] (10%) p99',
+        'tags_any ["p100"] (100%) p50',
         "retrieve_context after updates p50",
         "search_memories after updates p99",
     ):
