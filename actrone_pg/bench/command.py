@@ -104,7 +104,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--filters",
         action="store_true",
-        help="also time retrieve_context with a tag filter matching 1 %% and 10 %% of memories",
+        help="also time retrieve_context with a tag filter matching 1 %%, 10 %%, 50 %% and "
+        "100 %% of memories",
     )
     parser.add_argument(
         "--versions",
