@@ -328,6 +328,14 @@ class MemoryManager:
             agent_id, session_id, ttl_seconds=self.config.session_ttl_seconds
         )
 
+    async def list_sessions(self, agent_id: str) -> list[SessionInfo]:
+        """The agent's live sessions (idle less than ``session_ttl_hours``), by ``session_id``.
+
+        An expired session is not listed, even before the sweeper removes it.
+        """
+        v.check_id("agent_id", agent_id)
+        return await self.store.list_sessions(agent_id, ttl_seconds=self.config.session_ttl_seconds)
+
     async def set_session_metadata(
         self, agent_id: str, session_id: str, metadata: Mapping[str, Any]
     ) -> None:

@@ -81,6 +81,10 @@ class Store(Protocol):
     ) -> SessionInfo | None:
         """The session's bookkeeping, or ``None`` if it does not exist or has expired."""
 
+    async def list_sessions(self, agent_id: str, *, ttl_seconds: float) -> list[SessionInfo]:
+        """The agent's live sessions (idle at most ``ttl_seconds``), by ``session_id`` in
+        code-point order; an expired session is not listed, even before it is swept."""
+
     async def set_session_metadata(
         self, agent_id: str, session_id: str, metadata: dict[str, Any], *, ttl_seconds: float
     ) -> None:

@@ -148,6 +148,45 @@ async def test_session_metadata_merges(store: Store) -> None:
     assert info.turn_count == 0
 
 
+async def test_list_sessions_lists_the_agents_live_sessions_in_id_order(store: Store) -> None:
+    # Ids whose order differs between code points and their percent- or byte-encodings.
+    for session, n in (("é", 1), ("b:c", 2), ("Z", 1), ("a", 3), ("a b", 1)):
+        for i in range(n):
+            await store.append_turn(turn("agent", session, f"t{i}"), max_turns=50, ttl_seconds=TTL)
+    await store.set_session_metadata("agent", "a", {"k": [1]}, ttl_seconds=TTL)
+    # Other agents whose keys look alike (spec §8): none of theirs is listed.
+    for agent, session in (("agent:x", "s"), ("agen", "t:s"), ("agent%", "s"), ("AGENT", "s")):
+        await store.append_turn(turn(agent, session, "other"), max_turns=50, ttl_seconds=TTL)
+    listed = await store.list_sessions("agent", ttl_seconds=TTL)
+    assert [s.session_id for s in listed] == ["Z", "a", "a b", "b:c", "é"]
+    assert [s.turn_count for s in listed] == [1, 3, 1, 2, 1]
+    assert {s.agent_id for s in listed} == {"agent"}
+    assert listed[1].metadata == {"k": [1]}
+    for info in listed:
+        assert info == await store.get_session("agent", info.session_id, ttl_seconds=TTL)
+    assert [s.session_id for s in await store.list_sessions("agent:x", ttl_seconds=TTL)] == ["s"]
+    assert await store.list_sessions("agent:", ttl_seconds=TTL) == []
+    assert await store.list_sessions("nobody", ttl_seconds=TTL) == []
+    await store.clear_session("agent", "a")
+    await store.erase_agent("agent:x")
+    assert [s.session_id for s in await store.list_sessions("agent", ttl_seconds=TTL)] == [
+        "Z",
+        "a b",
+        "b:c",
+        "é",
+    ]
+    assert await store.list_sessions("agent:x", ttl_seconds=TTL) == []
+
+
+async def test_list_sessions_leaves_out_expired_sessions_before_the_sweep(store: Store) -> None:
+    await store.append_turn(turn("agent", "old", "old"), max_turns=50, ttl_seconds=0.3)
+    await asyncio.sleep(0.7)
+    await store.append_turn(turn("agent", "new", "new"), max_turns=50, ttl_seconds=5.0)
+    assert [s.session_id for s in await store.list_sessions("agent", ttl_seconds=0.5)] == ["new"]
+    await asyncio.sleep(0.3)
+    assert await store.list_sessions("agent", ttl_seconds=0.1) == []
+
+
 async def test_lock_admits_exactly_one_of_100_concurrent_callers(store: Store) -> None:
     holders = [f"h{i}" for i in range(100)]
     results = await asyncio.gather(

@@ -95,6 +95,30 @@ return out
 """
 )
 
+# KEYS: keyset. ARGV: the agent's key base, ttl_ms. The agent's sessions live by Redis's clock,
+# from the keyset (no SCAN): {name, turn_count, number of hash values, field, value, ...} each.
+LIST_SESSIONS = """
+local base = ARGV[1]
+local ttl_ms = tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local out = {}
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], math.floor(now / 1000), '+inf')) do
+  if string.sub(m, 1, 2) == 's:' then
+    local name = string.sub(m, 3)
+    local last = redis.call('HGET', base .. 'sess:' .. name, 'a')
+    if last and now - tonumber(last) <= ttl_ms * 1000 then
+      local h = redis.call('HGETALL', base .. 'sess:' .. name)
+      out[#out + 1] = name
+      out[#out + 1] = tostring(redis.call('LLEN', base .. 'turns:' .. name))
+      out[#out + 1] = tostring(#h)
+      for i = 1, #h do out[#out + 1] = h[i] end
+    end
+  end
+end
+return out
+"""
+
 # KEYS: turns, tids, sess, keyset. ARGV: ttl_ms, keyset member, then field/value pairs.
 SET_SESSION_METADATA = (
     """
@@ -218,6 +242,7 @@ SCRIPTS = {
     "append": APPEND_TURN,
     "recent": RECENT_TURNS,
     "get_session": GET_SESSION,
+    "list_sessions": LIST_SESSIONS,
     "set_meta": SET_SESSION_METADATA,
     "clear": CLEAR_SESSION,
     "acquire": ACQUIRE_LOCK,

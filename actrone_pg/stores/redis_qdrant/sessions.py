@@ -10,6 +10,7 @@ from actrone_pg.stores.redis_qdrant.connection import Connection
 from actrone_pg.stores.redis_qdrant.layout import (
     TURN_IDS_KEPT,
     AgentKeys,
+    dec,
     enc,
     micros_to_dt,
     ttl_ms,
@@ -18,6 +19,20 @@ from actrone_pg.stores.redis_qdrant.layout import (
 )
 
 __all__ = ["Sessions"]
+
+
+def _session_info(agent_id: str, session_id: str, turn_count: str, flat: list[str]) -> SessionInfo:
+    """A session from its turn count and its hash (``c``, ``a``, ``n``, ``m:<key>`` fields)."""
+    fields = dict(zip(flat[0::2], flat[1::2], strict=True))
+    metadata = {k[2:]: json.loads(v) for k, v in fields.items() if k.startswith("m:")}
+    return SessionInfo(
+        agent_id=agent_id,
+        session_id=session_id,
+        turn_count=int(turn_count),
+        created_at=micros_to_dt(fields["c"]),
+        last_active_at=micros_to_dt(fields["a"]),
+        metadata=metadata,
+    )
 
 
 class Sessions(Connection):
@@ -55,16 +70,22 @@ class Sessions(Connection):
         raw = await self._script("get_session", [keys[0], keys[2]], [ttl_ms(ttl_seconds)])
         if not raw:
             return None
-        fields = dict(zip(raw[1::2], raw[2::2], strict=True))
-        metadata = {k[2:]: json.loads(v) for k, v in fields.items() if k.startswith("m:")}
-        return SessionInfo(
-            agent_id=agent_id,
-            session_id=session_id,
-            turn_count=int(raw[0]),
-            created_at=micros_to_dt(fields["c"]),
-            last_active_at=micros_to_dt(fields["a"]),
-            metadata=metadata,
-        )
+        return _session_info(agent_id, session_id, raw[0], raw[1:])
+
+    async def list_sessions(self, agent_id: str, *, ttl_seconds: float) -> list[SessionInfo]:
+        """The agent's live sessions, from its keyset, by id in code-point order."""
+        ak = AgentKeys.of(self._prefix, agent_id)
+        raw = await self._script("list_sessions", [ak.keyset], [ak.base, ttl_ms(ttl_seconds)])
+        out = []
+        at = 0
+        while at < len(raw):
+            name, count, size = raw[at], raw[at + 1], int(raw[at + 2])
+            at += 3
+            out.append(_session_info(agent_id, dec(name), count, raw[at : at + size]))
+            at += size
+        # The keyset orders by expiry and the encoded names differ in order from the ids.
+        out.sort(key=lambda info: info.session_id)
+        return out
 
     async def set_session_metadata(
         self, agent_id: str, session_id: str, metadata: dict[str, Any], *, ttl_seconds: float
