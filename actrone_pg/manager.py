@@ -756,6 +756,7 @@ class MemoryManager:
         metadata: Mapping[str, Any] | None = None,
         content_type: str | None = None,
         expires_at: datetime | None = None,
+        clear_expiry: bool = False,
     ) -> Memory:
         """Write a new version of a memory and return it; the replaced version is kept.
 
@@ -766,6 +767,10 @@ class MemoryManager:
         BM25 statistics see the current version only. The content is embedded again (by the
         current embedder). An expired memory, like a missing one, raises
         :class:`~actrone_pg.errors.MemoryNotFoundError`; ``expires_at`` must be in the future.
+
+        ``expires_at=None`` keeps the current expiry; ``clear_expiry=True`` removes it (the new
+        version never expires; the replaced one keeps its expiry in the history). Passing both
+        is a :class:`~actrone_pg.errors.ValidationError` and writes nothing.
         """
         v.check_id("agent_id", agent_id)
         v.check_id("memory_id", memory_id)
@@ -781,8 +786,16 @@ class MemoryManager:
             changes["metadata"] = v.check_metadata(metadata, max_chars=limit)
         if content_type is not None:
             changes["content_type"] = v.check_label("content_type", content_type)
+        if not isinstance(clear_expiry, bool):
+            raise ValidationError(f"clear_expiry must be True or False, got {clear_expiry!r}")
+        if clear_expiry and expires_at is not None:
+            raise ValidationError(
+                "pass either expires_at (a new expiry) or clear_expiry=True (no expiry), not both"
+            )
         if expires_at is not None:
             changes["expires_at"] = _check_expiry(expires_at, _now())
+        if clear_expiry:
+            changes["expires_at"] = None
         # Another writer may update the same memory between our read and our write: the store
         # writes only over the version we read, so re-read and apply the change again.
         for _ in range(_UPDATE_ATTEMPTS):
