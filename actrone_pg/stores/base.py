@@ -104,9 +104,8 @@ class Store(Protocol):
         """Up to ``limit`` ``(agent_id, session_id)`` of sessions idle longer than ``ttl_seconds``.
 
         The sweeper consolidates each (reading it with a longer TTL) before it deletes it with
-        :meth:`delete_expired_session`. A store whose sessions vanish by themselves (Redis)
-        returns ``[]`` and sets a class attribute ``sessions_expire_by_themselves = True``: the
-        manager then consolidates a session shortly before its TTL instead.
+        :meth:`delete_expired_session`, so a store keeps an expired session (reads see none)
+        until then: for ever, or a long grace period (Redis, ``redis_session_grace_hours``).
         """
 
     async def delete_expired_session(

@@ -203,12 +203,10 @@ class InMemoryStore:
 
     # -- L1 --
     def _live_session(self, agent_id: str, session_id: str, ttl_seconds: float) -> _Session | None:
-        key = (agent_id, session_id)
-        session = self._sessions.get(key)
-        if session is None:
-            return None
-        if session.expired(_now(), ttl_seconds):
-            del self._sessions[key]
+        # An expired session is left for the sweeper, which consolidates it before it deletes
+        # it: reading it must not lose its turns (as on PostgreSQL and Redis).
+        session = self._sessions.get((agent_id, session_id))
+        if session is None or session.expired(_now(), ttl_seconds):
             return None
         return session
 
