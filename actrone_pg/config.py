@@ -119,6 +119,10 @@ class MemoryConfig:
     redis_timeout: float = 5.0
     qdrant_timeout: float = 10.0
     redis_pool_size: int = 20
+    #: Hours Redis keeps a session's keys past ``session_ttl_hours`` (0: none), so that a
+    #: sweeper of any process (``actrone-pg sweep``) finds the expired session and consolidates
+    #: it before it deletes it. Two days: two runs of a daily sweeper (docs/redis_qdrant.md).
+    redis_session_grace_hours: float = 48.0
 
     # -- embeddings --
     embedding_provider: str = "local"
@@ -510,6 +514,11 @@ def _validate(cfg: MemoryConfig) -> None:
         fail("consolidate_after_turns", "must be 0 (never by itself) or a number of turns")
     if cfg.consolidate_cooldown_seconds < 0:
         fail("consolidate_cooldown_seconds", "must be at least 0")
+    if not (math.isfinite(cfg.redis_session_grace_hours) and cfg.redis_session_grace_hours >= 0):
+        fail(
+            "redis_session_grace_hours",
+            f"must be 0 (none) or a number of hours, got {cfg.redis_session_grace_hours}",
+        )
     if cfg.consolidator_retries < 1:
         fail("consolidator_retries", f"must be at least 1, got {cfg.consolidator_retries}")
     if cfg.postgres_ann_min_memories < 0:

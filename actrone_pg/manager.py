@@ -81,10 +81,6 @@ _CONSOLIDATION_RETRY_SECONDS = 30.0
 # close() lets running background consolidations finish this long, then cancels them.
 _CLOSE_GRACE_SECONDS = 10.0
 # An expired session is read as if its TTL were this long, so the sweeper can consolidate it.
-# Where sessions vanish by themselves at their TTL (Redis), an idle session is consolidated this
-# share of its TTL (at most a minute) before it expires.
-_IDLE_MARGIN_SHARE = 0.1
-_IDLE_MARGIN_MAX_SECONDS = 60.0
 _READ_EXPIRED_TTL = 100 * 365 * 24 * 3600.0
 
 
@@ -117,7 +113,6 @@ class MemoryManager:
         self._new_turns: dict[tuple[str, str], int] = {}
         self._consolidating: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._not_before: dict[tuple[str, str], float] = {}
-        self._idle_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._count: TokenCounter = token_counter or heuristic_token_count
         self._custom_counter = token_counter is not None
         self._query_cache: OrderedDict[str, Vector] = OrderedDict()
@@ -328,6 +323,14 @@ class MemoryManager:
             agent_id, session_id, ttl_seconds=self.config.session_ttl_seconds
         )
 
+    async def list_sessions(self, agent_id: str) -> list[SessionInfo]:
+        """The agent's live sessions (idle less than ``session_ttl_hours``), by ``session_id``.
+
+        An expired session is not listed, even before the sweeper removes it.
+        """
+        v.check_id("agent_id", agent_id)
+        return await self.store.list_sessions(agent_id, ttl_seconds=self.config.session_ttl_seconds)
+
     async def set_session_metadata(
         self, agent_id: str, session_id: str, metadata: Mapping[str, Any]
     ) -> None:
@@ -349,9 +352,10 @@ class MemoryManager:
         """Remove up to ``limit`` sessions idle longer than ``session_ttl_hours``, with their turns.
 
         An expired session already reads as empty; this reclaims its storage (PostgreSQL and the
-        in-memory store keep it until then; Redis expires it by itself and returns 0). It spans
-        every agent, so run it from a scheduled job (``actrone-pg sweep``). Returns the number of
-        sessions removed; call again while it returns ``limit``.
+        in-memory store keep it until then; Redis keeps it ``redis_session_grace_hours`` past its
+        TTL, then drops it by itself, consolidated or not). It spans every agent and every
+        process's sessions, so run it from a scheduled job (``actrone-pg sweep``). Returns the
+        number of sessions removed; call again while it returns ``limit``.
 
         With a consolidator (the default), each expired session's pending turns become memories
         first, and a session is deleted only once that succeeded: a session whose consolidation
@@ -437,9 +441,9 @@ class MemoryManager:
     ) -> list[str]:
         """Consolidate the session's pending turns under the agent's maintenance lock.
 
-        ``expired``: the session ends now: past its TTL for the sweeper, or about to reach it
-        (Redis). It is read whatever its age and its marker is not written (the sweeper deletes
-        it next; Redis lets it lapse). Fewer than ``min_turns`` pending turns: nothing.
+        ``expired``: the session is past its TTL and the sweeper deletes it next: it is read
+        whatever its age and its marker is not written. Fewer than ``min_turns`` pending turns:
+        nothing.
         """
         assert self.consolidator is not None
         token = str(uuid.uuid4())
@@ -498,8 +502,6 @@ class MemoryManager:
         key = (agent_id, session_id)
         count = self._new_turns.get(key, 0) + 1
         self._new_turns[key] = count
-        if getattr(self.store, "sessions_expire_by_themselves", False):
-            self._arm_idle_timer(key)
         trimming = count >= self.config.max_session_turns - 1
         if count < after or key in self._consolidating:
             return
@@ -510,32 +512,7 @@ class MemoryManager:
         )
         self._consolidating[key] = task
 
-    def _arm_idle_timer(self, key: tuple[str, str]) -> None:
-        """Consolidate the session just before its TTL if no turn comes first (Redis).
-
-        Such a store deletes an idle session by itself, so the sweeper never sees it. The timer
-        lives in this process: a session whose process closed or died meanwhile keeps only what
-        was consolidated before (docs/lifecycle.md).
-        """
-        old = self._idle_timers.pop(key, None)
-        if old is not None:
-            old.cancel()
-        ttl = self.config.session_ttl_seconds
-        delay = ttl - min(ttl * _IDLE_MARGIN_SHARE, _IDLE_MARGIN_MAX_SECONDS)
-        loop = asyncio.get_running_loop()
-        self._idle_timers[key] = loop.call_later(delay, self._on_idle, key)
-
-    def _on_idle(self, key: tuple[str, str]) -> None:
-        self._idle_timers.pop(key, None)
-        if self._closed or key in self._consolidating:
-            return
-        task = asyncio.get_running_loop().create_task(
-            self._background_consolidation(key, idle=True),
-            name=f"actrone-consolidate-idle-{key[1]}",
-        )
-        self._consolidating[key] = task
-
-    async def _background_consolidation(self, key: tuple[str, str], *, idle: bool = False) -> None:
+    async def _background_consolidation(self, key: tuple[str, str]) -> None:
         agent_id, session_id = key
         try:
             info = await self.store.get_session(
@@ -546,18 +523,14 @@ class MemoryManager:
             cooldown = self.config.consolidate_cooldown_seconds
             waited = (_now() - last).total_seconds() if last is not None else math.inf
             trimming = self._new_turns.get(key, 0) >= self.config.max_session_turns - 1
-            if waited < cooldown and not (trimming or idle):
+            if waited < cooldown and not trimming:
                 self._not_before[key] = time.monotonic() + cooldown - waited
                 return
             await self._consolidate_locked(
                 agent_id,
                 session_id,
-                # About to expire: whatever is pending, however few, and no marker (writing
-                # it would keep the session alive for another TTL).
-                expired=idle,
-                min_turns=1
-                if idle
-                else min(self.config.consolidate_after_turns, self.config.max_session_turns),
+                expired=False,
+                min_turns=min(self.config.consolidate_after_turns, self.config.max_session_turns),
             )
             self._new_turns.pop(key, None)
             self._not_before[key] = time.monotonic() + cooldown
@@ -579,9 +552,6 @@ class MemoryManager:
 
     async def _finish_background(self) -> None:
         """Let running background consolidations finish (a short grace), then cancel them."""
-        for timer in self._idle_timers.values():
-            timer.cancel()
-        self._idle_timers.clear()
         tasks = list(self._consolidating.values())
         if not tasks:
             return
@@ -748,6 +718,7 @@ class MemoryManager:
         metadata: Mapping[str, Any] | None = None,
         content_type: str | None = None,
         expires_at: datetime | None = None,
+        clear_expiry: bool = False,
     ) -> Memory:
         """Write a new version of a memory and return it; the replaced version is kept.
 
@@ -758,6 +729,10 @@ class MemoryManager:
         BM25 statistics see the current version only. The content is embedded again (by the
         current embedder). An expired memory, like a missing one, raises
         :class:`~actrone_pg.errors.MemoryNotFoundError`; ``expires_at`` must be in the future.
+
+        ``expires_at=None`` keeps the current expiry; ``clear_expiry=True`` removes it (the new
+        version never expires; the replaced one keeps its expiry in the history). Passing both
+        is a :class:`~actrone_pg.errors.ValidationError` and writes nothing.
         """
         v.check_id("agent_id", agent_id)
         v.check_id("memory_id", memory_id)
@@ -773,8 +748,16 @@ class MemoryManager:
             changes["metadata"] = v.check_metadata(metadata, max_chars=limit)
         if content_type is not None:
             changes["content_type"] = v.check_label("content_type", content_type)
+        if not isinstance(clear_expiry, bool):
+            raise ValidationError(f"clear_expiry must be True or False, got {clear_expiry!r}")
+        if clear_expiry and expires_at is not None:
+            raise ValidationError(
+                "pass either expires_at (a new expiry) or clear_expiry=True (no expiry), not both"
+            )
         if expires_at is not None:
             changes["expires_at"] = _check_expiry(expires_at, _now())
+        if clear_expiry:
+            changes["expires_at"] = None
         # Another writer may update the same memory between our read and our write: the store
         # writes only over the version we read, so re-read and apply the change again.
         for _ in range(_UPDATE_ATTEMPTS):

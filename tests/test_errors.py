@@ -43,6 +43,7 @@ CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "store_turn": (("ag", "s", "hello", "hi"), {}),
     "get_recent_turns": (("ag", "s"), {}),
     "get_session": (("ag", "s"), {}),
+    "list_sessions": (("ag",), {}),
     "set_session_metadata": (("ag", "s", {"k": 1}), {}),
     "clear_session": (("ag", "s"), {}),
     "sweep_expired_sessions": ((), {}),

@@ -1,10 +1,13 @@
-"""``actrone-pg consolidate``: turn a session's pending turns into long-term memories now.
+"""``actrone-pg consolidate``: turn sessions' pending turns into long-term memories now.
 
-The same as ``MemoryManager.consolidate_session`` (spec §9.1) for each ``--session``: the
-configured consolidator (``ACTRONE_CONSOLIDATOR``, or ``--consolidator``) writes memories with
-their lineage, the session remembers which turns are done, and running it again writes nothing
-new. It uses the configured backend (``ACTRONE_*`` settings or the options below) and refuses the
-``memory`` backend, whose sessions live inside one process.
+The same as ``MemoryManager.consolidate_session`` (spec §9.1) for each ``--session``, or, without
+``--session``, for every live session of the agent that has turns not yet consolidated
+(``MemoryManager.list_sessions``): the configured consolidator (``ACTRONE_CONSOLIDATOR``, or
+``--consolidator``) writes memories with their lineage, the session remembers which turns are
+done, and running it again writes nothing new. A session that fails (its agent's maintenance lock
+is held, the consolidator fails) is reported, the others go on, and the exit code is 1. It uses
+the configured backend (``ACTRONE_*`` settings or the options below) and refuses the ``memory``
+backend, whose sessions live inside one process.
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--session",
         action="append",
-        required=True,
-        help="a session to consolidate; repeat for more",
+        help="a session to consolidate; repeat for more (default: every live session of the "
+        "agent with turns not yet consolidated)",
     )
     parser.add_argument("--backend", choices=BACKENDS, help="store (default: ACTRONE_BACKEND)")
     parser.add_argument("--dsn", help="PostgreSQL DSN (default: ACTRONE_POSTGRES_DSN)")
@@ -42,7 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=[c for c in CONSOLIDATORS if c != "none"],
         help="default: ACTRONE_CONSOLIDATOR (extractive)",
     )
-    parser.add_argument("--json", action="store_true", help="print the memories written as JSON")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the sessions consolidated and the memories written as JSON",
+    )
 
 
 def config_from(args: argparse.Namespace) -> MemoryConfig:
@@ -78,29 +85,60 @@ def config_from(args: argparse.Namespace) -> MemoryConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Consolidate each session; print the memories written."""
+    """Consolidate each session; print the sessions done and the memories written."""
     from rich.console import Console
     from rich.table import Table
 
+    from actrone_pg.consolidation import run as consolidation
+    from actrone_pg.errors import ConsolidationError
     from actrone_pg.manager import create_memory_manager
     from actrone_pg.models import memory_to_dict
 
     config = config_from(args)
+    progress = Console(stderr=True, highlight=False)
+    sessions: list[dict[str, Any]] = []
+    written: list[dict[str, Any]] = []
 
-    async def consolidate() -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+    async def consolidate() -> None:
         async with create_memory_manager(config) as mm:
-            for session in dict.fromkeys(args.session):
-                for memory_id in await mm.consolidate_session(args.agent, session):
+            if args.session:
+                todo = list(dict.fromkeys(args.session))
+            else:
+                todo = []
+                for info in await mm.list_sessions(args.agent):
+                    turns = await mm.get_recent_turns(
+                        args.agent, info.session_id, limit=max(info.turn_count, 1)
+                    )
+                    if consolidation.pending_turns(turns, info.metadata.get(consolidation.MARKER)):
+                        todo.append(info.session_id)
+                if not args.json:
+                    progress.print(f"{len(todo)} session(s) of agent {args.agent!r} to consolidate")
+            for n, session in enumerate(todo, 1):
+                done: dict[str, Any] = {"session": session, "memories": 0, "error": None}
+                try:
+                    ids = await mm.consolidate_session(args.agent, session)
+                except ConsolidationError as exc:
+                    done["error"] = str(exc)
+                    ids = []
+                for memory_id in ids:
                     memory = await mm.get_memory(args.agent, memory_id)
                     if memory is not None:
-                        out.append({"session": session, **memory_to_dict(memory)})
-        return out
+                        written.append({"session": session, **memory_to_dict(memory)})
+                done["memories"] = len(ids)
+                sessions.append(done)
+                if len(todo) > 1 and not args.json:
+                    what = f"failed: {done['error']}" if done["error"] else f"{len(ids)} memories"
+                    progress.print(f"[{n}/{len(todo)}] {session}: {what}")
 
-    written = asyncio.run(consolidate())
+    asyncio.run(consolidate())
+    failed = [s for s in sessions if s["error"]]
     if args.json:
-        print(json.dumps({"agent_id": args.agent, "memories": written}, indent=2))
-        return 0
+        print(
+            json.dumps(
+                {"agent_id": args.agent, "sessions": sessions, "memories": written}, indent=2
+            )
+        )
+        return 1 if failed else 0
     console = Console(highlight=False)
     table = Table(title=f"memories written for agent {args.agent!r}")
     for column in ("session", "id", "type", "importance", "source turns", "content"):
@@ -112,5 +150,18 @@ def run(args: argparse.Namespace) -> int:
             m["session"], m["id"], m["content_type"], f"{m['importance']:.2f}", shown, m["content"]
         )
     console.print(table)
-    console.print(f"{len(written)} memor{'y' if len(written) == 1 else 'ies'} written")
-    return 0
+    summary = Table(title="sessions")
+    for column in ("session", "memories written"):
+        summary.add_column(column, overflow="fold")
+    for done in sessions:
+        summary.add_row(
+            done["session"], f"failed: {done['error']}" if done["error"] else str(done["memories"])
+        )
+    if sessions:
+        console.print(summary)
+    console.print(
+        f"{len(sessions) - len(failed)} session(s) consolidated, {len(written)} "
+        f"memor{'y' if len(written) == 1 else 'ies'} written"
+        + (f", {len(failed)} session(s) failed (run again later)" if failed else "")
+    )
+    return 1 if failed else 0

@@ -30,8 +30,8 @@ The mapping (docs/integrations.md says the same for users):
   ``query=None`` pages through ``list_memories`` instead, newest first.
 - ``ttl`` (minutes) sets the memory's ``expires_at``, counted from the put. Reads do not extend
   it (``refresh_ttl`` has no effect): a refresh would be a new version of the memory per read.
-  A put without a TTL over an item that has one writes the item anew (``update_memory`` cannot
-  remove an expiry), so its earlier versions are not kept in that case.
+  A put without a TTL (LangGraph's "never") over an item that has one removes the expiry
+  (``update_memory(..., clear_expiry=True)``); the earlier versions are kept, as for any put.
 - A batch runs its reads first, then its writes (the last put of a key wins), as LangGraph's own
   stores do. The new items of a batch land together (``inject_memories``); each update and
   delete is one call of its own.
@@ -349,21 +349,18 @@ class ActroneStore(BaseStore):
                 await mm.delete_memory(self.agent_id, draft["memory_id"])
                 continue
             try:
-                memory = await mm.update_memory(
+                await mm.update_memory(
                     self.agent_id,
                     draft["memory_id"],
                     content=draft["content"],
                     content_type=draft["content_type"],
                     metadata=draft["metadata"],
                     expires_at=draft["expires_at"],
+                    # update_memory keeps an expiry it is not given; a put without one means
+                    # "never".
+                    clear_expiry=draft["expires_at"] is None,
                 )
             except MemoryNotFoundError:
-                new.append({**draft, "source": "langgraph"})
-                continue
-            if draft["expires_at"] is None and memory.expires_at is not None:
-                # update_memory keeps an expiry it is not given, but a put without a TTL means
-                # "never": the item is written anew, without the history of its old versions.
-                await mm.delete_memory(self.agent_id, draft["memory_id"])
                 new.append({**draft, "source": "langgraph"})
         if new:
             # The new items of the batch land together or not at all.

@@ -298,6 +298,13 @@ def build_server(
                 "(2030-01-31T12:00:00Z); omit to keep the current expiry."
             ),
         ] = None,
+        clear_expiry: Annotated[
+            bool,
+            Field(
+                description="True to remove the memory's expiry (it is then kept until "
+                "deleted); not together with expires_at."
+            ),
+        ] = False,
     ) -> dict[str, Any]:
         """Correct or change one of the agent's memories. Writes a new version under the same id
         and keeps the old one in the memory's history; fields not given keep their values.
@@ -313,6 +320,7 @@ def build_server(
                 metadata=metadata,
                 content_type=content_type,
                 expires_at=expires_at,
+                clear_expiry=clear_expiry,
             )
             return {"memory": memory_to_dict(m)}
 

@@ -81,6 +81,10 @@ class Store(Protocol):
     ) -> SessionInfo | None:
         """The session's bookkeeping, or ``None`` if it does not exist or has expired."""
 
+    async def list_sessions(self, agent_id: str, *, ttl_seconds: float) -> list[SessionInfo]:
+        """The agent's live sessions (idle at most ``ttl_seconds``), by ``session_id`` in
+        code-point order; an expired session is not listed, even before it is swept."""
+
     async def set_session_metadata(
         self, agent_id: str, session_id: str, metadata: dict[str, Any], *, ttl_seconds: float
     ) -> None:
@@ -100,9 +104,8 @@ class Store(Protocol):
         """Up to ``limit`` ``(agent_id, session_id)`` of sessions idle longer than ``ttl_seconds``.
 
         The sweeper consolidates each (reading it with a longer TTL) before it deletes it with
-        :meth:`delete_expired_session`. A store whose sessions vanish by themselves (Redis)
-        returns ``[]`` and sets a class attribute ``sessions_expire_by_themselves = True``: the
-        manager then consolidates a session shortly before its TTL instead.
+        :meth:`delete_expired_session`, so a store keeps an expired session (reads see none)
+        until then: for ever, or a long grace period (Redis, ``redis_session_grace_hours``).
         """
 
     async def delete_expired_session(

@@ -203,12 +203,10 @@ class InMemoryStore:
 
     # -- L1 --
     def _live_session(self, agent_id: str, session_id: str, ttl_seconds: float) -> _Session | None:
-        key = (agent_id, session_id)
-        session = self._sessions.get(key)
-        if session is None:
-            return None
-        if session.expired(_now(), ttl_seconds):
-            del self._sessions[key]
+        # An expired session is left for the sweeper, which consolidates it before it deletes
+        # it: reading it must not lose its turns (as on PostgreSQL and Redis).
+        session = self._sessions.get((agent_id, session_id))
+        if session is None or session.expired(_now(), ttl_seconds):
             return None
         return session
 
@@ -270,16 +268,18 @@ class InMemoryStore:
     ) -> SessionInfo | None:
         """Bookkeeping of a live session."""
         session = self._live_session(agent_id, session_id, ttl_seconds)
-        if session is None:
-            return None
-        return SessionInfo(
-            agent_id=agent_id,
-            session_id=session_id,
-            turn_count=len(session.turns),
-            created_at=session.created_at,
-            last_active_at=session.last_active_at,
-            metadata=dict(session.metadata),
-        )
+        return None if session is None else _info(agent_id, session_id, session)
+
+    async def list_sessions(self, agent_id: str, *, ttl_seconds: float) -> list[SessionInfo]:
+        """The agent's live sessions by id (Python orders strings by code point)."""
+        now = _now()
+        live = [
+            (key[1], session)
+            for key, session in self._sessions.items()
+            if key[0] == agent_id and not session.expired(now, ttl_seconds)
+        ]
+        live.sort(key=lambda pair: pair[0])
+        return [_info(agent_id, session_id, session) for session_id, session in live]
 
     async def set_session_metadata(
         self, agent_id: str, session_id: str, metadata: dict[str, Any], *, ttl_seconds: float
@@ -465,6 +465,17 @@ def from_config(config: MemoryConfig) -> InMemoryStore:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _info(agent_id: str, session_id: str, session: _Session) -> SessionInfo:
+    return SessionInfo(
+        agent_id=agent_id,
+        session_id=session_id,
+        turn_count=len(session.turns),
+        created_at=session.created_at,
+        last_active_at=session.last_active_at,
+        metadata=dict(session.metadata),
+    )
 
 
 # The expiry of a memory that never expires, as microseconds: later than any datetime.

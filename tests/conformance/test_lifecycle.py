@@ -140,6 +140,53 @@ async def test_bad_update_arguments_write_nothing(store: Store) -> None:
     assert [m.version for m in await mm.memory_history("agent", mid)] == [1]
 
 
+async def test_clear_expiry_removes_it_and_the_history_keeps_the_old_one(store: Store) -> None:
+    mm = await _manager(store)
+    soon = _in(seconds=1.5)
+    mid = await mm.inject_memory("agent", "The user is in Rome this week.", expires_at=soon)
+    other = await mm.inject_memory("agent", "The user visits Oslo this week.", expires_at=soon)
+    new = await mm.update_memory("agent", mid, clear_expiry=True)
+    assert (new.version, new.expires_at) == (2, None)
+    stored = await store.get_memory("agent", mid)
+    assert stored is not None and stored.expires_at is None
+    await asyncio.sleep(2.0)
+    # The old expiry has passed: only the memory that kept it is gone, from every read...
+    assert await mm.get_memory("agent", other) is None
+    got = await mm.get_memory("agent", mid)
+    assert got is not None and got.expires_at is None and got.version == 2
+    assert [m.id for m in await mm.search_memories("agent", "rome oslo this week")] == [mid]
+    assert [m.id for m in (await mm.list_memories("agent")).items] == [mid]
+    # ...and from the sweeper, which deletes the one that expired and nothing else
+    assert await mm.sweep_expired() == 1
+    assert await mm.count_memories("agent") == 1
+    history = await mm.memory_history("agent", mid)
+    assert [(m.version, m.expires_at) for m in history] == [(1, soon.astimezone(UTC)), (2, None)]
+    # A later update without either argument keeps "no expiry"; a new one can be set again.
+    assert (await mm.update_memory("agent", mid, importance=0.9)).expires_at is None
+    later = _in(days=3)
+    assert (await mm.update_memory("agent", mid, expires_at=later)).expires_at == later
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"clear_expiry": True, "expires_at": datetime(2099, 1, 1, tzinfo=UTC)},
+        {"clear_expiry": "yes"},
+        {"clear_expiry": 1},
+    ],
+)
+async def test_clear_expiry_with_a_new_expiry_or_not_a_bool_writes_nothing(
+    store: Store, kwargs: dict[str, object]
+) -> None:
+    mm = await _manager(store)
+    expires = _in(days=1)
+    mid = await mm.inject_memory("agent", "kept as it is", expires_at=expires)
+    with pytest.raises(ValidationError, match="clear_expiry"):
+        await mm.update_memory("agent", mid, content="changed", **kwargs)  # type: ignore[arg-type]
+    (only,) = await mm.memory_history("agent", mid)
+    assert (only.version, only.content, only.expires_at) == (1, "kept as it is", expires)
+
+
 async def test_delete_removes_every_version(store: Store) -> None:
     mm = await _manager(store)
     mid = await mm.inject_memory("agent", "first words")

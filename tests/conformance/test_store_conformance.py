@@ -74,16 +74,41 @@ async def test_sweep_removes_expired_sessions_and_nothing_live(store: Store) -> 
     await store.append_turn(turn("A", "live", "new"), max_turns=50, ttl_seconds=5.0)
     first = await store.sweep_expired_sessions(ttl_seconds=0.5, limit=2)
     rest = await store.sweep_expired_sessions(ttl_seconds=0.5, limit=100)
-    if store.backend == "redis_qdrant":
-        assert (first, rest) == (0, 0)  # Redis expired the keys by itself
-    else:
-        assert (first, rest) == (2, 1)  # the limit holds; the next call takes the rest
+    assert (first, rest) == (2, 1)  # the limit holds; the next call takes the rest
     assert await store.sweep_expired_sessions(ttl_seconds=0.5, limit=100) == 0
     live = await store.recent_turns("A", "live", limit=10, ttl_seconds=5.0)
     assert [t.user_message for t in live] == ["user: new"]
     for agent, session in (("A", "old-1"), ("B", "old-2"), ("A", "old-3")):
         # Read with a long TTL: only a removed session reads as absent.
         assert await store.get_session(agent, session, ttl_seconds=3600) is None
+
+
+async def test_an_expired_session_waits_for_the_sweeper_whoever_reads_it(store: Store) -> None:
+    # What the sweeper needs to consolidate an expired session (spec §9.1) on every backend:
+    # it is listed, reads with the TTL see nothing (and do not destroy it), a longer TTL reads it.
+    for i in range(3):
+        await store.append_turn(turn("A", "s", f"t{i}"), max_turns=50, ttl_seconds=0.3)
+    await store.append_turn(turn("A:x", "s", "other"), max_turns=50, ttl_seconds=0.3)
+    await asyncio.sleep(0.6)
+    await store.append_turn(turn("A", "live", "new"), max_turns=50, ttl_seconds=0.3)
+    await store.append_turn(turn("A", "live", "newer"), max_turns=50, ttl_seconds=0.3)
+    assert await store.recent_turns("A", "s", limit=10, ttl_seconds=0.3) == []
+    assert await store.get_session("A", "s", ttl_seconds=0.3) is None
+    expired = await store.expired_sessions(ttl_seconds=0.3, limit=10)
+    assert sorted(expired) == [("A", "s"), ("A:x", "s")]
+    assert await store.expired_sessions(ttl_seconds=0.3, limit=1) in ([("A", "s")], [("A:x", "s")])
+    old = await store.recent_turns("A", "s", limit=10, ttl_seconds=3600)
+    assert [t.user_message for t in old] == ["user: t0", "user: t1", "user: t2"]
+    info = await store.get_session("A", "s", ttl_seconds=3600)
+    assert info is not None and info.turn_count == 3
+    # deleted only while still expired; the other agent's session with the same id stays
+    assert not await store.delete_expired_session("A", "live", ttl_seconds=0.3)
+    assert await store.delete_expired_session("A", "s", ttl_seconds=0.3)
+    assert not await store.delete_expired_session("A", "s", ttl_seconds=0.3)
+    assert await store.get_session("A", "s", ttl_seconds=3600) is None
+    assert await store.expired_sessions(ttl_seconds=0.3, limit=10) == [("A:x", "s")]
+    assert len(await store.recent_turns("A:x", "s", limit=10, ttl_seconds=3600)) == 1
+    assert len(await store.recent_turns("A", "live", limit=10, ttl_seconds=0.3)) == 2
 
 
 async def test_writing_refreshes_the_ttl(store: Store) -> None:
@@ -146,6 +171,45 @@ async def test_session_metadata_merges(store: Store) -> None:
     assert info is not None
     assert info.metadata == {"a": 1, "b": "y", "c": [1, 2]}
     assert info.turn_count == 0
+
+
+async def test_list_sessions_lists_the_agents_live_sessions_in_id_order(store: Store) -> None:
+    # Ids whose order differs between code points and their percent- or byte-encodings.
+    for session, n in (("é", 1), ("b:c", 2), ("Z", 1), ("a", 3), ("a b", 1)):
+        for i in range(n):
+            await store.append_turn(turn("agent", session, f"t{i}"), max_turns=50, ttl_seconds=TTL)
+    await store.set_session_metadata("agent", "a", {"k": [1]}, ttl_seconds=TTL)
+    # Other agents whose keys look alike (spec §8): none of theirs is listed.
+    for agent, session in (("agent:x", "s"), ("agen", "t:s"), ("agent%", "s"), ("AGENT", "s")):
+        await store.append_turn(turn(agent, session, "other"), max_turns=50, ttl_seconds=TTL)
+    listed = await store.list_sessions("agent", ttl_seconds=TTL)
+    assert [s.session_id for s in listed] == ["Z", "a", "a b", "b:c", "é"]
+    assert [s.turn_count for s in listed] == [1, 3, 1, 2, 1]
+    assert {s.agent_id for s in listed} == {"agent"}
+    assert listed[1].metadata == {"k": [1]}
+    for info in listed:
+        assert info == await store.get_session("agent", info.session_id, ttl_seconds=TTL)
+    assert [s.session_id for s in await store.list_sessions("agent:x", ttl_seconds=TTL)] == ["s"]
+    assert await store.list_sessions("agent:", ttl_seconds=TTL) == []
+    assert await store.list_sessions("nobody", ttl_seconds=TTL) == []
+    await store.clear_session("agent", "a")
+    await store.erase_agent("agent:x")
+    assert [s.session_id for s in await store.list_sessions("agent", ttl_seconds=TTL)] == [
+        "Z",
+        "a b",
+        "b:c",
+        "é",
+    ]
+    assert await store.list_sessions("agent:x", ttl_seconds=TTL) == []
+
+
+async def test_list_sessions_leaves_out_expired_sessions_before_the_sweep(store: Store) -> None:
+    await store.append_turn(turn("agent", "old", "old"), max_turns=50, ttl_seconds=0.3)
+    await asyncio.sleep(0.7)
+    await store.append_turn(turn("agent", "new", "new"), max_turns=50, ttl_seconds=5.0)
+    assert [s.session_id for s in await store.list_sessions("agent", ttl_seconds=0.5)] == ["new"]
+    await asyncio.sleep(0.3)
+    assert await store.list_sessions("agent", ttl_seconds=0.1) == []
 
 
 async def test_lock_admits_exactly_one_of_100_concurrent_callers(store: Store) -> None:

@@ -50,8 +50,7 @@ async def test_a_session_of_45_turns_swept_after_its_ttl_leaves_its_content_with
         # Turns 1-40 were consolidated in the background, 20 at a time; 41-45 are pending.
         assert await mm.count_memories("ag") == 40
         await asyncio.sleep(TTL_SECONDS + 0.5)
-        await settle(mm)  # Redis: the idle timer consolidated the rest before the TTL
-        await mm.sweep_expired_sessions()
+        await mm.sweep_expired_sessions()  # consolidates 41-45, then deletes the session
         assert await mm.get_recent_turns("ag", "long") == []
         assert await mm.count_memories("ag") == 45
         for i in range(45):
@@ -79,8 +78,6 @@ class Failing:
 async def test_the_sweeper_keeps_a_session_whose_consolidation_failed(
     store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
-    if getattr(store, "sessions_expire_by_themselves", False):
-        pytest.skip("Redis removes an expired session by itself; no sweeper reads it")
     cfg = CFG.replace(consolidate_after_turns=0)
     failing = await MemoryManager.create(
         cfg, store=store, embedder=HashingEmbedder(), consolidator=Failing()

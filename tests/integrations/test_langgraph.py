@@ -290,7 +290,7 @@ async def test_ttl_sets_the_expiry(amm: AsyncMemoryManager) -> None:
     )
     assert expiry["long"] - expiry["default"] > timedelta(hours=23)  # type: ignore[operator]
     assert expiry["never"] is None
-    # a put without a TTL removes the expiry (LangGraph's "never")
+    # a put without a TTL removes the expiry (LangGraph's "never"), keeping the old version
     await store.aput(("t",), "default", {"text": "kept after all"}, ttl=None)
     kept = await amm.get_memory(AGENT, item_id(("t",), "default"))
     assert (
@@ -298,6 +298,11 @@ async def test_ttl_sets_the_expiry(amm: AsyncMemoryManager) -> None:
         and kept.expires_at is None
         and kept.content == '{"text": "kept after all"}'
     )
+    history = await amm.memory_history(AGENT, item_id(("t",), "default"))
+    assert [(m.version, m.expires_at) for m in history] == [
+        (1, expiry["default"]),
+        (2, None),
+    ]
     await asyncio.sleep(1.0)
     assert await store.aget(("t",), "short") is None
     assert "short" not in keys(await store.asearch(("t",)))

@@ -190,6 +190,14 @@ async def test_update_and_list_memories(manager: MemoryManager) -> None:
         assert memory["expires_at"].startswith("2100-01-01T00:00:00")
         history = await manager.memory_history("a1", ids[0])
         assert [m.content for m in history] == ["The user likes tea", "The user likes green tea"]
+        cleared = await client.call_tool(
+            "update_memory", {"agent_id": "a1", "memory_id": ids[0], "clear_expiry": True}
+        )
+        assert not cleared.is_error, text(cleared)
+        memory = cleared.structured_content["memory"]
+        assert (memory["version"], memory["expires_at"]) == (3, None)
+        history = await manager.memory_history("a1", ids[0])
+        assert [m.expires_at is None for m in history] == [True, False, True]
 
         async def listed(**args: Any) -> tuple[list[str], str | None]:
             result = await client.call_tool("list_memories", {"agent_id": "a1", **args})
@@ -224,6 +232,11 @@ async def test_update_and_list_memories(manager: MemoryManager) -> None:
             ("update_memory", {"memory_id": "nope", "content": "x"}, "MemoryNotFoundError"),
             ("update_memory", {"memory_id": ids[1], "importance": 2}, "importance"),
             ("update_memory", {"memory_id": ids[1], "expires_at": "2001-01-01T00:00:00Z"}, ""),
+            (
+                "update_memory",
+                {"memory_id": ids[1], "expires_at": "2100-01-01T00:00:00Z", "clear_expiry": True},
+                "clear_expiry",
+            ),
             ("list_memories", {"filters": {"colour": "red"}}, "colour"),
             ("list_memories", {"filters": {"created_after": "2000-01-01T00:00:00"}}, ""),
             ("list_memories", {"limit": 0}, "limit"),
@@ -234,7 +247,7 @@ async def test_update_and_list_memories(manager: MemoryManager) -> None:
             assert result.is_error, (tool, args)
             assert says in text(result)
         # nothing changed: the rejected update wrote no version
-        assert [len(await manager.memory_history("a1", i)) for i in ids] == [2, 1, 1]
+        assert [len(await manager.memory_history("a1", i)) for i in ids] == [3, 1, 1]
 
 
 class DownForReads(SlowStore):

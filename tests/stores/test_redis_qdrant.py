@@ -198,18 +198,77 @@ async def test_remembered_turn_ids_are_bounded(store_redis_qdrant: Any) -> None:
     assert [t.id for t in got] == [f"t{layout.TURN_IDS_KEPT + 4}", f"t{layout.TURN_IDS_KEPT + 5}"]
 
 
-async def test_the_erasure_keyset_holds_only_live_keys(store_redis_qdrant: Any) -> None:
-    s = store_redis_qdrant
+@pytest.fixture
+async def short_grace() -> AsyncIterator[Any]:
+    """A store whose sessions' keys outlive their TTL by 0.3 s only."""
+    prefix = unique_prefix()
+    cfg = MemoryConfig(**redis_qdrant_settings(prefix, redis_session_grace_hours=0.3 / 3600))
+    store = rq.from_config(cfg)
+    await store.setup()
+    try:
+        yield store
+    finally:
+        await store.close()
+        await cleanup(prefix)
+
+
+async def test_the_erasure_keyset_holds_only_live_keys(short_grace: Any) -> None:
+    s = short_grace
     ak = layout.AgentKeys.of(s._prefix, "a")
-    await s.append_turn(turn("a", "old", 1), max_turns=5, ttl_seconds=0.6)
+    await s.append_turn(turn("a", "old", 1), max_turns=5, ttl_seconds=0.4)
     assert await s.acquire_lock("a", "brief", "h", 0.6)
     await s.append_turn(turn("a", "live", 1), max_turns=5, ttl_seconds=TTL)
     assert set(await s._redis.zrange(ak.keyset, 0, -1)) == {"s:old", "l:brief", "s:live"}
-    await asyncio.sleep(0.8)
+    await asyncio.sleep(0.9)  # past the old session's TTL and grace, and the lock's TTL
     await s.append_turn(turn("a", "live", 2), max_turns=5, ttl_seconds=TTL)
     assert await s._redis.zrange(ak.keyset, 0, -1) == ["s:live"]
     await s.clear_session("a", "live")
     assert await s._redis.exists(ak.keyset) == 0
+
+
+async def test_session_keys_outlive_the_ttl_by_the_grace_then_vanish(short_grace: Any) -> None:
+    s = short_grace
+    await s.append_turn(turn("a:b", "s", 1), max_turns=5, ttl_seconds=0.4)
+    await s.set_session_metadata("a:b", "s", {"k": 1}, ttl_seconds=0.4)
+    keys, _ = layout.AgentKeys.of(s._prefix, "a:b").session_keys("s")
+    for key in keys[:3]:
+        assert 400 < await s._redis.pttl(key) <= 700
+    # the sessions set names it by encoded agent and session, scored by its activity
+    assert [m for m, _ in await s._redis.zrange(s._sessions_key, 0, -1, withscores=True)] == [
+        "a%3Ab:s"
+    ]
+    await asyncio.sleep(0.5)  # expired, in its grace: reads see none, the sweeper lists it
+    assert await s.recent_turns("a:b", "s", limit=5, ttl_seconds=0.4) == []
+    assert await s.expired_sessions(ttl_seconds=0.4, limit=10) == [("a:b", "s")]
+    await asyncio.sleep(0.4)  # past the grace: Redis dropped the keys
+    assert await s._redis.exists(*keys[:3]) == 0
+    assert await s.get_session("a:b", "s", ttl_seconds=TTL) is None
+    # the listing drops the entry of a session whose keys are gone
+    assert await s.expired_sessions(ttl_seconds=0.4, limit=10) == []
+    assert await s._redis.zcard(s._sessions_key) == 0
+
+
+async def test_the_sessions_set_follows_clear_erase_and_writes(store_redis_qdrant: Any) -> None:
+    s = store_redis_qdrant
+    for agent, session in (("a", "s1"), ("a", "s2"), ("a:b", "s1"), ("b", "s1")):
+        await s.append_turn(turn(agent, session, 1), max_turns=5, ttl_seconds=TTL)
+    assert set(await s._redis.zrange(s._sessions_key, 0, -1)) == {
+        "a:s1",
+        "a:s2",
+        "a%3Ab:s1",
+        "b:s1",
+    }
+    await s.clear_session("a", "s1")
+    await s.erase_agent("a:b")
+    assert set(await s._redis.zrange(s._sessions_key, 0, -1)) == {"a:s2", "b:s1"}
+    before = await s._redis.zscore(s._sessions_key, "b:s1")
+    await asyncio.sleep(0.05)
+    await s.set_session_metadata("b", "s1", {"k": 1}, ttl_seconds=TTL)
+    assert await s._redis.zscore(s._sessions_key, "b:s1") > before
+    info = await s.get_session("b", "s1", ttl_seconds=TTL)
+    assert info is not None
+    score = await s._redis.zscore(s._sessions_key, "b:s1")
+    assert score == int(info.last_active_at.timestamp() * 1_000_000) // 1000
 
 
 async def test_turn_round_trips_every_field(store_redis_qdrant: Any) -> None:
@@ -224,13 +283,15 @@ async def test_session_expires_after_ttl_and_restarts_empty(store_redis_qdrant: 
     await s.append_turn(turn("a", "s", 1), max_turns=5, ttl_seconds=1.0)
     await s.set_session_metadata("a", "s", {"k": 1}, ttl_seconds=1.0)
     keys, _ = layout.AgentKeys.of(s._prefix, "a").session_keys("s")
+    grace_ms = 48 * 3600 * 1000  # the default grace: the keys outlive the TTL for the sweeper
     for key in keys[:3]:
-        assert 0 < await s._redis.pttl(key) <= 1000
+        assert grace_ms < await s._redis.pttl(key) <= grace_ms + 1000
     assert len(await s.recent_turns("a", "s", limit=5, ttl_seconds=1.0)) == 1
     await asyncio.sleep(1.2)
     assert await s.recent_turns("a", "s", limit=5, ttl_seconds=1.0) == []
     assert await s.get_session("a", "s", ttl_seconds=1.0) is None
-    await s.append_turn(turn("a", "s", 2), max_turns=5, ttl_seconds=TTL)
+    # a turn under the same TTL starts the session afresh (the expired turns are gone)
+    await s.append_turn(turn("a", "s", 2), max_turns=5, ttl_seconds=1.0)
     info = await s.get_session("a", "s", ttl_seconds=TTL)
     assert info is not None and info.turn_count == 1 and info.metadata == {}
 

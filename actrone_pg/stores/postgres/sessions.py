@@ -18,6 +18,7 @@ from actrone_pg.stores.postgres.statements import (
     SELECT_EXPIRED_SESSIONS,
     SELECT_RECENT_TURNS,
     SELECT_SESSION,
+    SELECT_SESSIONS,
     SWEEP_SESSIONS,
     TRIM_TURNS,
     UPSERT_SESSION,
@@ -75,6 +76,12 @@ class Sessions(Connection):
                 conn, self._compose(SELECT_SESSION), (agent_id, session_id, ttl_seconds)
             )
         return rows.session(agent_id, session_id, found[0]) if found else None
+
+    async def list_sessions(self, agent_id: str, *, ttl_seconds: float) -> list[SessionInfo]:
+        """The agent's live sessions, by id in code-point order."""
+        async with self._conn() as conn:
+            found = await self._fetch(conn, self._compose(SELECT_SESSIONS), (agent_id, ttl_seconds))
+        return [rows.session(agent_id, r["session_id"], r) for r in found]
 
     async def set_session_metadata(
         self, agent_id: str, session_id: str, metadata: dict[str, Any], *, ttl_seconds: float

@@ -68,6 +68,16 @@ SELECT_SESSION = (
     " FROM {s}.sessions AS x WHERE x.agent_id = %s AND x.session_id = %s"
     " AND x.last_active_at >= now() - make_interval(secs => %s)"
 )
+# A range scan of the sessions' primary key (agent_id, session_id); "C" orders by UTF-8 bytes,
+# which is code-point order, as the other backends sort.
+SELECT_SESSIONS = (
+    "SELECT x.session_id, x.created_at, x.last_active_at, x.metadata,"
+    " (SELECT count(*) FROM {s}.turns AS t WHERE t.agent_id = x.agent_id"
+    " AND t.session_id = x.session_id) AS turn_count"
+    " FROM {s}.sessions AS x WHERE x.agent_id = %s"
+    " AND x.last_active_at >= now() - make_interval(secs => %s)"
+    ' ORDER BY x.session_id COLLATE "C"'
+)
 DELETE_SESSION = "DELETE FROM {s}.sessions WHERE agent_id = %s AND session_id = %s"
 # A session a writer is reviving right now is locked: skipped, and re-checked if it was waited on.
 SWEEP_SESSIONS = (

@@ -59,6 +59,7 @@ class Connection:
         qdrant_timeout: float = 10.0,
         redis_pool_size: int = 20,
         text_analyzer: str = DEFAULT_ANALYZER,
+        session_grace_seconds: float = 48 * 3600.0,
     ) -> None:
         #: How contents and queries become BM25 terms (``MemoryConfig.text_analyzer``).
         self.analyzer = analyzer(text_analyzer)
@@ -69,6 +70,8 @@ class Connection:
         self._redis_timeout = redis_timeout
         self._qdrant_timeout = qdrant_timeout
         self._pool_size = redis_pool_size
+        # How long a session's keys outlive its TTL, waiting for a sweeper (Sessions).
+        self._session_grace_seconds = session_grace_seconds
         self._redis: aioredis.Redis | None = None
         self._qdrant: AsyncQdrantClient | None = None
         self._scripts: dict[str, Any] = {}
@@ -86,6 +89,11 @@ class Connection:
     @property
     def _dims_key(self) -> str:
         return f"{self._prefix}:{LAYOUT}:dims"
+
+    @property
+    def _sessions_key(self) -> str:
+        """Every session of this prefix, all agents, scored by its last activity (ms)."""
+        return f"{self._prefix}:{LAYOUT}:sessions"
 
     @property
     def _analyzer_key(self) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import numpy as np
 import numpy.typing as npt
@@ -44,6 +44,7 @@ __all__ = [
     "agent_filter",
     "live_filter",
     "doc_entry",
+    "dec",
     "enc",
     "from_payload",
     "micros_to_dt",
@@ -84,6 +85,11 @@ def enc(value: str) -> str:
     the result never contains Redis glob or hash-tag characters.
     """
     return quote(value, safe="")
+
+
+def dec(value: str) -> str:
+    """The id :func:`enc` encoded."""
+    return unquote(value, errors="strict")
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,13 @@ Times are Redis's own clock (TIME), in microseconds since the epoch (doubles hol
 < 2^53). The per-agent keyset is a sorted set: member "s:<session>" or "l:<lock>", score the time
 (ms) at which that key expires. Every write that extends a key updates its score and drops
 members whose keys have expired, so the set holds only live keys and erasure finds them all.
+
+A session is live while it has been idle at most its TTL; its keys stay ``grace_ms`` longer, so
+that a sweeper finds it expired, consolidates it and deletes it. The sessions set (one per
+prefix, every agent) scores each session "<agent>:<session>" (both encoded, so the first ':'
+splits them) by its last activity in ms, written by the same scripts that stamp that activity:
+the sweeper's listing can never miss a session whose turns are still in Redis. It is the one key
+shared by agents (Redis Cluster, which would need it sharded, is not supported).
 """
 
 from __future__ import annotations
@@ -27,24 +34,33 @@ end
 redis.call('HSET', KEYS[3], 'a', stamp)
 """
 
-# Shared by the same scripts, after TOUCH_SESSION (needs ``member``, the session's keyset member,
-# set too): the session's keys expire ``ttl_ms`` from now, and the keyset says so.
+# Shared by the same scripts, after TOUCH_SESSION (needs ``grace_ms``, ``member`` (the session's
+# keyset member) and ``active`` (its sessions-set member) set too, and KEYS[4], KEYS[5] = keyset,
+# sessions): the session's keys expire ``ttl_ms + grace_ms`` from now, the keyset says so, and
+# the sessions set records the activity. Entries older than that are of sessions whose keys are
+# gone: dropped here, so the set never outgrows the sessions Redis holds.
 EXTEND_SESSION = """
-redis.call('PEXPIRE', KEYS[1], ttl_ms)
-redis.call('PEXPIRE', KEYS[2], ttl_ms)
-redis.call('PEXPIRE', KEYS[3], ttl_ms)
+local keep_ms = ttl_ms + grace_ms
+redis.call('PEXPIRE', KEYS[1], keep_ms)
+redis.call('PEXPIRE', KEYS[2], keep_ms)
+redis.call('PEXPIRE', KEYS[3], keep_ms)
 local now_ms = math.floor(now / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now_ms)
-redis.call('ZADD', KEYS[4], now_ms + ttl_ms, member)
+redis.call('ZADD', KEYS[4], now_ms + keep_ms, member)
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. string.format('%.0f', now_ms - keep_ms))
+redis.call('ZADD', KEYS[5], now_ms, active)
 """
 
-# KEYS: turns, tids, sess, keyset. ARGV: turn_id, turn_json, max_turns, ttl_ms, keyset member,
-# ids_kept. tids is a sorted set of turn ids scored by arrival order; the newest `ids_kept` are
-# remembered (far more than any client retries across), so it cannot grow without bound.
+# KEYS: turns, tids, sess, keyset, sessions. ARGV: turn_id, turn_json, max_turns, ttl_ms,
+# keyset member, ids_kept, grace_ms, sessions member. tids is a sorted set of turn ids scored by
+# arrival order; the newest `ids_kept` are remembered (far more than any client retries across),
+# so it cannot grow without bound.
 APPEND_TURN = (
     """
 local ttl_ms = tonumber(ARGV[4])
 local member = ARGV[5]
+local grace_ms = tonumber(ARGV[7])
+local active = ARGV[8]
 """
     + TOUCH_SESSION
     + """local added = 0
@@ -95,14 +111,41 @@ return out
 """
 )
 
-# KEYS: turns, tids, sess, keyset. ARGV: ttl_ms, keyset member, then field/value pairs.
+# KEYS: keyset. ARGV: the agent's key base, ttl_ms. The agent's sessions live by Redis's clock,
+# from the keyset (no SCAN): {name, turn_count, number of hash values, field, value, ...} each.
+LIST_SESSIONS = """
+local base = ARGV[1]
+local ttl_ms = tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local out = {}
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], math.floor(now / 1000), '+inf')) do
+  if string.sub(m, 1, 2) == 's:' then
+    local name = string.sub(m, 3)
+    local last = redis.call('HGET', base .. 'sess:' .. name, 'a')
+    if last and now - tonumber(last) <= ttl_ms * 1000 then
+      local h = redis.call('HGETALL', base .. 'sess:' .. name)
+      out[#out + 1] = name
+      out[#out + 1] = tostring(redis.call('LLEN', base .. 'turns:' .. name))
+      out[#out + 1] = tostring(#h)
+      for i = 1, #h do out[#out + 1] = h[i] end
+    end
+  end
+end
+return out
+"""
+
+# KEYS: turns, tids, sess, keyset, sessions. ARGV: ttl_ms, keyset member, grace_ms, sessions
+# member, then field/value pairs.
 SET_SESSION_METADATA = (
     """
 local ttl_ms = tonumber(ARGV[1])
 local member = ARGV[2]
+local grace_ms = tonumber(ARGV[3])
+local active = ARGV[4]
 """
     + TOUCH_SESSION
-    + """for i = 3, #ARGV, 2 do
+    + """for i = 5, #ARGV, 2 do
   redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
 end
 """
@@ -111,11 +154,63 @@ end
 """
 )
 
-# KEYS: turns, tids, sess, keyset. ARGV: keyset member.
+# KEYS: turns, tids, sess, keyset, sessions. ARGV: keyset member, sessions member.
 CLEAR_SESSION = """
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('ZREM', KEYS[5], ARGV[2])
 return 1
+"""
+
+# KEYS: sessions. ARGV: the key base without the agent ("<prefix>:<layout>:"), ttl_ms, limit.
+# Up to `limit` sessions members (oldest activity first) of sessions idle longer than ttl_ms by
+# Redis's clock, checked against each session's own stamp. An entry whose session is gone
+# (cleared, erased, or its keys expired after the grace) is dropped on the way.
+EXPIRED_SESSIONS = """
+local base = ARGV[1]
+local ttl_ms = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local cutoff = string.format('%.0f', math.floor(now / 1000) - ttl_ms)
+local out = {}
+local offset = 0
+while #out < limit do
+  local batch = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', cutoff, 'LIMIT', offset, 100)
+  if #batch == 0 then break end
+  for _, m in ipairs(batch) do
+    local at = string.find(m, ':', 1, true)
+    local sess = base .. '{' .. string.sub(m, 1, at - 1) .. '}:sess:' .. string.sub(m, at + 1)
+    local last = redis.call('HGET', sess, 'a')
+    if not last then
+      redis.call('ZREM', KEYS[1], m)
+    else
+      offset = offset + 1
+      if now - tonumber(last) > ttl_ms * 1000 then
+        out[#out + 1] = m
+        if #out >= limit then break end
+      end
+    end
+  end
+end
+return out
+"""
+
+# KEYS: turns, tids, sess, keyset, sessions. ARGV: ttl_ms, keyset member, sessions member.
+# Deletes the session if it is still idle longer than ttl_ms (a new turn since it was listed
+# revives it: then it is kept). Returns 1 if deleted.
+DELETE_EXPIRED_SESSION = """
+local last = redis.call('HGET', KEYS[3], 'a')
+if last then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if now - tonumber(last) <= tonumber(ARGV[1]) * 1000 then return 0 end
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+redis.call('ZREM', KEYS[4], ARGV[2])
+redis.call('ZREM', KEYS[5], ARGV[3])
+if last then return 1 end
+return 0
 """
 
 # KEYS: lock, keyset. ARGV: token, ttl_ms, keyset member. SET NX PX: Redis's clock expires it.
@@ -196,14 +291,16 @@ end
 return out
 """
 
-# KEYS: keyset, mem, doc, df, stats. ARGV: the agent's key base. Deletes every key the keyset
-# names (sessions and locks) and the agent's memory index and statistics.
+# KEYS: keyset, mem, doc, df, stats, sessions. ARGV: the agent's key base, the encoded agent id.
+# Deletes every key the keyset names (sessions and locks), the agent's entries of the sessions
+# set, and the agent's memory index and statistics.
 ERASE_AGENT = """
 local base = ARGV[1]
 for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   local kind, name = string.sub(m, 1, 2), string.sub(m, 3)
   if kind == 's:' then
     redis.call('DEL', base .. 'turns:' .. name, base .. 'tids:' .. name, base .. 'sess:' .. name)
+    redis.call('ZREM', KEYS[6], ARGV[2] .. ':' .. name)
   elseif kind == 'l:' then
     redis.call('DEL', base .. 'lock:' .. name)
   end
@@ -218,8 +315,11 @@ SCRIPTS = {
     "append": APPEND_TURN,
     "recent": RECENT_TURNS,
     "get_session": GET_SESSION,
+    "list_sessions": LIST_SESSIONS,
     "set_meta": SET_SESSION_METADATA,
     "clear": CLEAR_SESSION,
+    "expired_sessions": EXPIRED_SESSIONS,
+    "delete_expired": DELETE_EXPIRED_SESSION,
     "acquire": ACQUIRE_LOCK,
     "release": RELEASE_LOCK,
     "set_entries": SET_ENTRIES,

@@ -1,15 +1,24 @@
-"""The Redis + Qdrant store's L1: sessions, their turns, and locks, each change one Lua script."""
+"""The Redis + Qdrant store's L1: sessions, their turns, and locks, each change one Lua script.
+
+Sessions expire as in every other store: idle longer than the TTL, a session reads as absent and
+a new turn starts it afresh. Its keys stay in Redis for ``session_grace_seconds`` more, listed in
+the prefix's sessions set by last activity, so that the manager's sweeper (of any process)
+consolidates the expired session and then deletes it, as it does on PostgreSQL.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from actrone_pg.models import SessionInfo, Turn
 from actrone_pg.stores.redis_qdrant.connection import Connection
 from actrone_pg.stores.redis_qdrant.layout import (
+    LAYOUT,
     TURN_IDS_KEPT,
     AgentKeys,
+    dec,
     enc,
     micros_to_dt,
     ttl_ms,
@@ -20,12 +29,36 @@ from actrone_pg.stores.redis_qdrant.layout import (
 __all__ = ["Sessions"]
 
 
+def _session_info(agent_id: str, session_id: str, turn_count: str, flat: list[str]) -> SessionInfo:
+    """A session from its turn count and its hash (``c``, ``a``, ``n``, ``m:<key>`` fields)."""
+    fields = dict(zip(flat[0::2], flat[1::2], strict=True))
+    metadata = {k[2:]: json.loads(v) for k, v in fields.items() if k.startswith("m:")}
+    return SessionInfo(
+        agent_id=agent_id,
+        session_id=session_id,
+        turn_count=int(turn_count),
+        created_at=micros_to_dt(fields["c"]),
+        last_active_at=micros_to_dt(fields["a"]),
+        metadata=metadata,
+    )
+
+
 class Sessions(Connection):
-    """Turns and sessions in Redis (expired by Redis itself), and per-agent locks."""
+    """Turns and sessions in Redis (kept a grace period past their TTL), and per-agent locks."""
+
+    def _session(self, agent_id: str, session_id: str) -> tuple[list[str], str, str]:
+        """The session's keys (turns, tids, sess, keyset, sessions set), its keyset member and
+        its sessions-set member."""
+        keys, member = AgentKeys.of(self._prefix, agent_id).session_keys(session_id)
+        return [*keys, self._sessions_key], member, f"{enc(agent_id)}:{enc(session_id)}"
+
+    @property
+    def _grace_ms(self) -> int:
+        return math.ceil(self._session_grace_seconds * 1000.0)
 
     async def append_turn(self, turn: Turn, *, max_turns: int, ttl_seconds: float) -> None:
         """Append (idempotent by id), trim and refresh the expiry in one Lua script."""
-        keys, member = AgentKeys.of(self._prefix, turn.agent_id).session_keys(turn.session_id)
+        keys, member, active = self._session(turn.agent_id, turn.session_id)
         await self._script(
             "append",
             keys,
@@ -36,6 +69,8 @@ class Sessions(Connection):
                 ttl_ms(ttl_seconds),
                 member,
                 max(TURN_IDS_KEPT, 4 * max_turns),
+                self._grace_ms,
+                active,
             ],
         )
 
@@ -55,49 +90,69 @@ class Sessions(Connection):
         raw = await self._script("get_session", [keys[0], keys[2]], [ttl_ms(ttl_seconds)])
         if not raw:
             return None
-        fields = dict(zip(raw[1::2], raw[2::2], strict=True))
-        metadata = {k[2:]: json.loads(v) for k, v in fields.items() if k.startswith("m:")}
-        return SessionInfo(
-            agent_id=agent_id,
-            session_id=session_id,
-            turn_count=int(raw[0]),
-            created_at=micros_to_dt(fields["c"]),
-            last_active_at=micros_to_dt(fields["a"]),
-            metadata=metadata,
-        )
+        return _session_info(agent_id, session_id, raw[0], raw[1:])
+
+    async def list_sessions(self, agent_id: str, *, ttl_seconds: float) -> list[SessionInfo]:
+        """The agent's live sessions, from its keyset, by id in code-point order."""
+        ak = AgentKeys.of(self._prefix, agent_id)
+        raw = await self._script("list_sessions", [ak.keyset], [ak.base, ttl_ms(ttl_seconds)])
+        out = []
+        at = 0
+        while at < len(raw):
+            name, count, size = raw[at], raw[at + 1], int(raw[at + 2])
+            at += 3
+            out.append(_session_info(agent_id, dec(name), count, raw[at : at + size]))
+            at += size
+        # The keyset orders by expiry and the encoded names differ in order from the ids.
+        out.sort(key=lambda info: info.session_id)
+        return out
 
     async def set_session_metadata(
         self, agent_id: str, session_id: str, metadata: dict[str, Any], *, ttl_seconds: float
     ) -> None:
         """Merge ``metadata`` into the session (one hash field per key), creating it if needed."""
-        keys, member = AgentKeys.of(self._prefix, agent_id).session_keys(session_id)
-        args: list[Any] = [ttl_ms(ttl_seconds), member]
+        keys, member, active = self._session(agent_id, session_id)
+        args: list[Any] = [ttl_ms(ttl_seconds), member, self._grace_ms, active]
         for k, val in metadata.items():
             args.extend(["m:" + k, json.dumps(val, ensure_ascii=False)])
         await self._script("set_meta", keys, args)
 
     async def clear_session(self, agent_id: str, session_id: str) -> None:
         """Delete the session's turns, turn ids and bookkeeping."""
-        keys, member = AgentKeys.of(self._prefix, agent_id).session_keys(session_id)
-        await self._script("clear", keys, [member])
+        keys, member, active = self._session(agent_id, session_id)
+        await self._script("clear", keys, [member, active])
 
     async def sweep_expired_sessions(self, *, ttl_seconds: float, limit: int) -> int:
-        """Nothing to do: every key of a session carries its TTL and Redis removes it."""
-        return 0
-
-    #: Redis removes an idle session by itself at its TTL, so no sweeper sees it first: the
-    #: manager consolidates such a session shortly before its TTL instead (docs/lifecycle.md).
-    sessions_expire_by_themselves = True
+        """Delete up to ``limit`` sessions idle longer than ``ttl_seconds`` (in their grace)."""
+        removed = 0
+        for agent_id, session_id in await self.expired_sessions(
+            ttl_seconds=ttl_seconds, limit=limit
+        ):
+            if await self.delete_expired_session(agent_id, session_id, ttl_seconds=ttl_seconds):
+                removed += 1
+        return removed
 
     async def expired_sessions(self, *, ttl_seconds: float, limit: int) -> list[tuple[str, str]]:
-        """None: an expired session's keys are gone already (Redis removed them at their TTL)."""
-        return []
+        """Up to ``limit`` sessions idle longer than ``ttl_seconds``, longest idle first, from
+        the sessions set (no ``SCAN``); only those whose keys are still in their grace."""
+        raw = await self._script(
+            "expired_sessions",
+            [self._sessions_key],
+            [f"{self._prefix}:{LAYOUT}:", ttl_ms(ttl_seconds), limit],
+        )
+        out = []
+        for member in raw:
+            agent, _, session = member.partition(":")
+            out.append((dec(agent), dec(session)))
+        return out
 
     async def delete_expired_session(
         self, agent_id: str, session_id: str, *, ttl_seconds: float
     ) -> bool:
-        """Nothing to delete: Redis removed the session's keys at their TTL."""
-        return False
+        """Delete the session's keys if it is still idle longer than ``ttl_seconds``."""
+        keys, member, active = self._session(agent_id, session_id)
+        done = await self._script("delete_expired", keys, [ttl_ms(ttl_seconds), member, active])
+        return bool(int(done))
 
     async def acquire_lock(self, agent_id: str, name: str, holder: str, ttl_seconds: float) -> bool:
         """``SET NX PX``: one winner among concurrent callers; Redis expires it after the TTL."""

@@ -60,4 +60,5 @@ def from_config(config: MemoryConfig) -> RedisQdrantStore:
         qdrant_timeout=config.qdrant_timeout,
         redis_pool_size=config.redis_pool_size,
         text_analyzer=config.text_analyzer,
+        session_grace_seconds=config.redis_session_grace_hours * 3600.0,
     )

@@ -368,4 +368,8 @@ class Writes(Index):
                 )
             )
         ak = AgentKeys.of(self._prefix, agent_id)
-        await self._script("erase", [ak.keyset, ak.mem, ak.doc, ak.df, ak.stats], [ak.base])
+        await self._script(
+            "erase",
+            [ak.keyset, ak.mem, ak.doc, ak.df, ak.stats, self._sessions_key],
+            [ak.base, enc(agent_id)],
+        )
