@@ -176,7 +176,10 @@ LIST_MEMORIES = (
 LIST_AFTER = "(m.created_at, m.id) < (%s, %s)"
 DELETE_HISTORY = "DELETE FROM {s}.memory_history WHERE agent_id = %s AND id = ANY(%s::text[])"
 # hybrid_search returns the ranked memories with their fields, best first. {candidates} is
-# NULL (an exact scan) or, for an agent with its own HNSW index, the ids that index finds.
+# NULL (an exact scan), for an agent with its own HNSW index the ids that index finds, or with a
+# filter FILTERED_CANDIDATES; {lifecycle} is UNFILTERED or FILTERED_STATS. SEARCH's {with} is
+# empty or "WITH " and FILTERED's CTEs; SEARCH_PACKED's {filtered} is empty or those CTEs and a
+# comma.
 _HYBRID_SEARCH = (
     " FROM {s}.hybrid_search(%s, %s, %s::text[], %s, %s::float8, %s::int, %s::bool, %s::int,"
     " %s::float8[], %s::float8, %s::float8, %s::timestamptz, %s::bool, {candidates},"
@@ -189,22 +192,54 @@ UNFILTERED = (
     "(SELECT array_agg(e.id) FROM {s}.memories AS e WHERE e.agent_id = %s"
     " AND e.expires_at <= %s), NULL, NULL, NULL"
 )
-# With a filter ({where}: its conditions on m): the filtered set's live memories under the
-# embedder are the candidates, and its statistics (every embedder, expired ones included until
-# swept, as the pipeline counts them) replace the agent's. Parameters: agent, embedder, now and
-# the conditions' (candidates); agent and the conditions' three times, then the terms (the rest).
-FILTERED_CANDIDATES = (
-    "ARRAY(SELECT m.id FROM {s}.memories AS m WHERE m.agent_id = %s AND m.embedder = %s"
-    " AND (m.expires_at IS NULL OR m.expires_at > %s) AND {where})"
+# With a filter: CTEs that go before the statement ({with} of SEARCH, {filtered} of
+# SEARCH_PACKED). One pass over the agent's rows finds the filtered set, its cosines and its BM25
+# statistics, which hybrid_search is then given (FILTERED_CANDIDATES, FILTERED_STATS).
+# {where} is the filter's conditions on m, {vs} pgvector's schema. fp: does the filter match at
+# least FILTER_PROBE_ROWS memories (a probe that an index on the filtered column answers)? If not,
+# fm holds the matching rows only (a selective filter, read through that index); if so, every row
+# of the agent with ok telling whether it matches (one sequential pass: reading most rows through
+# an index costs more). The cosine is computed for the live matching rows under the embedder only.
+# fn: the filtered set's N and total length (every embedder, expired ones included until swept,
+# as the pipeline counts them). fd: each term's document frequency in the filtered set, counted
+# over whichever side is smaller: the matching rows, or (a broad filter) the agent's frequency
+# kept in term_stats minus the non-matching rows'. docs/benchmarks.md, "Filters and versions".
+# Parameters: probe rows, agent, the conditions', probe rows; embedder, now, vector; agent, the
+# conditions'; the conditions', agent; threshold, limit; agent, terms.
+FILTERED = (
+    "fp AS MATERIALIZED (SELECT count(*) >= %s AS broad FROM (SELECT 1 FROM {s}.memories AS m"
+    " WHERE m.agent_id = %s AND {where} LIMIT %s) AS x),"
+    " fm AS MATERIALIZED (SELECT u.id, u.created_at, u.doc_len, u.term_freqs, u.ok,"
+    " CASE WHEN u.ok AND u.embedder = %s AND (u.expires_at IS NULL OR u.expires_at > %s)"
+    " THEN -(u.embedding OPERATOR({vs}.<#>) %s) END AS cosine FROM ("
+    "SELECT m.id, m.created_at, m.doc_len, m.term_freqs, m.embedder, m.expires_at, m.embedding,"
+    " true AS ok FROM {s}.memories AS m"
+    " WHERE m.agent_id = %s AND {where} AND NOT (SELECT fp.broad FROM fp)"
+    " UNION ALL SELECT m.id, m.created_at, m.doc_len, m.term_freqs, m.embedder, m.expires_at,"
+    " m.embedding, COALESCE({where}, false) FROM {s}.memories AS m"
+    " WHERE m.agent_id = %s AND (SELECT fp.broad FROM fp)) AS u),"
+    " fc AS (SELECT ARRAY(SELECT f.id FROM fm AS f WHERE f.cosine >= %s::float8"
+    " ORDER BY f.cosine DESC, f.created_at DESC, f.id LIMIT %s::int) AS ids),"
+    " fn AS (SELECT count(*) FILTER (WHERE f.ok) AS n_docs,"
+    " COALESCE(sum(f.doc_len) FILTER (WHERE f.ok), 0)::bigint AS total_length,"
+    " (SELECT fp.broad FROM fp) AND count(*) FILTER (WHERE f.ok) * 2 > count(*) AS most"
+    " FROM fm AS f),"
+    " fd AS (SELECT ARRAY(SELECT (CASE WHEN (SELECT fn.most FROM fn) THEN COALESCE(("
+    "SELECT ts.df FROM {s}.term_stats AS ts WHERE ts.agent_id = %s AND ts.term = t.term), 0)"
+    " - (SELECT count(*) FROM fm AS f WHERE NOT f.ok AND f.term_freqs ? t.term)"
+    " ELSE (SELECT count(*) FROM fm AS f WHERE f.ok AND f.term_freqs ? t.term) END)::integer"
+    " FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, ord) ORDER BY t.ord) AS dfs)"
 )
+#: A filter matching at least this many of an agent's memories is read in one sequential pass.
+FILTER_PROBE_ROWS = 256
+# hybrid_search's p_candidates with a filter: the filtered set's nearest live memories, ordered
+# and cut as hybrid_search admits them, so that it ranks exactly the filtered set's (its cosines
+# are the same operator on the same vectors). Never NULL: NULL would mean "scan the agent".
+FILTERED_CANDIDATES = "(SELECT fc.ids FROM fc)"
+# hybrid_search's last four arguments with a filter: the filtered set's statistics.
 FILTERED_STATS = (
-    "NULL::text[],"
-    " (SELECT count(*) FROM {s}.memories AS m WHERE m.agent_id = %s AND {where}),"
-    " (SELECT COALESCE(sum(m.doc_len), 0) FROM {s}.memories AS m"
-    " WHERE m.agent_id = %s AND {where})::bigint,"
-    " ARRAY(SELECT (SELECT count(*) FROM {s}.memories AS m WHERE m.agent_id = %s AND {where}"
-    " AND m.term_freqs ? t.term)::integer"
-    " FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, ord) ORDER BY t.ord)"
+    "NULL::text[], (SELECT fn.n_docs FROM fn), (SELECT fn.total_length FROM fn),"
+    " (SELECT fd.dfs FROM fd)"
 )
 #: Each filter key's condition on a memory row m (spec §9.3), as MemoryFilter.matches has it.
 FILTER_CONDITIONS = {
@@ -229,7 +264,7 @@ _MEMORY_ROW = (
     + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = {h}.id OFFSET 0) AS f"
 )
 SEARCH = (
-    "SELECT "
+    "{with}SELECT "
     + _EXPLAIN_COLUMNS
     + ", f.*"
     + _HYBRID_SEARCH
@@ -242,7 +277,7 @@ SEARCH = (
 # measurement against two statements). Always at least one row: the number ranked, with NULLs
 # for the memory when none was chosen.
 SEARCH_PACKED = (
-    "WITH h AS MATERIALIZED (SELECT h.position, "
+    "WITH {filtered}h AS MATERIALIZED (SELECT h.position, "
     + _EXPLAIN_COLUMNS
     + ", h.id, h.token_count"
     + _HYBRID_SEARCH
