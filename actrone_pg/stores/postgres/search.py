@@ -13,8 +13,9 @@ from actrone_pg.stores.base import check_query_dimensions
 from actrone_pg.stores.postgres import rows
 from actrone_pg.stores.postgres.maintenance import Maintenance
 from actrone_pg.stores.postgres.statements import (
+    FILTER_BROAD_DIVISOR,
+    FILTER_BROAD_ROWS,
     FILTER_CONDITIONS,
-    FILTER_PROBE_ROWS,
     FILTERED,
     FILTERED_CANDIDATES,
     FILTERED_STATS,
@@ -91,10 +92,11 @@ class Search(Maintenance):
                 s=sql.Identifier(self.schema), vs=sql.Identifier(self._vector_schema), where=where
             )
             agent = request.agent_id
+            cosine = (request.embedder, request.now, request.vector)
             first = (
-                *(FILTER_PROBE_ROWS, agent, *values, FILTER_PROBE_ROWS),
-                *(request.embedder, request.now, request.vector),
-                *(agent, *values, *values, agent),
+                *(FILTER_BROAD_ROWS, FILTER_BROAD_DIVISOR, agent, agent, *values),
+                *(*cosine, agent, *values),
+                *(*values, *values, *cosine, agent),
                 *(float(request.threshold), int(request.limit), agent, terms),
             )
             candidates, lifecycle = sql.SQL(FILTERED_CANDIDATES), sql.SQL(FILTERED_STATS)

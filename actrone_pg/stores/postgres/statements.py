@@ -196,7 +196,7 @@ UNFILTERED = (
 # SEARCH_PACKED). One pass over the agent's rows finds the filtered set, its cosines and its BM25
 # statistics, which hybrid_search is then given (FILTERED_CANDIDATES, FILTERED_STATS).
 # {where} is the filter's conditions on m, {vs} pgvector's schema. fp: does the filter match at
-# least FILTER_PROBE_ROWS memories (a probe that an index on the filtered column answers)? If not,
+# least fl.n memories (FILTER_BROAD_*; a probe that an index on the filtered column answers)? If not,
 # fm holds the matching rows only (a selective filter, read through that index); if so, every row
 # of the agent with ok telling whether it matches (one sequential pass: reading most rows through
 # an index costs more). The cosine is computed for the live matching rows under the embedder only.
@@ -204,22 +204,26 @@ UNFILTERED = (
 # as the pipeline counts them). fd: each term's document frequency in the filtered set, counted
 # over whichever side is smaller: the matching rows, or (a broad filter) the agent's frequency
 # kept in term_stats minus the non-matching rows'. docs/benchmarks.md, "Filters and versions".
-# Parameters: probe rows, agent, the conditions', probe rows; embedder, now, vector; agent, the
-# conditions'; the conditions', agent; threshold, limit; agent, terms.
+# Parameters: broad rows, divisor, agent; agent, the conditions'; embedder, now, vector, agent, the
+# conditions'; the conditions' twice, embedder, now, vector, agent; threshold, limit; agent, terms.
+# The cosine of a live matching row under the embedder ({ok}: whether it matches), else NULL.
+_FILTERED_COSINE = (
+    "CASE WHEN {ok} AND m.embedder = %s AND (m.expires_at IS NULL OR m.expires_at > %s)"
+    " THEN -(m.embedding OPERATOR({vs}.<#>) %s) END AS cosine"
+)
 FILTERED = (
-    "fp AS MATERIALIZED (SELECT count(*) >= %s AS broad FROM (SELECT 1 FROM {s}.memories AS m"
-    " WHERE m.agent_id = %s AND {where} LIMIT %s) AS x),"
-    " fm AS MATERIALIZED (SELECT u.id, u.created_at, u.doc_len, u.term_freqs, u.ok,"
-    " CASE WHEN u.ok AND u.embedder = %s AND (u.expires_at IS NULL OR u.expires_at > %s)"
-    " THEN -(u.embedding OPERATOR({vs}.<#>) %s) END AS cosine FROM ("
-    "SELECT m.id, m.created_at, m.doc_len, m.term_freqs, m.embedder, m.expires_at, m.embedding,"
-    " true AS ok FROM {s}.memories AS m"
-    " WHERE m.agent_id = %s AND {where} AND NOT (SELECT fp.broad FROM fp)"
-    " UNION ALL SELECT m.id, m.created_at, m.doc_len, m.term_freqs, m.embedder, m.expires_at,"
-    " m.embedding, COALESCE({where}, false) FROM {s}.memories AS m"
-    " WHERE m.agent_id = %s AND (SELECT fp.broad FROM fp)) AS u),"
-    " fc AS (SELECT ARRAY(SELECT f.id FROM fm AS f WHERE f.cosine >= %s::float8"
-    " ORDER BY f.cosine DESC, f.created_at DESC, f.id LIMIT %s::int) AS ids),"
+    "fl AS MATERIALIZED (SELECT GREATEST(%s::bigint, COALESCE(max(s.n_docs), 0) / %s::bigint)"
+    " AS n FROM {s}.agent_stats AS s WHERE s.agent_id = %s),"
+    " fp AS MATERIALIZED (SELECT count(*) >= (SELECT fl.n FROM fl) AS broad FROM (SELECT 1"
+    " FROM {s}.memories AS m WHERE m.agent_id = %s AND {where} LIMIT (SELECT fl.n FROM fl)) AS x),"
+    " fm AS MATERIALIZED (SELECT m.id, m.created_at, m.doc_len, m.term_freqs, true AS ok, "
+    + _FILTERED_COSINE.replace("{ok}", "true")
+    + " FROM {s}.memories AS m WHERE m.agent_id = %s AND {where} AND NOT (SELECT fp.broad FROM fp)"
+    " UNION ALL SELECT m.id, m.created_at, m.doc_len, m.term_freqs, COALESCE({where}, false), "
+    + _FILTERED_COSINE.replace("{ok}", "{where}")
+    + " FROM {s}.memories AS m WHERE m.agent_id = %s AND (SELECT fp.broad FROM fp)),"
+    " fc AS (SELECT ARRAY(SELECT x.id FROM (SELECT f.id FROM fm AS f WHERE f.cosine >= %s::float8"
+    " ORDER BY f.cosine DESC, f.created_at DESC, f.id LIMIT %s::int) AS x ORDER BY x.id) AS ids),"
     " fn AS (SELECT count(*) FILTER (WHERE f.ok) AS n_docs,"
     " COALESCE(sum(f.doc_len) FILTER (WHERE f.ok), 0)::bigint AS total_length,"
     " (SELECT fp.broad FROM fp) AND count(*) FILTER (WHERE f.ok) * 2 > count(*) AS most"
@@ -230,8 +234,11 @@ FILTERED = (
     " ELSE (SELECT count(*) FROM fm AS f WHERE f.ok AND f.term_freqs ? t.term) END)::integer"
     " FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, ord) ORDER BY t.ord) AS dfs)"
 )
-#: A filter matching at least this many of an agent's memories is read in one sequential pass.
-FILTER_PROBE_ROWS = 256
+#: A filter matching at least the larger of FILTER_BROAD_ROWS and 1 / FILTER_BROAD_DIVISOR of an
+#: agent's memories is read in one pass over the agent's rows; below, through its own index
+#: (where the two cost the same: docs/benchmarks.md, "Filters and versions").
+FILTER_BROAD_ROWS = 256
+FILTER_BROAD_DIVISOR = 4
 # hybrid_search's p_candidates with a filter: the filtered set's nearest live memories, ordered
 # and cut as hybrid_search admits them, so that it ranks exactly the filtered set's (its cosines
 # are the same operator on the same vectors). Never NULL: NULL would mean "scan the agent".
