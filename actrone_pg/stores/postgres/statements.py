@@ -193,17 +193,19 @@ UNFILTERED = (
     " AND e.expires_at <= %s), NULL, NULL, NULL"
 )
 # With a filter: CTEs that go before the statement ({with} of SEARCH, {filtered} of
-# SEARCH_PACKED). One pass over the agent's rows finds the filtered set, its cosines and its BM25
-# statistics, which hybrid_search is then given (FILTERED_CANDIDATES, FILTERED_STATS).
-# {where} is the filter's conditions on m, {vs} pgvector's schema. fp: does the filter match at
-# least fl.n memories (FILTER_BROAD_*; a probe that an index on the filtered column answers)? If not,
-# fm holds the matching rows only (a selective filter, read through that index); if so, every row
-# of the agent with ok telling whether it matches (one sequential pass: reading most rows through
-# an index costs more). The cosine is computed for the live matching rows under the embedder only.
-# fn: the filtered set's N and total length (every embedder, expired ones included until swept,
-# as the pipeline counts them). fd: each term's document frequency in the filtered set, counted
-# over whichever side is smaller: the matching rows, or (a broad filter) the agent's frequency
-# kept in term_stats minus the non-matching rows'. docs/benchmarks.md, "Filters and versions".
+# SEARCH_PACKED). One pass finds the filtered set, its cosines and its BM25 statistics, which
+# hybrid_search is then given (FILTERED_CANDIDATES, FILTERED_STATS). {where} is the filter's
+# conditions on m, {vs} pgvector's schema.
+# - fl, fp: does the filter match at least fl.n memories (FILTER_BROAD_*)? The probe stops there
+#   and an index on the filtered column answers it.
+# - fm: if not, the matching rows only (a selective filter, read through that index); if so,
+#   every row of the agent, ok telling whether it matches (one pass: reading most of the rows
+#   through an index costs more). The cosine is computed for live matching rows of the embedder.
+# - fn: the filtered set's N and total length (every embedder, expired ones included until
+#   swept, as the pipeline counts them).
+# - fd: each term's document frequency in the filtered set, counted on the smaller side: the
+#   matching rows, or for a broad filter the agent's (term_stats) minus the other rows'.
+# docs/postgres.md, "Filtered search", has the measurements.
 # Parameters: broad rows, divisor, agent; agent, the conditions'; embedder, now, vector, agent, the
 # conditions'; the conditions' twice, embedder, now, vector, agent; threshold, limit; agent, terms.
 # The cosine of a live matching row under the embedder ({ok}: whether it matches), else NULL.
