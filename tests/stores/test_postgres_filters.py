@@ -2,8 +2,9 @@
 
 A filter matching few of an agent's memories is read through its own index; one matching many,
 in one pass over the agent's rows, where the statistics of a broad filter are the agent's minus
-those of the memories it leaves out (statements.FILTERED). Each way is forced here in turn, on
-data with expired memories and a second embedder, and compared with the in-memory store.
+those of the memories it leaves out (statements.FILTERED). Each way is forced here in turn (a
+filter no index serves always takes the one pass), on data with expired memories, a second
+embedder and another agent, and compared with the in-memory store.
 """
 
 from __future__ import annotations

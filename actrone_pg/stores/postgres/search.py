@@ -19,6 +19,7 @@ from actrone_pg.stores.postgres.statements import (
     FILTERED,
     FILTERED_CANDIDATES,
     FILTERED_STATS,
+    INDEXED_FILTER_KEYS,
     LIST_AFTER,
     LIST_MEMORIES,
     NO_CANDIDATES,
@@ -93,8 +94,11 @@ class Search(Maintenance):
             )
             agent = request.agent_id
             cosine = (request.embedder, request.now, request.vector)
+            # No index serves the filter: a probe of 0 rows sends it down the one pass.
+            indexed = any(getattr(flt, key) is not None for key in INDEXED_FILTER_KEYS)
+            broad = (FILTER_BROAD_ROWS, FILTER_BROAD_DIVISOR) if indexed else (0, _NEVER_DIVIDES)
             first = (
-                *(FILTER_BROAD_ROWS, FILTER_BROAD_DIVISOR, agent, agent, *values),
+                *(*broad, agent, agent, *values),
                 *(*cosine, agent, *values),
                 *(*values, *values, *cosine, agent),
                 *(float(request.threshold), int(request.limit), agent, terms),
@@ -192,6 +196,8 @@ class _Prepared:
     params: tuple[Any, ...]
 
 
+# A divisor no agent's size reaches: the probe's size is then FILTER_BROAD_ROWS' stand-in, 0.
+_NEVER_DIVIDES = 2**62
 # SEARCH's and SEARCH_PACKED's placeholders for a filter's CTEs, without one.
 _NO_CTES = {"with": sql.SQL(""), "filtered": sql.SQL("")}
 # Stands for UNFILTERED, composed with the schema where the statement is.

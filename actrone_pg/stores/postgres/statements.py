@@ -241,6 +241,11 @@ FILTERED = (
 #: (where the two cost the same: docs/benchmarks.md, "Filters and versions").
 FILTER_BROAD_ROWS = 256
 FILTER_BROAD_DIVISOR = 4
+#: The filter keys an index serves (GIN on tags and metadata, the btree on created_at). A filter
+#: without any is read in one pass straight away: a probe would read the same rows first.
+INDEXED_FILTER_KEYS = frozenset(
+    {"tags_any", "tags_all", "metadata", "created_after", "created_before"}
+)
 # hybrid_search's p_candidates with a filter: the filtered set's nearest live memories, ordered
 # and cut as hybrid_search admits them, so that it ranks exactly the filtered set's (its cosines
 # are the same operator on the same vectors). Never NULL: NULL would mean "scan the agent".
