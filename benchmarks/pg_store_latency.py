@@ -70,9 +70,8 @@ async def l1_l2_one_round_trip(
     Not a store method: the manager fetches L1 while the query is being embedded, which one
     round trip cannot do (the search needs the vector first). Measured here to compare.
     """
-    found = await store._search_params(req, content=False)
-    assert found is not None
-    candidates, lifecycle, params = found
+    prepared = await store._search_params(req, content=False)
+    assert prepared is not None
     async with store._conn() as conn, conn.pipeline() as pipe:
         l1 = conn.cursor(row_factory=dict_row)
         await l1.execute(
@@ -80,8 +79,8 @@ async def l1_l2_one_round_trip(
         )
         l2 = conn.cursor(row_factory=dict_row, binary=True)
         await l2.execute(
-            store._search_sql(SEARCH_PACKED, candidates, lifecycle),
-            (*params, L2_BUDGET, None, req.agent_id),
+            store._search_sql(SEARCH_PACKED, prepared),
+            (*prepared.params, L2_BUDGET, None, req.agent_id),
         )
         await pipe.sync()
         turn_rows = await l1.fetchall()

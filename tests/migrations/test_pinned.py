@@ -276,18 +276,23 @@ def test_head_serves_every_statement_of_the_store(postgres_dsn: str, postgres_sc
 
     schema = sql.Identifier(postgres_schema)
     every = sql.SQL(" AND ".join(st.FILTER_CONDITIONS.values()))
+    ctes = sql.SQL(st.FILTERED).format(s=schema, vs=sql.Identifier("public"), where=every)
     # Each statement as the store composes it: without a filter, and with every filter condition
     # (the filtered candidates and statistics of a search, the keyset of a listing).
     variants = {
         "": {
             "candidates": sql.SQL("NULL::text[]"),
             "lifecycle": sql.SQL(st.UNFILTERED).format(s=schema),
+            "with": sql.SQL(""),
+            "filtered": sql.SQL(""),
             "where": sql.SQL("TRUE"),
             "after": sql.SQL("TRUE"),
         },
         " filtered": {
-            "candidates": sql.SQL(st.FILTERED_CANDIDATES).format(s=schema, where=every),
-            "lifecycle": sql.SQL(st.FILTERED_STATS).format(s=schema, where=every),
+            "candidates": sql.SQL(st.FILTERED_CANDIDATES),
+            "lifecycle": sql.SQL(st.FILTERED_STATS),
+            "with": sql.SQL("WITH {} ").format(ctes),
+            "filtered": sql.SQL("{}, ").format(ctes),
             "where": every,
             "after": sql.SQL(st.LIST_AFTER),
         },

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -12,9 +13,13 @@ from actrone_pg.stores.base import check_query_dimensions
 from actrone_pg.stores.postgres import rows
 from actrone_pg.stores.postgres.maintenance import Maintenance
 from actrone_pg.stores.postgres.statements import (
+    FILTER_BROAD_DIVISOR,
+    FILTER_BROAD_ROWS,
     FILTER_CONDITIONS,
+    FILTERED,
     FILTERED_CANDIDATES,
     FILTERED_STATS,
+    INDEXED_FILTER_KEYS,
     LIST_AFTER,
     LIST_MEMORIES,
     NO_CANDIDATES,
@@ -49,8 +54,8 @@ class Search(Maintenance):
         prepared = await self._search_params(request, content=False)
         if prepared is None:
             return PackedSearch(hits=[], ranked=0, tokens=0)
-        candidates, lifecycle, params = prepared
         statement = SEARCH_PACKED if packed else SEARCH
+        params = prepared.params
         if packed:
             params = (*params, request.budget, request.max_hits, request.agent_id)
         else:
@@ -58,22 +63,23 @@ class Search(Maintenance):
         async with self._conn() as conn:
             # Binary results parse an order of magnitude faster than text (docs/benchmarks.md).
             found = await self._fetch(
-                conn, self._search_sql(statement, candidates, lifecycle), params, binary=True
+                conn, self._search_sql(statement, prepared), params, binary=True
             )
         decode = rows.packed if packed else rows.searched
         return decode(request.agent_id, found)
 
-    async def _search_params(
-        self, request: SearchRequest, *, content: bool
-    ) -> tuple[sql.Composable, sql.Composable, tuple[Any, ...]] | None:
-        """``p_candidates``, the lifecycle arguments and the parameters, or ``None`` if the
-        embedder stored nothing."""
+    async def _search_params(self, request: SearchRequest, *, content: bool) -> _Prepared | None:
+        """The statement's variable parts and its parameters, or ``None`` if the embedder stored
+        nothing."""
         expected = await self._embedder_dimensions(request.embedder)
         if expected is None:
             return None
         check_query_dimensions(request.embedder, expected, request.vector)
         terms = await self._query_terms(request.query, request.terms)
+        p = request.params
         flt = request.filter
+        filtered: sql.Composable | None = None
+        first: tuple[Any, ...] = ()
         if flt is None:
             ann = await self._ann_dimensions(request.agent_id, request.embedder, expected)
             candidates = self._candidates(request.agent_id, request.embedder, ann, request.limit)
@@ -83,12 +89,22 @@ class Search(Maintenance):
         else:
             # A filtered set is ranked exactly, whatever the agent's size (no HNSW scan).
             where, values = _conditions(flt)
-            schema = sql.Identifier(self.schema)
-            candidates = sql.SQL(FILTERED_CANDIDATES).format(s=schema, where=where)
-            lifecycle = sql.SQL(FILTERED_STATS).format(s=schema, where=where)
-            early = (request.agent_id, request.embedder, request.now, *values)
-            late = (*((request.agent_id, *values) * 3), terms)
-        p = request.params
+            filtered = sql.SQL(FILTERED).format(
+                s=sql.Identifier(self.schema), vs=sql.Identifier(self._vector_schema), where=where
+            )
+            agent = request.agent_id
+            cosine = (request.embedder, request.now, request.vector)
+            # No index serves the filter: a probe of 0 rows sends it down the one pass.
+            indexed = any(getattr(flt, key) is not None for key in INDEXED_FILTER_KEYS)
+            broad = (FILTER_BROAD_ROWS, FILTER_BROAD_DIVISOR) if indexed else (0, _NEVER_DIVIDES)
+            first = (
+                *(*broad, agent, agent, *values),
+                *(*cosine, agent, *values),
+                *(*values, *values, *cosine, agent),
+                *(float(request.threshold), int(request.limit), agent, terms),
+            )
+            candidates, lifecycle = sql.SQL(FILTERED_CANDIDATES), sql.SQL(FILTERED_STATS)
+            early = late = ()
         params: tuple[Any, ...] = (
             request.agent_id,
             request.embedder,
@@ -104,8 +120,14 @@ class Search(Maintenance):
             request.now,
             content,
         )
-        # p_candidates' parameters come before k1 and b, the lifecycle arguments' after them.
-        return candidates, lifecycle, (*params, *early, float(p.bm25_k1), float(p.bm25_b), *late)
+        # The filter's CTEs come first; p_candidates' parameters come before k1 and b, the
+        # lifecycle arguments' after them.
+        return _Prepared(
+            filtered,
+            candidates,
+            lifecycle,
+            (*first, *params, *early, float(p.bm25_k1), float(p.bm25_b), *late),
+        )
 
     async def list_memories(
         self,
@@ -132,23 +154,52 @@ class Search(Maintenance):
             found = await self._fetch(conn, statement, (agent_id, now, *bound, *values, limit))
         return [rows.memory(agent_id, r) for r in found]
 
-    def _search_sql(
-        self, text: str, candidates: sql.Composable, lifecycle: sql.Composable
-    ) -> sql.Composed:
+    def _search_sql(self, text: str, prepared: _Prepared) -> sql.Composed:
         schema = sql.Identifier(self.schema)
+        candidates, lifecycle = prepared.candidates, prepared.lifecycle
+        if prepared.filtered is not None:
+            ctes = prepared.filtered
+            with_ = sql.SQL("WITH {} ").format(ctes) if "{with}" in text else sql.SQL("")
+            after = sql.SQL("{}, ").format(ctes) if "{filtered}" in text else sql.SQL("")
+            return sql.SQL(text).format(
+                s=schema,
+                candidates=candidates,
+                lifecycle=lifecycle,
+                filtered=after,
+                **{"with": with_},
+            )
         if candidates is NO_CANDIDATES and lifecycle is NO_FILTER:  # composed once
             composed = self._sql.get(text)
             if composed is None:
                 composed = sql.SQL(text).format(
-                    s=schema, candidates=candidates, lifecycle=sql.SQL(UNFILTERED).format(s=schema)
+                    s=schema,
+                    candidates=candidates,
+                    lifecycle=sql.SQL(UNFILTERED).format(s=schema),
+                    **_NO_CTES,
                 )
                 self._sql[text] = composed
             return composed
         if lifecycle is NO_FILTER:
             lifecycle = sql.SQL(UNFILTERED).format(s=schema)
-        return sql.SQL(text).format(s=schema, candidates=candidates, lifecycle=lifecycle)
+        return sql.SQL(text).format(
+            s=schema, candidates=candidates, lifecycle=lifecycle, **_NO_CTES
+        )
 
 
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A search statement's variable parts, and its parameters in order."""
+
+    filtered: sql.Composable | None  # FILTERED's CTEs, or None without a filter
+    candidates: sql.Composable
+    lifecycle: sql.Composable
+    params: tuple[Any, ...]
+
+
+# A divisor no agent's size reaches: the probe's size is then FILTER_BROAD_ROWS' stand-in, 0.
+_NEVER_DIVIDES = 2**62
+# SEARCH's and SEARCH_PACKED's placeholders for a filter's CTEs, without one.
+_NO_CTES = {"with": sql.SQL(""), "filtered": sql.SQL("")}
 # Stands for UNFILTERED, composed with the schema where the statement is.
 NO_FILTER = sql.SQL("")
 

@@ -186,7 +186,10 @@ LIST_MEMORIES = (
 LIST_AFTER = "(m.created_at, m.id) < (%s, %s)"
 DELETE_HISTORY = "DELETE FROM {s}.memory_history WHERE agent_id = %s AND id = ANY(%s::text[])"
 # hybrid_search returns the ranked memories with their fields, best first. {candidates} is
-# NULL (an exact scan) or, for an agent with its own HNSW index, the ids that index finds.
+# NULL (an exact scan), for an agent with its own HNSW index the ids that index finds, or with a
+# filter FILTERED_CANDIDATES; {lifecycle} is UNFILTERED or FILTERED_STATS. SEARCH's {with} is
+# empty or "WITH " and FILTERED's CTEs; SEARCH_PACKED's {filtered} is empty or those CTEs and a
+# comma.
 _HYBRID_SEARCH = (
     " FROM {s}.hybrid_search(%s, %s, %s::text[], %s, %s::float8, %s::int, %s::bool, %s::int,"
     " %s::float8[], %s::float8, %s::float8, %s::timestamptz, %s::bool, {candidates},"
@@ -199,22 +202,68 @@ UNFILTERED = (
     "(SELECT array_agg(e.id) FROM {s}.memories AS e WHERE e.agent_id = %s"
     " AND e.expires_at <= %s), NULL, NULL, NULL"
 )
-# With a filter ({where}: its conditions on m): the filtered set's live memories under the
-# embedder are the candidates, and its statistics (every embedder, expired ones included until
-# swept, as the pipeline counts them) replace the agent's. Parameters: agent, embedder, now and
-# the conditions' (candidates); agent and the conditions' three times, then the terms (the rest).
-FILTERED_CANDIDATES = (
-    "ARRAY(SELECT m.id FROM {s}.memories AS m WHERE m.agent_id = %s AND m.embedder = %s"
-    " AND (m.expires_at IS NULL OR m.expires_at > %s) AND {where})"
+# With a filter: CTEs that go before the statement ({with} of SEARCH, {filtered} of
+# SEARCH_PACKED). One pass finds the filtered set, its cosines and its BM25 statistics, which
+# hybrid_search is then given (FILTERED_CANDIDATES, FILTERED_STATS). {where} is the filter's
+# conditions on m, {vs} pgvector's schema.
+# - fl, fp: does the filter match at least fl.n memories (FILTER_BROAD_*)? The probe stops there
+#   and an index on the filtered column answers it.
+# - fm: if not, the matching rows only (a selective filter, read through that index); if so,
+#   every row of the agent, ok telling whether it matches (one pass: reading most of the rows
+#   through an index costs more). The cosine is computed for live matching rows of the embedder.
+# - fn: the filtered set's N and total length (every embedder, expired ones included until
+#   swept, as the pipeline counts them).
+# - fd: each term's document frequency in the filtered set, counted on the smaller side: the
+#   matching rows, or for a broad filter the agent's (term_stats) minus the other rows'.
+# docs/postgres.md, "Filtered search", has the measurements.
+# Parameters: broad rows, divisor, agent; agent, the conditions'; embedder, now, vector, agent, the
+# conditions'; the conditions' twice, embedder, now, vector, agent; threshold, limit; agent, terms.
+# The cosine of a live matching row under the embedder ({ok}: whether it matches), else NULL.
+_FILTERED_COSINE = (
+    "CASE WHEN {ok} AND m.embedder = %s AND (m.expires_at IS NULL OR m.expires_at > %s)"
+    " THEN -(m.embedding OPERATOR({vs}.<#>) %s) END AS cosine"
 )
+FILTERED = (
+    "fl AS MATERIALIZED (SELECT GREATEST(%s::bigint, COALESCE(max(s.n_docs), 0) / %s::bigint)"
+    " AS n FROM {s}.agent_stats AS s WHERE s.agent_id = %s),"
+    " fp AS MATERIALIZED (SELECT count(*) >= (SELECT fl.n FROM fl) AS broad FROM (SELECT 1"
+    " FROM {s}.memories AS m WHERE m.agent_id = %s AND {where} LIMIT (SELECT fl.n FROM fl)) AS x),"
+    " fm AS MATERIALIZED (SELECT m.id, m.created_at, m.doc_len, m.term_freqs, true AS ok, "
+    + _FILTERED_COSINE.replace("{ok}", "true")
+    + " FROM {s}.memories AS m WHERE m.agent_id = %s AND {where} AND NOT (SELECT fp.broad FROM fp)"
+    " UNION ALL SELECT m.id, m.created_at, m.doc_len, m.term_freqs, COALESCE({where}, false), "
+    + _FILTERED_COSINE.replace("{ok}", "{where}")
+    + " FROM {s}.memories AS m WHERE m.agent_id = %s AND (SELECT fp.broad FROM fp)),"
+    " fc AS (SELECT ARRAY(SELECT x.id FROM (SELECT f.id FROM fm AS f WHERE f.cosine >= %s::float8"
+    " ORDER BY f.cosine DESC, f.created_at DESC, f.id LIMIT %s::int) AS x ORDER BY x.id) AS ids),"
+    " fn AS (SELECT count(*) FILTER (WHERE f.ok) AS n_docs,"
+    " COALESCE(sum(f.doc_len) FILTER (WHERE f.ok), 0)::bigint AS total_length,"
+    " (SELECT fp.broad FROM fp) AND count(*) FILTER (WHERE f.ok) * 2 > count(*) AS most"
+    " FROM fm AS f),"
+    " fd AS (SELECT ARRAY(SELECT (CASE WHEN (SELECT fn.most FROM fn) THEN COALESCE(("
+    "SELECT ts.df FROM {s}.term_stats AS ts WHERE ts.agent_id = %s AND ts.term = t.term), 0)"
+    " - (SELECT count(*) FROM fm AS f WHERE NOT f.ok AND f.term_freqs ? t.term)"
+    " ELSE (SELECT count(*) FROM fm AS f WHERE f.ok AND f.term_freqs ? t.term) END)::integer"
+    " FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, ord) ORDER BY t.ord) AS dfs)"
+)
+#: A filter matching at least the larger of FILTER_BROAD_ROWS and 1 / FILTER_BROAD_DIVISOR of an
+#: agent's memories is read in one pass over the agent's rows; below, through its own index
+#: (where the two cost the same: docs/benchmarks.md, "Filters and versions").
+FILTER_BROAD_ROWS = 256
+FILTER_BROAD_DIVISOR = 4
+#: The filter keys an index serves (GIN on tags and metadata, the btree on created_at). A filter
+#: without any is read in one pass straight away: a probe would read the same rows first.
+INDEXED_FILTER_KEYS = frozenset(
+    {"tags_any", "tags_all", "metadata", "created_after", "created_before"}
+)
+# hybrid_search's p_candidates with a filter: the filtered set's nearest live memories, ordered
+# and cut as hybrid_search admits them, so that it ranks exactly the filtered set's (its cosines
+# are the same operator on the same vectors). Never NULL: NULL would mean "scan the agent".
+FILTERED_CANDIDATES = "(SELECT fc.ids FROM fc)"
+# hybrid_search's last four arguments with a filter: the filtered set's statistics.
 FILTERED_STATS = (
-    "NULL::text[],"
-    " (SELECT count(*) FROM {s}.memories AS m WHERE m.agent_id = %s AND {where}),"
-    " (SELECT COALESCE(sum(m.doc_len), 0) FROM {s}.memories AS m"
-    " WHERE m.agent_id = %s AND {where})::bigint,"
-    " ARRAY(SELECT (SELECT count(*) FROM {s}.memories AS m WHERE m.agent_id = %s AND {where}"
-    " AND m.term_freqs ? t.term)::integer"
-    " FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, ord) ORDER BY t.ord)"
+    "NULL::text[], (SELECT fn.n_docs FROM fn), (SELECT fn.total_length FROM fn),"
+    " (SELECT fd.dfs FROM fd)"
 )
 #: Each filter key's condition on a memory row m (spec §9.3), as MemoryFilter.matches has it.
 FILTER_CONDITIONS = {
@@ -239,7 +288,7 @@ _MEMORY_ROW = (
     + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = {h}.id OFFSET 0) AS f"
 )
 SEARCH = (
-    "SELECT "
+    "{with}SELECT "
     + _EXPLAIN_COLUMNS
     + ", f.*"
     + _HYBRID_SEARCH
@@ -252,7 +301,7 @@ SEARCH = (
 # measurement against two statements). Always at least one row: the number ranked, with NULLs
 # for the memory when none was chosen.
 SEARCH_PACKED = (
-    "WITH h AS MATERIALIZED (SELECT h.position, "
+    "WITH {filtered}h AS MATERIALIZED (SELECT h.position, "
     + _EXPLAIN_COLUMNS
     + ", h.id, h.token_count"
     + _HYBRID_SEARCH
