@@ -25,11 +25,12 @@ use their cluster's topic words.
 With ``filtered``, memory ``i`` of each agent is tagged ``"p1"`` when ``i % 100 == 0``,
 ``"p10"`` when ``i % 10 == 0``, ``"p50"`` when ``i % 2 == 0`` and ``"p100"`` always (1 %, 10 %,
 50 % and 100 % of the agent, spread over every cluster), and the same queries are timed through
-``retrieve_context`` with ``{"tags_any": [tag]}`` for each: selective filters and broad ones, which
-must cost no more than the unfiltered search (spec §7). With ``versions``, after those passes every memory with
-``i % 5 == 1`` (20 %) is updated ``versions`` times with ``update_memory`` (metadata only: the
-content, vector and ranking stay the same, so the candidates must not change), and the same
-queries are timed again through ``retrieve_context`` and ``search_memories``.
+``retrieve_context`` with ``{"tags_any": [tag]}`` for each: selective filters and broad ones,
+which must cost no more than the unfiltered search (spec §7). With ``versions``, after those
+passes every memory with ``i % 5 == 1`` (20 %) is updated ``versions`` times with
+``update_memory`` (metadata only: the content, vector and ranking stay the same, so the
+candidates must not change), and the same queries are timed again through ``retrieve_context``
+and ``search_memories``.
 
 **Recall.** For each timed search the exact answer is computed with numpy over that agent's
 vectors: the memories with ``cosine ≥ threshold``, nearest 500. Recall is
