@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -45,6 +46,9 @@ class FilterIndex:
     session_codes: npt.NDArray[np.int32]
     # term -> rows holding it; filled on first use from the agent's postings
     term_rows: dict[str, Rows] = field(default_factory=dict)
+    # metadata key -> (scalar value's key -> rows whose metadata holds it there); filled on
+    # first use of the key in a filter
+    metadata_rows: dict[str, dict[_Scalar, Rows]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, memories: Sequence[Memory], lengths: Sequence[int]) -> FilterIndex:
@@ -86,8 +90,9 @@ class FilterIndex:
         whole microseconds since the epoch: the order of the instants, which is Python's order
         of aware datetimes at microsecond resolution (the manager stores and validates them in
         UTC; Python would compare wall clocks only for two datetimes sharing one tzinfo with a
-        varying offset). The metadata containment, which has no columnar form, is checked in
-        Python on the rows the other conditions left.
+        varying offset). A ``metadata`` condition's top-level scalar values (``{"lang": "en"}``)
+        are looked up in a per-key index of the memories' values; nested ones (objects, arrays)
+        are checked with :func:`json_contains` in Python, on the rows the other conditions left.
         """
         n = len(self.memories)
         mask = np.ones(n, dtype=bool)
@@ -114,10 +119,17 @@ class FilterIndex:
         if flt.min_importance is not None:
             mask &= self.importance >= flt.min_importance
         if flt.metadata is not None:
-            wanted = flt.metadata
-            for i in np.flatnonzero(mask).tolist():
-                if not json_contains(self.memories[i].metadata, wanted):
-                    mask[i] = False
+            nested: dict[str, Any] = {}
+            for key, value in flt.metadata.items():
+                scalar = _scalar(value)
+                if scalar is None:
+                    nested[key] = value
+                else:
+                    mask &= self._rows_mask(self._metadata_rows(key, scalar))
+            if nested:
+                for i in np.flatnonzero(mask).tolist():
+                    if not json_contains(self.memories[i].metadata, nested):
+                        mask[i] = False
         return mask
 
     def stats(
@@ -141,6 +153,20 @@ class FilterIndex:
                 doc_freq[term] = df
         return CorpusStats(int(np.count_nonzero(mask)), int(self.lengths[mask].sum()), doc_freq)
 
+    def _metadata_rows(self, key: str, scalar: _Scalar) -> list[Rows]:
+        values = self.metadata_rows.get(key)
+        if values is None:
+            found: dict[_Scalar, list[int]] = {}
+            for i, m in enumerate(self.memories):
+                if key in m.metadata:
+                    held = _scalar(m.metadata[key])
+                    if held is not None:
+                        found.setdefault(held, []).append(i)
+            values = {v: np.array(r, dtype=np.intp) for v, r in found.items()}
+            self.metadata_rows[key] = values
+        rows = values.get(scalar)
+        return [] if rows is None else [rows]
+
     def _tag_rows(self, tags: Sequence[str]) -> list[Rows]:
         return [self.tag_rows[t] for t in dict.fromkeys(tags) if t in self.tag_rows]
 
@@ -149,3 +175,23 @@ class FilterIndex:
         for r in rows:
             out[r] = True
         return out
+
+
+# A JSON scalar as a dictionary key, equal to another exactly when json_contains calls the two
+# the same: numbers by value (1 and 1.0 alike, and Python hashes them alike), booleans apart from
+# numbers, strings and null by type and value.
+_Scalar = tuple[str, object]
+
+
+def _scalar(value: object) -> _Scalar | None:
+    """``value``'s key if it is a JSON scalar equal to itself, else ``None`` (objects, arrays,
+    NaN and other types are left to :func:`json_contains`)."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, (int, float)):
+        return ("number", value) if value == value else None
+    if type(value) is str:
+        return ("string", value)
+    if value is None:
+        return ("null", None)
+    return None

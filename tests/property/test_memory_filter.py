@@ -39,7 +39,18 @@ TIMES = (
     NOW,
 )
 IMPORTANCES = (0.0, 0.25, 0.5, 1.0)
-METADATA: tuple[dict[str, Any], ...] = ({}, {"k": 1}, {"k": 2, "l": ["x", 1]}, {"l": ["x"]})
+# Values that JSON containment tells apart or not: 1 and 1.0 are the same, true and 1 are not,
+# "1" and 1 are not, null is a value; a scalar inside an object does not match an array holding it.
+METADATA: tuple[dict[str, Any], ...] = (
+    {},
+    {"k": 1},
+    {"k": 1.0, "n": {"a": 1, "b": "x"}},
+    {"k": True},
+    {"k": "1", "l": ["x", 1]},
+    {"k": None},
+    {"k": [1], "l": ["x"]},
+    {"k": 2, "l": ["x", 1], "n": {"a": 2}},
+)
 ZONES = (UTC, timezone(timedelta(hours=5, minutes=30)), timezone(timedelta(hours=-8)))
 # A vector's components are ±0.5 or 0 over 8 dimensions (four of them set): float32 products are
 # exact, so cosines cannot differ with the size of the matrix they are computed in.
@@ -97,7 +108,11 @@ CONDITIONS: dict[str, st.SearchStrategy[Any]] = {
     "created_after": _instant(),
     "created_before": _instant(),
     "min_importance": st.sampled_from((*IMPORTANCES, 0.3)),
-    "metadata": st.sampled_from((*METADATA, {"l": [1]}, {"k": True})),
+    "metadata": st.dictionaries(
+        st.sampled_from(("k", "l", "n", "zz")),
+        st.sampled_from((1, 1.0, 2, True, False, "1", None, ["x"], [1], [], {"a": 1}, {})),
+        max_size=2,
+    ),
 }
 
 
@@ -106,6 +121,58 @@ def filters(draw: st.DrawFn) -> MemoryFilter:
     """One to three conditions (more would rarely leave a memory to check the statistics on)."""
     keys = draw(st.lists(st.sampled_from(sorted(CONDITIONS)), min_size=1, max_size=3, unique=True))
     return MemoryFilter(**{k: draw(CONDITIONS[k]) for k in keys})
+
+
+def _edge_records() -> list[MemoryRecord]:
+    """Every metadata value, instant, importance, session and tag set of the pools, in turn."""
+    out = []
+    for i in range(len(METADATA) * 3):
+        m = replace(
+            memory(
+                "ag",
+                f"e{i}",
+                WORDS[i % len(WORDS)],
+                created_at=TIMES[i % len(TIMES)],
+                embedder=EMBEDDERS[i % 2],
+                session_id=SESSIONS[i % len(SESSIONS)],
+                tags=TAGS[: i % (len(TAGS) + 1)],
+                metadata=METADATA[i % len(METADATA)],
+            ),
+            content_type=TYPES[i % len(TYPES)],
+            importance=IMPORTANCES[i % len(IMPORTANCES)],
+            expires_at=(None, NOW)[i % 2],
+        )
+        out.append(MemoryRecord(memory=m, vector=np.eye(DIMS, dtype=np.float32)[i % DIMS]))
+    return out
+
+
+#: Filters at the edges: empty lists, unknown labels, bounds equal to stored values, and
+#: metadata values JSON containment tells apart (true and 1, "1" and 1) or not (1 and 1.0).
+EDGE_FILTERS = [
+    MemoryFilter(tags_any=()),
+    MemoryFilter(tags_all=()),
+    MemoryFilter(tags_all=(UNKNOWN,)),
+    MemoryFilter(tags_any=(UNKNOWN, "b")),
+    MemoryFilter(tags_all=("a", "b", "a")),
+    MemoryFilter(content_types=()),
+    MemoryFilter(content_types=(UNKNOWN, "note")),
+    MemoryFilter(session_id="s3"),
+    MemoryFilter(session_id="s2"),
+    MemoryFilter(created_after=TIMES[1]),
+    MemoryFilter(created_before=TIMES[1].astimezone(ZONES[1])),
+    MemoryFilter(created_after=TIMES[2], created_before=TIMES[1]),
+    MemoryFilter(min_importance=0.5),
+    MemoryFilter(metadata={}),
+    *(
+        MemoryFilter(metadata={"k": v})
+        for v in (1, 1.0, 2, True, False, "1", None, [1], [], {}, float("nan"))
+    ),
+    MemoryFilter(metadata={"n": {"a": 1}}),
+    MemoryFilter(metadata={"l": [1]}),
+    MemoryFilter(metadata={"l": 1}),
+    MemoryFilter(metadata={"k": 1, "l": ["x"]}),
+    MemoryFilter(tags_any=("a",), metadata={"k": 1, "n": {}}),
+]
 
 
 def _index(recs: list[MemoryRecord]) -> FilterIndex:
@@ -129,12 +196,14 @@ MANY = st.lists(filters(), min_size=1, max_size=30)
 
 @given(recs=records(), flts=MANY)
 @example(recs=[], flts=[MemoryFilter(tags_any=())])
+@example(recs=_edge_records(), flts=EDGE_FILTERS)
 def test_mask_is_matches_row_by_row(recs: list[MemoryRecord], flts: list[MemoryFilter]) -> None:
     index = _index(recs)
     for flt in flts:
         assert index.mask(flt).tolist() == [flt.matches(r.memory) for r in recs], flt
 
 
+@example(recs=_edge_records(), flts=EDGE_FILTERS, query=["alpha", "beta", "omega"])
 @given(
     recs=records(),
     flts=MANY,
