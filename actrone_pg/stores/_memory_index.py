@@ -80,9 +80,6 @@ class FilterIndex:
             session_codes=session_codes,
         )
 
-    def __len__(self) -> int:
-        return len(self.memories)
-
     def mask(self, flt: MemoryFilter) -> Mask:
         """Which rows ``flt`` matches: ``[flt.matches(m) for m in memories]``, vectorised.
 
@@ -94,8 +91,7 @@ class FilterIndex:
         are looked up in a per-key index of the memories' values; nested ones (objects, arrays)
         are checked with :func:`json_contains` in Python, on the rows the other conditions left.
         """
-        n = len(self.memories)
-        mask = np.ones(n, dtype=bool)
+        mask = np.ones(len(self.memories), dtype=bool)
         if flt.tags_any is not None:
             mask &= self._rows_mask(self._tag_rows(flt.tags_any))
         if flt.tags_all is not None:
