@@ -29,6 +29,7 @@ from actrone_pg.ranking import (
     cosines,
     micros,
 )
+from actrone_pg.stores._memory_index import FilterIndex
 from actrone_pg.stores.base import (
     MemoryRecord,
     batch_dimensions,
@@ -74,6 +75,7 @@ class _Space:
     lengths: npt.NDArray[np.float64]
     tokens: npt.NDArray[np.int64]  # each memory's stored token count
     expires_us: npt.NDArray[np.int64]  # each memory's expiry (NEVER if none)
+    rows: npt.NDArray[np.intp]  # each column's row in the agent's FilterIndex
     column: dict[str, int] = field(default_factory=dict)  # memory id -> column
     # term -> (sorted columns holding it, their term frequencies); filled on first use
     terms: dict[str, tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]] | None] = field(
@@ -126,6 +128,8 @@ class _Agent:
     total_length: int = 0
     # embedder name -> arrays; dropped on every write that touches the agent
     spaces: dict[str, _Space] = field(default_factory=dict)
+    # the filterable fields of every entry as columns; dropped with the spaces
+    index: FilterIndex | None = None
 
     def add(self, entry: _Entry) -> None:
         self.remove(entry.memory.id)
@@ -136,6 +140,7 @@ class _Agent:
             self.postings.setdefault(term, {})[mid] = count
         self.total_length += entry.length
         self.spaces.clear()
+        self.index = None
 
     def remove(self, memory_id: str) -> bool:
         old = self.entries.pop(memory_id, None)
@@ -152,19 +157,29 @@ class _Agent:
                     del self.postings[term]
         self.total_length -= old.length
         self.spaces.clear()
+        self.index = None
         return True
+
+    def filter_index(self) -> FilterIndex:
+        """The entries' filterable fields as columns, rows in the order of ``entries``."""
+        if self.index is None:
+            entries = list(self.entries.values())
+            self.index = FilterIndex.build([e.memory for e in entries], [e.length for e in entries])
+        return self.index
 
     def space(self, embedder: str) -> _Space | None:
         cached = self.spaces.get(embedder)
         if cached is None:
-            ids = [i for i, e in self.entries.items() if e.memory.embedder == embedder]
-            if not ids:
+            rows = [r for r, e in enumerate(self.entries.values()) if e.memory.embedder == embedder]
+            if not rows:
                 return None
+            every = list(self.entries)
+            ids = [every[r] for r in rows]
             entries = [self.entries[i] for i in ids]
-            rows = np.stack([e.vector for e in entries]).astype(np.float32)
+            vectors = np.stack([e.vector for e in entries]).astype(np.float32)
             cached = _Space(
                 ids=ids,
-                matrix=np.ascontiguousarray(rows.T),
+                matrix=np.ascontiguousarray(vectors.T),
                 created_us=np.array([micros(e.memory.created_at) for e in entries], dtype=np.int64),
                 id_order=code_point_ranks(ids),
                 lengths=np.array([e.length for e in entries], dtype=np.float64),
@@ -176,6 +191,7 @@ class _Agent:
                     ],
                     dtype=np.int64,
                 ),
+                rows=np.array(rows, dtype=np.intp),
                 column={mid: i for i, mid in enumerate(ids)},
             )
             self.spaces[embedder] = cached
@@ -374,12 +390,16 @@ class InMemoryStore:
         agent = self._agents.get(agent_id)
         if agent is None:
             return []
+        if filter is None:
+            memories: list[Memory] = [e.memory for e in agent.entries.values()]
+        else:
+            index = agent.filter_index()
+            memories = [index.memories[i] for i in np.flatnonzero(index.mask(filter)).tolist()]
         found = [
-            e.memory
-            for e in agent.entries.values()
-            if (e.memory.expires_at is None or e.memory.expires_at > now)
-            and (filter is None or filter.matches(e.memory))
-            and (after is None or (e.memory.created_at, e.memory.id) < after)
+            m
+            for m in memories
+            if (m.expires_at is None or m.expires_at > now)
+            and (after is None or (m.created_at, m.id) < after)
         ]
         found.sort(key=lambda m: (m.created_at, m.id), reverse=True)
         return found[:limit]
@@ -436,14 +456,17 @@ class InMemoryStore:
         if int(space.expires_us.min()) <= micros(request.now):
             allowed = space.expires_us > micros(request.now)
         stats = CorpusStats(len(entries), agent.total_length, agent.doc_freq)
-        flt = request.filter
-        if flt is not None:
-            matching = [e for e in entries.values() if flt.matches(e.memory)]
-            terms = set(request.terms)
-            doc_freq = Counter(t for e in matching for t in terms if t in e.tf)
-            stats = CorpusStats(len(matching), sum(e.length for e in matching), doc_freq)
-            mask = np.array([flt.matches(entries[i].memory) for i in ids], dtype=bool)
-            allowed = mask if allowed is None else allowed & mask
+        if request.filter is not None:
+            index = agent.filter_index()
+            mask = index.mask(request.filter)
+            # A filter that every memory passes changes nothing: not even the statistics.
+            if not mask.all():
+                stats = index.stats(mask, request.terms, postings)
+                # Rows are all the agent's memories, columns the embedder's; with one embedder
+                # they are the same.
+                if space.rows.size != mask.size:
+                    mask = mask[space.rows]
+                allowed = mask if allowed is None else allowed & mask
         candidates = Candidates(
             cosine=cosines(request.vector.astype(np.float32), space.matrix),
             created_us=space.created_us,
