@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from actrone_pg.bench.floor import floor_for
 from actrone_pg.bench.workload import (
     FILTER_TAGS,
     BenchResult,
@@ -199,7 +200,9 @@ async def _run_one(
             transient=True,
         ) as progress:
             task = progress.add_task(f"ingest ({mm.backend})", total=dataset.total_memories)
-            passes = 2 + (len(FILTER_TAGS) if args.filters else 0) + (2 if args.versions else 0)
+            floor = floor_for(mm, dataset, mm.config.max_episodic_memories)
+            passes = 2 + (floor is not None)
+            passes += (len(FILTER_TAGS) if args.filters else 0) + (2 if args.versions else 0)
             timed = progress.add_task("timed queries", total=passes * args.queries * args.repeat)
             result = await run_benchmark(
                 mm,
@@ -214,6 +217,7 @@ async def _run_one(
                 query_progress=lambda n: progress.advance(timed, n),
                 filtered=args.filters,
                 versions=args.versions,
+                floor=floor,
             )
         if not args.keep_data:
             for agent in dataset.agents:
@@ -324,6 +328,7 @@ def _result_table(results: list[BenchResult], title: str) -> Any:
         ("candidates returned, median", [f"{r.returned_median:,.0f}" for r in results]),
         ("L2 memories in context, median", [f"{r.context_memories_median:,.0f}" for r in results]),
     ]
+    rows.extend(_floor_rows(results))
     rows.extend(_filter_rows(results))
     rows.extend(_version_rows(results))
     for label, values in rows:
@@ -333,6 +338,26 @@ def _result_table(results: list[BenchResult], title: str) -> Any:
 
 def _stat(stats: LatencyStats | None, pick: str) -> str:
     return "—" if stats is None else _fmt(getattr(stats, pick))
+
+
+def _ratio(stats: LatencyStats | None, floor: LatencyStats | None) -> str:
+    if stats is None or floor is None or not floor.p50 > 0:
+        return "—"
+    return f"{stats.p50 / floor.p50:.2f}×"
+
+
+def _floor_rows(results: list[BenchResult]) -> list[tuple[str, list[str]]]:
+    """The physical floor of spec §7 and retrieve_context's ratio to it, when measured."""
+    if not any(r.floor is not None for r in results):
+        return []
+    return [
+        (
+            "floor p50 (ms)",
+            [_stat(r.floor, "p50") if r.floor else "—" for r in results],
+        ),
+        ("  floor", [r.floor_name or "—" for r in results]),
+        ("retrieve_context p50 ÷ floor p50", [_ratio(r.retrieve, r.floor) for r in results]),
+    ]
 
 
 def _filter_rows(results: list[BenchResult]) -> list[tuple[str, list[str]]]:
@@ -348,6 +373,13 @@ def _filter_rows(results: list[BenchResult]) -> list[tuple[str, list[str]]]:
                 (
                     f"{name} {pick} (ms)",
                     [_stat(r.retrieve_filtered.get(tag), pick) for r in results],
+                )
+            )
+        if any(r.floor is not None for r in results):
+            rows.append(
+                (
+                    f"  p50 ÷ floor p50 ({tag})",
+                    [_ratio(r.retrieve_filtered.get(tag), r.floor) for r in results],
                 )
             )
         rows.append(
@@ -607,7 +639,7 @@ def _result_fields(data: dict[str, Any]) -> dict[str, Any]:
     out["retrieve_filtered"] = {
         k: LatencyStats(**v) for k, v in data.get("retrieve_filtered", {}).items()
     }
-    for key in ("retrieve_versioned", "search_versioned"):
+    for key in ("retrieve_versioned", "search_versioned", "floor"):
         if data.get(key) is not None:
             out[key] = LatencyStats(**data[key])
     return out

@@ -47,13 +47,16 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from actrone_pg.manager import MemoryManager
 from actrone_pg.ranking import code_point_ranks, micros, nearest_first
+
+if TYPE_CHECKING:
+    from actrone_pg.bench.floor import Floor
 
 __all__ = [
     "AgentData",
@@ -390,6 +393,10 @@ class BenchResult:
     search_versioned: LatencyStats | None = None
     #: Share of timed searches whose candidates after the updates equal those before.
     versioned_same_candidates: float | None = None
+    #: The backend's physical floor (:mod:`actrone_pg.bench.floor`), timed over the same queries
+    #: after the unfiltered passes; ``None`` where the spec names none.
+    floor_name: str = ""
+    floor: LatencyStats | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -466,6 +473,7 @@ async def run_benchmark(
     query_progress: Progress | None = None,
     filtered: bool = False,
     versions: int = 0,
+    floor: Floor | None = None,
 ) -> BenchResult:
     """Ingest ``dataset`` through ``mm``, then time retrieval and measure recall.
 
@@ -477,7 +485,8 @@ async def run_benchmark(
     repeats`` with ``filtered`` and ``2 × queries × repeats`` with ``versions``).
 
     ``filtered`` and ``versions`` add the passes described in the module doc, after the
-    unfiltered ones.
+    unfiltered ones. ``floor`` is timed over the same queries right after the unfiltered passes
+    (``queries × repeats`` more calls).
 
     ``mm`` must use ``embedder`` and the dataset's threshold. With ``clean`` every agent of the
     dataset is erased first (the benchmark's agent ids start with ``bench-agent-``).
@@ -560,6 +569,11 @@ async def run_benchmark(
                     query_progress(1)
             search_runs.append(search_ms)
 
+        floor_stats = None
+        if floor is not None:
+            floor_runs, _ = await _timed_runs(floor.call, pairs, repeats, query_progress)
+            floor_stats = LatencyStats.of_runs(floor_runs)
+
         extra = await _filter_and_version_passes(
             mm, dataset, pairs, found, filtered, versions, repeats, query_progress
         )
@@ -601,6 +615,8 @@ async def run_benchmark(
             context_memories_median=statistics.median(context_sizes),
             warmup=warmup,
             repeats=repeats,
+            floor_name="" if floor is None else floor.name,
+            floor=floor_stats,
             **extra,
         )
     finally:

@@ -51,12 +51,22 @@ def test_bench_json_structure_and_exact_recall(capsys: pytest.CaptureFixture[str
     assert result["returned_median"] == result["admitted_median"]
     assert 0 < result["threshold"] < 1
     assert any("query embedding excluded" in n for n in result["notes"])
+    # the physical floor of spec §7, timed over the same queries and passes
+    assert result["floor_name"] == "numpy top-500"
+    assert result["floor"]["n"] == 40 and len(result["floor"]["p50_runs"]) == 2
+    assert 0 < result["floor"]["min"] <= result["floor"]["p50"] <= result["floor"]["max"]
 
 
 def test_bench_tables(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", *TINY, "--queries", "5", "--warmup", "0", "--repeat", "1"]) == 0
     out = capsys.readouterr().out
-    for label in ("ingest (memories/s)", "retrieve_context p50 (ms)", "candidate recall mean"):
+    for label in (
+        "ingest (memories/s)",
+        "retrieve_context p50 (ms)",
+        "candidate recall mean",
+        "floor p50 (ms)",
+        "retrieve_context p50 ÷ floor p50",
+    ):
         assert label in out
 
 
@@ -236,6 +246,7 @@ def test_filters_and_versions_passes(capsys: pytest.CaptureFixture[str]) -> None
         'tags_any ["p1"] (1%) p50',
         'tags_any ["p10"] (10%) p99',
         'tags_any ["p100"] (100%) p50',
+        "p50 ÷ floor p50 (p10)",
         "retrieve_context after updates p50",
         "search_memories after updates p99",
     ):
@@ -245,3 +256,54 @@ def test_filters_and_versions_passes(capsys: pytest.CaptureFixture[str]) -> None
 def test_versions_must_not_be_negative() -> None:
     with pytest.raises(SystemExit, match="--versions"):
         main(["bench", *TINY, "--versions", "-1"])
+
+
+async def test_the_numpy_floor_is_the_exact_top_of_the_same_vectors() -> None:
+    from actrone_pg import MemoryConfig, MemoryManager
+    from actrone_pg.bench.floor import floor_for
+
+    dataset = build_dataset(DatasetSpec(agents=1, per_agent=300, queries=3))
+    embedder = FixedVectorEmbedder(dataset.spec.dimensions)
+    mm = await MemoryManager.create(
+        MemoryConfig(relevance_threshold=dataset.threshold), embedder=embedder
+    )
+    try:
+        floor = floor_for(mm, dataset, 50)
+        assert floor is not None and floor.name == "numpy top-50"
+        agent = dataset.agents[0]
+        top = np.asarray(await floor.call(agent, 1))
+        scores = unit_rows(agent.vectors) @ agent.query_vectors[1]
+        assert list(top) == list(np.argsort(-scores, kind="stable")[:50])
+    finally:
+        await mm.close()
+
+
+@pytest.mark.postgres
+async def test_the_postgres_floor_reads_every_vector_of_the_agent(
+    postgres_dsn: str, postgres_schema: str
+) -> None:
+    from actrone_pg import MemoryConfig, MemoryManager
+    from actrone_pg.bench.floor import floor_for
+    from actrone_pg.bench.workload import ingest
+
+    dataset = build_dataset(DatasetSpec(agents=2, per_agent=120, queries=2))
+    embedder = FixedVectorEmbedder(dataset.spec.dimensions)
+    config = MemoryConfig(
+        backend="postgres",
+        postgres_dsn=postgres_dsn,
+        postgres_schema=postgres_schema,
+        relevance_threshold=dataset.threshold,
+    )
+    mm = await MemoryManager.create(config, embedder=embedder)
+    try:
+        for agent in dataset.agents:
+            embedder.add(agent.texts, agent.vectors)
+            await mm.erase_agent(agent.agent_id)
+        await ingest(mm, dataset, batch_size=100)
+        floor = floor_for(mm, dataset, 500)
+        assert floor is not None and floor.name.startswith("bare read")
+        assert await floor.call(dataset.agents[0], 0) == (120,)
+    finally:
+        for agent in dataset.agents:
+            await mm.erase_agent(agent.agent_id)
+        await mm.close()

@@ -1,0 +1,80 @@
+"""The physical floor a backend's retrieval is measured against (spec §7), timed in the same run.
+
+- In-memory store: a bare numpy top-500 of the same agent's vectors (one matrix-vector product,
+  ``argpartition``, then the 500 sorted): what any in-process exact search must at least do.
+- PostgreSQL: a bare read of the agent's vectors, an index-only pass over its entries of the
+  candidate index (``ix_memories_candidates``) that reads each vector and computes nothing. The
+  search reads the same entries, so the ratio between the two is what ranking, fusion and
+  packing add, whatever the machine's speed that day.
+
+Redis + Qdrant has no floor of its own here: Qdrant's search is the floor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from actrone_pg.bench.workload import AgentData, Dataset, unit_rows
+from actrone_pg.manager import MemoryManager
+
+__all__ = ["Floor", "floor_for"]
+
+#: A bare read of one agent's vectors from its candidate-index entries; {s} is the schema, {vs}
+#: pgvector's. count(m.embedding) makes the scan read every vector, which count(*) would skip.
+BARE_READ = (
+    "SELECT count(m.embedding) FROM {s}.memories AS m WHERE m.agent_id = %s AND m.embedder = %s"
+    " AND {vs}.vector_dims(m.embedding) <= 600"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Floor:
+    """A named floor and one timed call of it for an agent's query."""
+
+    name: str
+    call: Callable[[AgentData, int], Awaitable[object]]
+
+
+def floor_for(mm: MemoryManager, dataset: Dataset, limit: int) -> Floor | None:
+    """The floor of ``mm``'s backend for ``dataset``, or ``None`` if the spec names none."""
+    if mm.backend == "memory":
+        return _numpy_top(dataset, limit)
+    if mm.backend == "postgres":
+        return _bare_read(mm)
+    return None
+
+
+def _numpy_top(dataset: Dataset, limit: int) -> Floor:
+    # Column-major like the in-memory store's matrix, so the product reads the same layout.
+    matrices = {a.agent_id: np.ascontiguousarray(unit_rows(a.vectors).T) for a in dataset.agents}
+
+    async def top(agent: AgentData, q: int) -> object:
+        scores = agent.query_vectors[q] @ matrices[agent.agent_id]
+        k = min(limit, scores.size)
+        best = np.argpartition(-scores, k - 1)[:k]
+        return best[np.argsort(-scores[best], kind="stable")]
+
+    return Floor(f"numpy top-{limit}", top)
+
+
+def _bare_read(mm: MemoryManager) -> Floor:
+    from psycopg import sql
+
+    from actrone_pg.stores.postgres import PostgresStore
+
+    store = mm.store
+    assert isinstance(store, PostgresStore)
+    embedder = mm.embedder.name
+
+    async def read(agent: AgentData, q: int) -> object:
+        statement = sql.SQL(BARE_READ).format(
+            s=sql.Identifier(store.schema), vs=sql.Identifier(store._vector_schema)
+        )
+        async with store._conn() as conn:
+            cur = await conn.execute(statement, (agent.agent_id, embedder))
+            return await cur.fetchone()
+
+    return Floor("bare read of the agent's candidate-index entries", read)
