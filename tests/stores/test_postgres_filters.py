@@ -83,10 +83,9 @@ _FILTERS: list[dict[str, Any]] = [
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Force every filter down one path: its own index, or one pass over the agent's rows."""
     if request.param == "broad":
-        monkeypatch.setattr(search, "FILTER_BROAD_ROWS", 1)
         monkeypatch.setattr(search, "FILTER_BROAD_DIVISOR", 1_000_000)
     else:
-        monkeypatch.setattr(search, "FILTER_BROAD_ROWS", 1_000_000)
+        monkeypatch.setattr(search, "FILTER_BROAD_DIVISOR", 0)
     yield str(request.param)
 
 

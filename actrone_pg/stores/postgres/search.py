@@ -14,8 +14,8 @@ from actrone_pg.stores.postgres import rows
 from actrone_pg.stores.postgres.maintenance import Maintenance
 from actrone_pg.stores.postgres.statements import (
     FILTER_BROAD_DIVISOR,
-    FILTER_BROAD_ROWS,
     FILTER_CONDITIONS,
+    FILTER_PROBE_SAMPLE,
     FILTERED,
     FILTERED_CANDIDATES,
     FILTERED_STATS,
@@ -94,11 +94,11 @@ class Search(Maintenance):
             )
             agent = request.agent_id
             cosine = (request.embedder, request.now, request.vector)
-            # No index serves the filter: a probe of 0 rows sends it down the one pass.
+            # No index serves the filter: an empty sample sends it down the one pass.
             indexed = any(getattr(flt, key) is not None for key in INDEXED_FILTER_KEYS)
-            broad = (FILTER_BROAD_ROWS, FILTER_BROAD_DIVISOR) if indexed else (0, _NEVER_DIVIDES)
+            sample = FILTER_PROBE_SAMPLE if indexed else 0
             first = (
-                *(*broad, agent, agent, *values),
+                *(*values, FILTER_BROAD_DIVISOR, agent, sample),
                 *(*cosine, agent, *values),
                 *(*values, *values, *cosine, agent),
                 *(float(request.threshold), int(request.limit), agent, terms),
@@ -196,8 +196,6 @@ class _Prepared:
     params: tuple[Any, ...]
 
 
-# A divisor no agent's size reaches: the probe's size is then FILTER_BROAD_ROWS' stand-in, 0.
-_NEVER_DIVIDES = 2**62
 # SEARCH's and SEARCH_PACKED's placeholders for a filter's CTEs, without one.
 _NO_CTES = {"with": sql.SQL(""), "filtered": sql.SQL("")}
 # Stands for UNFILTERED, composed with the schema where the statement is.

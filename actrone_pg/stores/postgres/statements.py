@@ -206,8 +206,9 @@ UNFILTERED = (
 # SEARCH_PACKED). One pass finds the filtered set, its cosines and its BM25 statistics, which
 # hybrid_search is then given (FILTERED_CANDIDATES, FILTERED_STATS). {where} is the filter's
 # conditions on m, {vs} pgvector's schema.
-# - fl, fp: does the filter match at least fl.n memories (FILTER_BROAD_*)? The probe stops there
-#   and an index on the filtered column answers it.
+# - fp: is the filter broad? It is if it matches at least 1 / FILTER_BROAD_DIVISOR of a sample
+#   of the agent's memories (the first FILTER_PROBE_SAMPLE by id: a few hundred primary-key
+#   reads). The sample only picks the path; both give the same result.
 # - fm: if not, the matching rows only (a selective filter, read through that index); if so,
 #   every row of the agent, ok telling whether it matches (one pass: reading most of the rows
 #   through an index costs more). The cosine is computed for live matching rows of the embedder.
@@ -216,7 +217,7 @@ UNFILTERED = (
 # - fd: each term's document frequency in the filtered set, counted on the smaller side: the
 #   matching rows, or for a broad filter the agent's (term_stats) minus the other rows'.
 # docs/postgres.md, "Filtered search", has the measurements.
-# Parameters: broad rows, divisor, agent; agent, the conditions'; embedder, now, vector, agent, the
+# Parameters: the conditions', divisor, agent, sample; embedder, now, vector, agent, the
 # conditions'; the conditions' twice, embedder, now, vector, agent; threshold, limit; agent, terms.
 # The cosine of a live matching row under the embedder ({ok}: whether it matches), else NULL.
 _FILTERED_COSINE = (
@@ -224,10 +225,9 @@ _FILTERED_COSINE = (
     " THEN -(m.embedding OPERATOR({vs}.<#>) %s) END AS cosine"
 )
 FILTERED = (
-    "fl AS MATERIALIZED (SELECT GREATEST(%s::bigint, COALESCE(max(s.n_docs), 0) / %s::bigint)"
-    " AS n FROM {s}.agent_stats AS s WHERE s.agent_id = %s),"
-    " fp AS MATERIALIZED (SELECT count(*) >= (SELECT fl.n FROM fl) AS broad FROM (SELECT 1"
-    " FROM {s}.memories AS m WHERE m.agent_id = %s AND {where} LIMIT (SELECT fl.n FROM fl)) AS x),"
+    "fp AS MATERIALIZED (SELECT count(*) FILTER (WHERE {where}) * %s::bigint >= count(*)"
+    " AS broad FROM (SELECT * FROM {s}.memories AS m WHERE m.agent_id = %s ORDER BY m.id"
+    " LIMIT %s) AS m),"
     " fm AS MATERIALIZED (SELECT m.id, m.created_at, m.doc_len, m.term_freqs, true AS ok, "
     + _FILTERED_COSINE.replace("{ok}", "true")
     + " FROM {s}.memories AS m WHERE m.agent_id = %s AND {where} AND NOT (SELECT fp.broad FROM fp)"
@@ -246,13 +246,13 @@ FILTERED = (
     " ELSE (SELECT count(*) FROM fm AS f WHERE f.ok AND f.term_freqs ? t.term) END)::integer"
     " FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, ord) ORDER BY t.ord) AS dfs)"
 )
-#: A filter matching at least the larger of FILTER_BROAD_ROWS and 1 / FILTER_BROAD_DIVISOR of an
+#: A filter matching at least 1 / FILTER_BROAD_DIVISOR of a sample of FILTER_PROBE_SAMPLE of the
 #: agent's memories is read in one pass over the agent's rows; below, through its own index
-#: (where the two cost the same: docs/benchmarks.md, "Filters and versions").
-FILTER_BROAD_ROWS = 256
+#: (where the two cost about the same: docs/postgres.md, "Filtered search").
+FILTER_PROBE_SAMPLE = 256
 FILTER_BROAD_DIVISOR = 4
 #: The filter keys an index serves (GIN on tags and metadata, the btree on created_at). A filter
-#: without any is read in one pass straight away: a probe would read the same rows first.
+#: without any is read in one pass straight away: its selective path would read every row too.
 INDEXED_FILTER_KEYS = frozenset(
     {"tags_any", "tags_all", "metadata", "created_after", "created_before"}
 )
