@@ -298,18 +298,19 @@ def rank_arrays(
     """
     n = cosine.shape[0]
     positions = np.arange(1, n + 1, dtype=np.int64)
-    # np.lexsort sorts by the last key first.
-    dense = np.lexsort((id_order, -created_us, -cosine))
-    dense_rank = np.empty(n, dtype=np.int64)
-    dense_rank[dense] = positions
-    recent = np.lexsort((id_order, -created_us))
+    # Every ranking breaks ties newer first, then by id: the recency order. Stable sorts of the
+    # candidates taken in that order break them so, each on one key instead of three.
+    recent = np.lexsort((id_order, -created_us))  # np.lexsort sorts by the last key first
     recency_rank = np.empty(n, dtype=np.int64)
     recency_rank[recent] = positions
+    dense = recent[np.argsort(-cosine[recent], kind="stable")]
+    dense_rank = np.empty(n, dtype=np.int64)
+    dense_rank[dense] = positions
     lexical_rank = np.zeros(n, dtype=np.int64)
-    has_term = np.flatnonzero(bm25 > 0.0)
+    has_term = recent[bm25[recent] > 0.0]
     if has_term.size:
-        lex = has_term[np.lexsort((id_order[has_term], -created_us[has_term], -bm25[has_term]))]
-        lexical_rank[lex] = np.arange(1, lex.size + 1, dtype=np.int64)
+        lex = has_term[np.argsort(-bm25[has_term], kind="stable")]
+        lexical_rank[lex] = positions[: lex.size]
     score: npt.NDArray[np.float64]
     if params.hybrid:
         k = float(params.rrf_k)
@@ -321,7 +322,7 @@ def rank_arrays(
         rec = np.where(age <= 0, 1.0, np.maximum(0.0, 1.0 - age / RECENCY_HORIZON_SECONDS))
         score = np.asarray(params.relevance_weight * cosine + params.recency_weight * rec)
         lexical_rank = np.zeros(n, dtype=np.int64)
-    order = np.lexsort((id_order, -created_us, -score))
+    order = recent[np.argsort(-score[recent], kind="stable")]
     return RankedArrays(order, dense_rank, lexical_rank, recency_rank, score)
 
 
