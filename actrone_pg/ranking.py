@@ -204,12 +204,15 @@ def bm25(
     them in the same order). ``k1`` saturates term frequency, ``b`` normalises by length.
     """
     score = np.zeros(lengths.size, dtype=np.float64)
+    if len(doc_freqs) == 0:
+        return score
     norm = k1 * (1.0 - b + b * lengths / stats.avgdl)
-    for f, df in zip(tf, doc_freqs, strict=True):
-        if not f.any():
-            continue
-        weight = idf(stats.n_docs, df)
-        score = score + np.where(f > 0, weight * (f * (k1 + 1.0)) / (f + norm), 0.0)
+    weights = np.array([idf(stats.n_docs, df) for df in doc_freqs], dtype=np.float64)
+    # Every term's row at once, the same operations per element as one term at a time.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        parts = np.where(tf > 0, weights[:, None] * (tf * (k1 + 1.0)) / (tf + norm), 0.0)
+    for part in parts:
+        score += part
     return score
 
 
