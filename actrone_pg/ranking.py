@@ -208,7 +208,8 @@ def bm25(
         return score
     norm = k1 * (1.0 - b + b * lengths / stats.avgdl)
     weights = np.array([idf(stats.n_docs, df) for df in doc_freqs], dtype=np.float64)
-    # Every term's row at once, the same operations per element as one term at a time.
+    # Every term's row at once (faster: docs/benchmarks.md), the same operations per element as
+    # one term at a time; the rows are added in query order.
     with np.errstate(divide="ignore", invalid="ignore"):
         parts = np.where(tf > 0, weights[:, None] * (tf * (k1 + 1.0)) / (tf + norm), 0.0)
     for part in parts:
@@ -302,7 +303,7 @@ def rank_arrays(
     n = cosine.shape[0]
     positions = np.arange(1, n + 1, dtype=np.int64)
     # Every ranking breaks ties newer first, then by id: the recency order. Stable sorts of the
-    # candidates taken in that order break them so, each on one key instead of three.
+    # candidates taken in that order break them so, each on one key (faster: docs/benchmarks.md).
     recent = np.lexsort((id_order, -created_us))  # np.lexsort sorts by the last key first
     recency_rank = np.empty(n, dtype=np.int64)
     recency_rank[recent] = positions
@@ -329,9 +330,10 @@ def rank_arrays(
     return RankedArrays(order, dense_rank, lexical_rank, recency_rank, score)
 
 
-# Columns per matrix-vector product. OpenBLAS splits one large product across threads, and woken
-# between queries those threads cost more than they save on 2 cores (the alternatives measured:
-# docs/benchmarks.md, "Measurements behind the code").
+# Columns per matrix-vector product: on 1,024 columns OpenBLAS stays on the calling thread. One
+# product over all columns runs on its threads, and the seams of their split change some float32
+# cosines (and woken between queries those threads cost more than they save on 2 busy cores; the
+# alternatives measured: docs/benchmarks.md, "Measurements behind the code").
 _CHUNK = 1024
 
 
