@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal
-from itertools import accumulate
 from typing import TypeVar
 
 __all__ = ["Shares", "pack_costs", "pack_turns", "share", "split_budget"]
@@ -65,19 +64,19 @@ def pack_costs(
 
     Works on the memories' costs, in rank order; returns the positions taken and their total.
     ``limit=None`` takes every item; ``max_items`` stops after that many are taken. The walk ends
-    as soon as even the cheapest item left would not fit, rather than trying every one of
+    as soon as even the cheapest item would not fit, rather than trying every one of
     (typically) 500 candidates for a budget that holds a few dozen.
     """
     if limit is None:
         taken = list(range(len(costs) if max_items is None else min(max_items, len(costs))))
         return taken, sum(costs[i] for i in taken)
-    # cheapest[i] = min(costs[i:])
-    cheapest = list(accumulate(reversed(costs), min))
-    cheapest.reverse()
+    # Once the budget left is below every cost nothing more fits: the walk may stop (it changes
+    # nothing taken; one min() is cheaper than a suffix minimum per position, docs/benchmarks.md).
+    cheapest = min(costs, default=0)
     taken = []
     used = 0
     for i, c in enumerate(costs):
-        if used + cheapest[i] > limit or len(taken) == max_items:
+        if used + cheapest > limit or len(taken) == max_items:
             break
         if used + c <= limit:
             taken.append(i)

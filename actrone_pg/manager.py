@@ -950,8 +950,16 @@ class MemoryManager:
         return self.count_tokens(m.content) if self._custom_counter else m.token_count
 
     def _present(self, hit: ScoredMemory, explain: bool) -> Memory:
-        # The constructor directly: dataclasses.replace is ~4x slower (docs/benchmarks.md).
         m = hit.memory
+        # Nothing to change: the (frozen) memory itself, as most calls have it (docs/benchmarks.md).
+        if (
+            not explain
+            and m.explain is None
+            and not self._custom_counter
+            and m.sensitivity not in self._redacted
+        ):
+            return m
+        # The constructor directly: dataclasses.replace is ~4x slower (docs/benchmarks.md).
         content = m.content
         if m.sensitivity in self._redacted:
             content = f"[redacted: {m.sensitivity}]"

@@ -249,10 +249,9 @@ def search(request: SearchRequest, candidates: Candidates, stats: CorpusStats) -
         request.params,
         request.now,
     )
-    # Packing walks plain lists: indexing numpy arrays element by element costs ~10× more.
-    order = ranked.order.tolist()
-    tokens = candidates.tokens[admitted].tolist()
-    taken, used = pack_costs([tokens[p] for p in order], request.budget, request.max_hits)
+    # Packing walks a plain list: indexing numpy arrays element by element costs ~10× more.
+    costs = candidates.tokens[admitted[ranked.order]].tolist()
+    taken, used = pack_costs(costs, request.budget, request.max_hits)
     # The chosen hits' values, gathered by numpy and turned into lists once.
     chosen = ranked.order[np.asarray(taken, dtype=np.intp)]
     memories = candidates.memories(admitted[chosen].tolist())
@@ -265,7 +264,7 @@ def search(request: SearchRequest, candidates: Candidates, stats: CorpusStats) -
         ranked.score[chosen].tolist(),
     )
     hits = [ScoredMemory(m, e) for m, e in zip(memories, explained, strict=True)]
-    return PackedSearch(hits=hits, ranked=len(order), tokens=used)
+    return PackedSearch(hits=hits, ranked=len(costs), tokens=used)
 
 
 def explains(

@@ -204,12 +204,16 @@ def bm25(
     them in the same order). ``k1`` saturates term frequency, ``b`` normalises by length.
     """
     score = np.zeros(lengths.size, dtype=np.float64)
+    if len(doc_freqs) == 0:
+        return score
     norm = k1 * (1.0 - b + b * lengths / stats.avgdl)
-    for f, df in zip(tf, doc_freqs, strict=True):
-        if not f.any():
-            continue
-        weight = idf(stats.n_docs, df)
-        score = score + np.where(f > 0, weight * (f * (k1 + 1.0)) / (f + norm), 0.0)
+    weights = np.array([idf(stats.n_docs, df) for df in doc_freqs], dtype=np.float64)
+    # Every term's row at once (faster: docs/benchmarks.md), the same operations per element as
+    # one term at a time; the rows are added in query order.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        parts = np.where(tf > 0, weights[:, None] * (tf * (k1 + 1.0)) / (tf + norm), 0.0)
+    for part in parts:
+        score += part
     return score
 
 
@@ -298,18 +302,19 @@ def rank_arrays(
     """
     n = cosine.shape[0]
     positions = np.arange(1, n + 1, dtype=np.int64)
-    # np.lexsort sorts by the last key first.
-    dense = np.lexsort((id_order, -created_us, -cosine))
-    dense_rank = np.empty(n, dtype=np.int64)
-    dense_rank[dense] = positions
-    recent = np.lexsort((id_order, -created_us))
+    # Every ranking breaks ties newer first, then by id: the recency order. Stable sorts of the
+    # candidates taken in that order break them so, each on one key (faster: docs/benchmarks.md).
+    recent = np.lexsort((id_order, -created_us))  # np.lexsort sorts by the last key first
     recency_rank = np.empty(n, dtype=np.int64)
     recency_rank[recent] = positions
+    dense = recent[np.argsort(-cosine[recent], kind="stable")]
+    dense_rank = np.empty(n, dtype=np.int64)
+    dense_rank[dense] = positions
     lexical_rank = np.zeros(n, dtype=np.int64)
-    has_term = np.flatnonzero(bm25 > 0.0)
+    has_term = recent[bm25[recent] > 0.0]
     if has_term.size:
-        lex = has_term[np.lexsort((id_order[has_term], -created_us[has_term], -bm25[has_term]))]
-        lexical_rank[lex] = np.arange(1, lex.size + 1, dtype=np.int64)
+        lex = has_term[np.argsort(-bm25[has_term], kind="stable")]
+        lexical_rank[lex] = positions[: lex.size]
     score: npt.NDArray[np.float64]
     if params.hybrid:
         k = float(params.rrf_k)
@@ -321,13 +326,14 @@ def rank_arrays(
         rec = np.where(age <= 0, 1.0, np.maximum(0.0, 1.0 - age / RECENCY_HORIZON_SECONDS))
         score = np.asarray(params.relevance_weight * cosine + params.recency_weight * rec)
         lexical_rank = np.zeros(n, dtype=np.int64)
-    order = np.lexsort((id_order, -created_us, -score))
+    order = recent[np.argsort(-score[recent], kind="stable")]
     return RankedArrays(order, dense_rank, lexical_rank, recency_rank, score)
 
 
-# Columns per matrix-vector product. OpenBLAS splits one large product across threads, and woken
-# between queries those threads cost more than they save on 2 cores (the alternatives measured:
-# docs/benchmarks.md, "Measurements behind the code").
+# Columns per matrix-vector product: on 1,024 columns OpenBLAS stays on the calling thread. One
+# product over all columns runs on its threads, and the seams of their split change some float32
+# cosines (and woken between queries those threads cost more than they save on 2 busy cores; the
+# alternatives measured: docs/benchmarks.md, "Measurements behind the code").
 _CHUNK = 1024
 
 

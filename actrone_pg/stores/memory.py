@@ -69,6 +69,7 @@ class _Space:
     """One agent's memories of one embedder, as arrays aligned by column."""
 
     ids: list[str]
+    memories: list[Memory]  # each column's memory
     matrix: Vector  # dimensions × n, float32
     created_us: npt.NDArray[np.int64]
     id_order: npt.NDArray[np.int64]  # rank of each id in code-point order
@@ -81,6 +82,9 @@ class _Space:
     terms: dict[str, tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]] | None] = field(
         default_factory=dict
     )
+    # term -> its frequency in every column, for the terms of at least 1/_DENSE of the columns
+    # (float32 holds counts exactly); filled on first use
+    dense: dict[str, npt.NDArray[np.float32]] = field(default_factory=dict)
 
     def posting(
         self, term: str, postings: dict[str, dict[str, int]]
@@ -97,6 +101,9 @@ class _Space:
         if pairs:
             cols, tfs = zip(*pairs, strict=True)
             out = (np.array(cols, dtype=np.intp), np.array(tfs, dtype=np.float64))
+            if len(cols) * _DENSE >= len(self.ids):
+                self.dense[term] = np.zeros(len(self.ids), dtype=np.float32)
+                self.dense[term][out[0]] = out[1]
         self.terms[term] = out
         return out
 
@@ -105,17 +112,30 @@ class _Space:
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """Each term's frequency in the columns ``idx`` (a row per term), and their lengths."""
         tf = np.zeros((len(terms), idx.size), dtype=np.float64)
+        by_column: npt.NDArray[np.intp] | None = None
         for row, term in enumerate(terms):
             posting = self.posting(term, postings)
-            if posting is None:
+            if posting is None or idx.size == 0:
                 continue
+            dense = self.dense.get(term)
+            if dense is not None:
+                tf[row] = dense[idx]
+                continue
+            # A rarer term: look its few columns up among the sorted candidates.
+            if by_column is None:
+                by_column = np.argsort(idx)
+                sorted_idx = idx[by_column]
             cols, tfs = posting
-            # Look each column up in the term's sorted columns.
-            at = np.minimum(np.searchsorted(cols, idx), cols.size - 1)
-            hit = cols[at] == idx
+            at = np.minimum(np.searchsorted(sorted_idx, cols), idx.size - 1)
+            hit = sorted_idx[at] == cols
             if hit.any():
-                tf[row] = np.where(hit, tfs[at], 0.0)
+                tf[row, by_column[at[hit]]] = tfs[hit]
         return tf, self.lengths[idx]
+
+
+# A term in at least 1/_DENSE of an agent's memories keeps its frequencies as one array over all
+# of them: gathering the candidates' beats searching a long posting (docs/benchmarks.md).
+_DENSE = 16
 
 
 @dataclass
@@ -179,6 +199,7 @@ class _Agent:
             vectors = np.stack([e.vector for e in entries]).astype(np.float32)
             cached = _Space(
                 ids=ids,
+                memories=[e.memory for e in entries],
                 matrix=np.ascontiguousarray(vectors.T),
                 created_us=np.array([micros(e.memory.created_at) for e in entries], dtype=np.int64),
                 id_order=code_point_ranks(ids),
@@ -444,7 +465,7 @@ class InMemoryStore:
         space = agent.space(request.embedder) if agent is not None else None
         if agent is None or space is None:
             return PackedSearch(hits=[], ranked=0, tokens=0)
-        entries, ids, postings = agent.entries, space.ids, agent.postings
+        entries, memories, postings = agent.entries, space.memories, agent.postings
 
         def tf(
             idx: npt.NDArray[np.intp], terms: Sequence[str]
@@ -473,9 +494,9 @@ class InMemoryStore:
             id_order=space.id_order,
             tokens=space.tokens,
             term_frequencies=tf,
-            # Looked up only for the hits built: right after the scan of the matrix each look-up
-            # misses the CPU caches.
-            memories=lambda columns: [entries[ids[c]].memory for c in columns],
+            # Looked up only for the hits built, by column: right after the scan of the matrix
+            # each look-up misses the CPU caches, a dict's several times.
+            memories=lambda columns: [memories[c] for c in columns],
             allowed=allowed,
         )
         return pipeline.search(request, candidates, stats)
