@@ -77,4 +77,4 @@ def _bare_read(mm: MemoryManager) -> Floor:
             cur = await conn.execute(statement, (agent.agent_id, embedder))
             return await cur.fetchone()
 
-    return Floor("bare read of the agent's candidate-index entries", read)
+    return Floor("bare read, candidate index", read)
