@@ -7,11 +7,15 @@ import json
 import threading
 from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pytest
 
 from actrone_pg.embedders import HashingEmbedder
+
+if TYPE_CHECKING:
+    from actrone_pg.models import Explain
 
 
 class FixedEmbedder:
@@ -152,3 +156,19 @@ class FakeServer:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def assert_same_explain(got: Explain | None, want: Explain | None) -> None:
+    """Two hits ranked alike: the same ranks in every channel, BM25 and fused scores equal but
+    for the last bits of their summation order (SQL and numpy sum in the same order, yet may
+    round differently)."""
+    assert got is not None and want is not None
+    assert (got.dense_rank, got.lexical_rank, got.recency_rank) == (
+        want.dense_rank,
+        want.lexical_rank,
+        want.recency_rank,
+    )
+    assert (got.bm25 is None) == (want.bm25 is None)
+    if want.bm25 is not None:
+        assert got.bm25 == pytest.approx(want.bm25, rel=1e-9)
+    assert got.fused_score == pytest.approx(want.fused_score, rel=1e-9)

@@ -12,6 +12,7 @@ from actrone_pg.errors import MemoryNotFoundError, ValidationError
 from actrone_pg.manager import MemoryManager
 from actrone_pg.stores.base import Store
 from actrone_pg.stores.memory import InMemoryStore
+from tests.helpers import assert_same_explain
 
 
 async def _manager(store: Store, **config: object) -> MemoryManager:
@@ -269,14 +270,7 @@ async def test_a_filtered_search_ranks_the_filtered_set_as_if_it_were_all(
         want = await ref.search_memories("agent", query, limit=50, explain=True)
         assert [m.id for m in got] == [m.id for m in want], query
         for g, w in zip(got, want, strict=True):
-            assert g.explain is not None and w.explain is not None
-            assert (g.explain.dense_rank, g.explain.lexical_rank, g.explain.recency_rank) == (
-                w.explain.dense_rank,
-                w.explain.lexical_rank,
-                w.explain.recency_rank,
-            )
-            assert g.explain.bm25 == pytest.approx(w.explain.bm25, rel=1e-9)
-            assert g.explain.fused_score == pytest.approx(w.explain.fused_score, rel=1e-9)
+            assert_same_explain(g.explain, w.explain)
         ctx = await mm.retrieve_context("agent", "s", query, 4000, filters=flt)
         assert [m.id for m in ctx.episodic_memories] == [m.id for m in want][
             : len(ctx.episodic_memories)

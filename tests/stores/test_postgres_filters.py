@@ -23,6 +23,7 @@ from actrone_pg.ranking import RankingParams, query_terms
 from actrone_pg.stores.base import MemoryRecord
 from actrone_pg.stores.memory import InMemoryStore
 from actrone_pg.stores.postgres import search
+from tests.helpers import assert_same_explain
 
 if TYPE_CHECKING:
     from actrone_pg.stores.postgres import PostgresStore
@@ -116,15 +117,6 @@ async def test_either_path_ranks_the_filtered_set_as_the_pipeline_does(
         want = (await reference.search(request)).hits
         assert [h.memory.id for h in got] == [h.memory.id for h in want], (path, query)
         for g, w in zip(got, want, strict=True):
-            assert g.explain is not None and w.explain is not None
-            assert (g.explain.dense_rank, g.explain.lexical_rank, g.explain.recency_rank) == (
-                w.explain.dense_rank,
-                w.explain.lexical_rank,
-                w.explain.recency_rank,
-            )
-            assert (g.explain.bm25 is None) == (w.explain.bm25 is None)
-            if w.explain.bm25 is not None:
-                assert g.explain.bm25 == pytest.approx(w.explain.bm25, rel=1e-9)
-            assert g.explain.fused_score == pytest.approx(w.explain.fused_score, rel=1e-9)
+            assert_same_explain(g.explain, w.explain)
         packed = await store_postgres.search(replace(request, budget=12))
         assert [h.memory.id for h in packed.hits] == [h.memory.id for h in want][:2]
