@@ -2,7 +2,7 @@
 
     python benchmarks/embedder_vs_fastembed.py --fastembed-python /tmp/fastembed-venv/bin/python
         [--model-dir DIR] [--threads N] [--rounds 10] [--queries 40] [--batches 3]
-        [--batch-sizes 32]
+        [--batch-sizes 32] [--sync]
 
 Spec §7: query embedding and batch ingest with a real ONNX model are no slower than fastembed (the
 reference system's embedder) on the same model file, in the same run. fastembed is not a
@@ -18,7 +18,8 @@ each side in turn (the order alternating by round, so drift and warm caches favo
 
 * query embedding: ``--queries`` calls of one fresh text each, the inference a
   ``retrieve_context`` with an uncached query pays (ours through ``embed_batch``, as the manager
-  calls it, thread hop included; fastembed through ``embed``);
+  calls it, thread hop included, or with ``--sync`` through ``embed_sync``, blocking as
+  fastembed's ``embed`` does);
 * batch ingest: ``--batches`` calls of ``B`` texts for each ``B`` in ``--batch-sizes`` (default:
   ``embedding_batch_size``, the chunk the manager hands the embedder when ingesting).
 
@@ -125,6 +126,16 @@ async def time_calls(embedder: Embedder, calls: Sequence[Sequence[str]]) -> list
     for call in calls:
         t0 = time.perf_counter()
         await embedder.embed_batch(call)
+        seconds.append(time.perf_counter() - t0)
+    return seconds
+
+
+def time_calls_sync(embedder: OnnxEmbedder, calls: Sequence[Sequence[str]]) -> list[float]:
+    """Wall time of ``embed_sync`` for each call: inference without the worker-thread hop."""
+    seconds = []
+    for call in calls:
+        t0 = time.perf_counter()
+        embedder.embed_sync(call)
         seconds.append(time.perf_counter() - t0)
     return seconds
 
@@ -277,7 +288,9 @@ async def run(args: argparse.Namespace, python: Path) -> None:
                 times: dict[str, list[float]] = {}
                 for side in ("ours", "theirs") if first_ours else ("theirs", "ours"):
                     time.sleep(PAUSE_S)
-                    if side == "ours":
+                    if side == "ours" and args.sync:
+                        times[side] = time_calls_sync(ours, chunks)
+                    elif side == "ours":
                         times[side] = await time_calls(ours, chunks)
                     else:
                         times[side] = theirs.time_calls(chunks, b)
@@ -285,9 +298,10 @@ async def run(args: argparse.Namespace, python: Path) -> None:
                     workload.add_round(times["ours"], times["theirs"])
             if r >= 0:
                 print(f"  round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+        how = "embed_sync, no worker-thread hop" if args.sync else "embed_batch, as the manager"
         print(
             f"{args.rounds} interleaved rounds (order alternating); per round {args.queries} "
-            f"queries and {args.batches} calls per batch size"
+            f"queries and {args.batches} calls per batch size; ours timed through {how}"
         )
         for workload in (query, *ingest.values()):
             print("\n".join(workload.lines()))
@@ -323,6 +337,11 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, P
     )
     parser.add_argument(
         "--threads", type=int, default=0, help="onnxruntime intra-op threads, both sides"
+    )
+    parser.add_argument(
+        "--sync",
+        action="store_true",
+        help="time ours through embed_sync (no hop to a worker thread) instead of embed_batch",
     )
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--queries", type=int, default=40, help="query calls per round")

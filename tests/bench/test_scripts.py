@@ -114,7 +114,7 @@ def test_the_comparison_says_how_to_get_a_fastembed_python(
 
     monkeypatch.setenv(script.PYTHON_ENV, sys.executable)
     args, python = script.parse_args(["--model-dir", str(tmp_path), "--batch-sizes", "32,64"])
-    assert python == Path(sys.executable) and args.batch_sizes == [32, 64]
+    assert python == Path(sys.executable) and args.batch_sizes == [32, 64] and not args.sync
     for bad in (["--batch-sizes", "0"], ["--rounds", "0"], ["--model-dir", str(tmp_path / "x")]):
         with pytest.raises(SystemExit):
             script.parse_args(["--model-dir", str(tmp_path), *bad])
@@ -155,3 +155,5 @@ async def test_the_comparison_times_our_embedder_on_its_texts(
     chunks = [texts[:8], texts[8:16], script.query_texts(1, seed=3)]
     seconds = await script.time_calls(emb, chunks)
     assert len(seconds) == 3 and all(s > 0 for s in seconds)
+    blocking = script.time_calls_sync(emb, chunks)
+    assert len(blocking) == 3 and all(s > 0 for s in blocking)
