@@ -11,10 +11,13 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from actrone_pg.bench.reference import ReferenceError, find_driver, run_driver
+from actrone_pg.embedders import OnnxEmbedder
 from actrone_pg.evaluation.reference import find_eval_driver
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -67,3 +70,90 @@ def test_a_failing_driver_is_a_clear_error(code: str, message: str) -> None:
 def test_a_driver_result_is_its_last_stdout_line() -> None:
     code = 'print(\'warming up\'); print(); print(\'{"system": "x", "hits": [1, 2]}\')'
     assert run_driver([sys.executable, "-c", code]) == {"system": "x", "hits": [1, 2]}
+
+
+# -- benchmarks/embedder_vs_fastembed.py: everything but fastembed itself --
+
+
+def _load_script(name: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    path = BENCHMARKS / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_fastembed_driver_runs_without_actrone_pg() -> None:
+    # fastembed's environment has no actrone_pg: the driver must parse its arguments with the
+    # standard library alone (fastembed is imported only after that).
+    driver = BENCHMARKS / "fastembed_driver.py"
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", str(driver), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "--model-dir" in done.stdout
+
+
+def test_the_comparison_says_how_to_get_a_fastembed_python(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _load_script("embedder_vs_fastembed", monkeypatch)
+    monkeypatch.delenv(script.PYTHON_ENV, raising=False)
+    (tmp_path / "model.onnx").write_bytes(b"")
+    with pytest.raises(SystemExit) as exit_info:
+        script.parse_args(["--model-dir", str(tmp_path)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert script.PYTHON_ENV in err and "pip install fastembed==0.9.1" in err
+
+    monkeypatch.setenv(script.PYTHON_ENV, sys.executable)
+    args, python = script.parse_args(["--model-dir", str(tmp_path), "--batch-sizes", "32,64"])
+    assert python == Path(sys.executable) and args.batch_sizes == [32, 64] and not args.sync
+    for bad in (["--batch-sizes", "0"], ["--rounds", "0"], ["--model-dir", str(tmp_path / "x")]):
+        with pytest.raises(SystemExit):
+            script.parse_args(["--model-dir", str(tmp_path), *bad])
+
+
+def test_the_comparison_refuses_embedders_that_compute_different_vectors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    script = _load_script("embedder_vs_fastembed", monkeypatch)
+    ours = np.array([[1.0, 0.0], [0.6, 0.8]])
+    # Same directions, other lengths: cosines 1 and 1 (the check normalises both sides).
+    assert script.check_same_vectors(ours, ours * 3.0) == pytest.approx(1.0)
+    tilted = np.array([[1.0, 0.0], [0.8, 0.6]])  # second row: cosine 0.6*0.8 + 0.8*0.6 = 0.96
+    with pytest.raises(SystemExit, match=r"lowest cosine 0\.960000 .* text #1"):
+        script.check_same_vectors(ours, tilted)
+
+
+def test_the_comparison_reports_ratios_of_time_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = _load_script("embedder_vs_fastembed", monkeypatch)
+    work = script.Workload("batch ingest", 32)
+    work.add_round([0.2, 0.4, 0.3], [0.4, 0.6, 0.5])  # medians 0.3 / 0.5
+    work.add_round([0.1], [0.4])  # 0.1 / 0.4
+    assert work.round_ratios == pytest.approx([0.6, 0.25])
+    text = "\n".join(work.lines())
+    # Over all calls: ours median 0.25 s (128 texts/s), theirs median 0.45 s; p99 0.4 / 0.6.
+    assert "128.0 texts/s" in text
+    assert "median 0.556, p99 0.667; per-round medians 0.250-0.600" in text
+
+
+async def test_the_comparison_times_our_embedder_on_its_texts(
+    monkeypatch: pytest.MonkeyPatch, tiny_encoder_dir: Path
+) -> None:
+    script = _load_script("embedder_vs_fastembed", monkeypatch)
+    texts = script.memory_texts(40, seed=3)
+    assert len(set(texts)) == 40 and texts == script.memory_texts(40, seed=3)
+    assert max(len(t.split()) for t in texts) < 100  # far below MiniLM's 256 tokens
+    emb = OnnxEmbedder.from_directory(tiny_encoder_dir, "mean")
+    chunks = [texts[:8], texts[8:16], script.query_texts(1, seed=3)]
+    seconds = await script.time_calls(emb, chunks)
+    assert len(seconds) == 3 and all(s > 0 for s in seconds)
+    blocking = script.time_calls_sync(emb, chunks)
+    assert len(blocking) == 3 and all(s > 0 for s in blocking)
