@@ -82,6 +82,12 @@ _CONSOLIDATION_RETRY_SECONDS = 30.0
 _CLOSE_GRACE_SECONDS = 10.0
 # An expired session is read as if its TTL were this long, so the sweeper can consolidate it.
 _READ_EXPIRED_TTL = 100 * 365 * 24 * 3600.0
+# store_turn trusts that a session it wrote to is still live for its TTL less this margin (a
+# share of the TTL, at most a minute): the store's clock decides expiry, not this process's.
+_LIVE_MARGIN_SHARE = 0.1
+_LIVE_MARGIN_MAX_SECONDS = 60.0
+# Sessions whose liveness store_turn remembers; past this it forgets them all (and checks again).
+_LIVE_SESSIONS_KEPT = 100_000
 
 
 @trace_public_methods  # outside the guard: a span sees the error the caller gets
@@ -113,6 +119,9 @@ class MemoryManager:
         self._new_turns: dict[tuple[str, str], int] = {}
         self._consolidating: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._not_before: dict[tuple[str, str], float] = {}
+        # (agent, session) -> monotonic time until which this process knows the session is live
+        # (it wrote a turn less than a TTL before): store_turn then skips the expiry check.
+        self._live_until: dict[tuple[str, str], float] = {}
         self._count: TokenCounter = token_counter or heuristic_token_count
         self._custom_counter = token_counter is not None
         self._query_cache: OrderedDict[str, Vector] = OrderedDict()
@@ -296,11 +305,14 @@ class MemoryManager:
             created_at=_now(),
             token_count=self._count_turn(user_message, assistant_message, results),
         )
+        if self.consolidator is not None:
+            await self._consolidate_before_restart(agent_id, session_id)
         await self.store.append_turn(
             turn,
             max_turns=self.config.max_session_turns,
             ttl_seconds=self.config.session_ttl_seconds,
         )
+        self._mark_live(agent_id, session_id)
         self._note_turn(agent_id, session_id)
         return turn
 
@@ -487,6 +499,40 @@ class MemoryManager:
             return ids
         finally:
             await self.store.release_lock(agent_id, "maintenance", token)
+
+    async def _consolidate_before_restart(self, agent_id: str, session_id: str) -> None:
+        """Consolidate an expired session's pending turns before a new turn restarts it.
+
+        A turn in a session idle longer than its TTL starts the session afresh, and the store
+        drops the old turns: without this, a conversation resumed before the sweeper came lost
+        what it had not consolidated. Only the first turn this process writes to a session (or
+        the first after a TTL of silence) pays the check, one read of the session.
+        """
+        key = (agent_id, session_id)
+        if time.monotonic() < self._live_until.get(key, 0.0):
+            return
+        info = await self.store.get_session(agent_id, session_id, ttl_seconds=_READ_EXPIRED_TTL)
+        ttl = self.config.session_ttl_seconds
+        if info is None or (_now() - info.last_active_at).total_seconds() <= ttl:
+            return
+        try:
+            await self._consolidate_locked(agent_id, session_id, expired=True)
+        except ActroneError as exc:
+            logger.warning(
+                "session %r of agent %r had expired and a new turn restarts it; consolidating "
+                "its pending turns first failed (%s), so they are dropped with it",
+                session_id,
+                agent_id,
+                exc,
+            )
+
+    def _mark_live(self, agent_id: str, session_id: str) -> None:
+        """Remember that the session is live for a TTL from now (less a margin for clocks)."""
+        if len(self._live_until) >= _LIVE_SESSIONS_KEPT:
+            self._live_until.clear()
+        ttl = self.config.session_ttl_seconds
+        margin = min(ttl * _LIVE_MARGIN_SHARE, _LIVE_MARGIN_MAX_SECONDS)
+        self._live_until[(agent_id, session_id)] = time.monotonic() + ttl - margin
 
     def _note_turn(self, agent_id: str, session_id: str) -> None:
         """Count a stored turn; start a background consolidation when the session is due.

@@ -68,6 +68,31 @@ async def test_a_session_of_45_turns_swept_after_its_ttl_leaves_its_content_with
         await mm.close()
 
 
+async def test_a_turn_in_an_expired_session_first_consolidates_what_it_had(store: Store) -> None:
+    """A conversation resumed after its session's TTL, before any sweeper came: the new turn
+    restarts the session, and the old turns are in long-term memory first, with lineage."""
+    mm = await MemoryManager.create(CFG, store=store, embedder=HashingEmbedder())
+    try:
+        for i in range(3):
+            await mm.store_turn("ag", "resumed", line(i), "Noted.", turn_id=f"old-{i}")
+        await mm.store_turn("ag", "live", line(7), "Noted.", turn_id="live-0")
+        await settle(mm)
+        assert await mm.count_memories("ag") == 0  # fewer than consolidate_after_turns
+        await asyncio.sleep(TTL_SECONDS + 0.5)
+        await mm.store_turn("ag", "resumed", line(10), "Welcome back.", turn_id="new-0")
+        assert [t.id for t in await mm.get_recent_turns("ag", "resumed")] == ["new-0"]
+        assert await mm.count_memories("ag") == 3
+        for i in range(3):
+            content = f"User: {line(i)}"
+            m = await mm.get_memory("ag", memory_id("ag", (f"old-{i}",), content))
+            assert m is not None and m.source_turn_ids == (f"old-{i}",), i
+        # A second turn in the restarted session reads nothing again and writes nothing more.
+        await mm.store_turn("ag", "resumed", line(11), "Sure.", turn_id="new-1")
+        assert await mm.count_memories("ag") == 3
+    finally:
+        await mm.close()
+
+
 class Failing:
     name = "failing"
 
