@@ -17,7 +17,8 @@ import asyncio
 import json
 from typing import Any
 
-from actrone_pg.config import BACKENDS, CONSOLIDATORS, MemoryConfig
+from actrone_pg._cli._store import add_store_arguments, store_config
+from actrone_pg.config import CONSOLIDATORS, MemoryConfig
 from actrone_pg.errors import ConfigurationError
 
 __all__ = ["add_arguments", "run"]
@@ -32,14 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a session to consolidate; repeat for more (default: every live session of the "
         "agent with turns not yet consolidated)",
     )
-    parser.add_argument("--backend", choices=BACKENDS, help="store (default: ACTRONE_BACKEND)")
-    parser.add_argument("--dsn", help="PostgreSQL DSN (default: ACTRONE_POSTGRES_DSN)")
-    parser.add_argument("--schema", help="PostgreSQL schema (default: ACTRONE_POSTGRES_SCHEMA)")
-    parser.add_argument(
-        "--data-dir",
-        help="data directory of the embedded server, without --dsn "
-        "(default: ACTRONE_POSTGRES_DATA_DIR or the per-user data directory)",
-    )
+    add_store_arguments(parser, backend_help="store (default: ACTRONE_BACKEND)")
     parser.add_argument(
         "--consolidator",
         choices=[c for c in CONSOLIDATORS if c != "none"],
@@ -55,28 +49,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def config_from(args: argparse.Namespace) -> MemoryConfig:
     """The configuration the options and the environment give; never the memory backend."""
     overrides: dict[str, Any] = {}
-    for option, field in (
-        ("backend", "backend"),
-        ("dsn", "postgres_dsn"),
-        ("schema", "postgres_schema"),
-        ("data_dir", "postgres_data_dir"),
-        ("consolidator", "consolidator"),
-    ):
-        if getattr(args, option, None):
-            overrides[field] = getattr(args, option)
-    config = MemoryConfig(**overrides)
-    if config.backend == "memory":
-        raise ConfigurationError(
-            "backend",
-            "the memory backend keeps sessions inside one process, so a command has none to "
-            "consolidate; name the store: --backend postgres or --backend redis_qdrant, "
-            "or set ACTRONE_BACKEND",
-        )
-    if config.backend == "postgres":
-        from actrone_pg._cli._pg import start_embedded
-
-        dsn = config.postgres_dsn or start_embedded(config.postgres_data_dir, create=False)
-        config = config.replace(postgres_dsn=dsn, postgres_auto_migrate=False)
+    if args.consolidator:
+        overrides["consolidator"] = args.consolidator
+    config = store_config(
+        args,
+        memory_refusal="the memory backend keeps sessions inside one process, so a command has "
+        "none to consolidate; name the store: --backend postgres or --backend redis_qdrant, "
+        "or set ACTRONE_BACKEND",
+        **overrides,
+    )
     if config.consolidator == "none":
         raise ConfigurationError(
             "consolidator", "is 'none'; pass --consolidator extractive (or llm with its settings)"

@@ -15,8 +15,9 @@ import json
 from datetime import datetime
 from typing import Any
 
-from actrone_pg.config import BACKENDS, MemoryConfig
-from actrone_pg.errors import ConfigurationError, ValidationError
+from actrone_pg._cli._store import add_store_arguments, store_config
+from actrone_pg.config import MemoryConfig
+from actrone_pg.errors import ValidationError
 from actrone_pg.models import Memory, memory_to_dict
 
 
@@ -27,17 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     history = sub.add_parser("history", help="every version of one memory, oldest first")
     for p in (listing, history):
         p.add_argument("--agent", required=True, help="the agent whose memories to read")
-        p.add_argument(
-            "--backend",
-            choices=BACKENDS,
-            help="store to read (default: postgres with --dsn, else ACTRONE_BACKEND)",
-        )
-        p.add_argument("--dsn", help="PostgreSQL DSN (default: ACTRONE_POSTGRES_DSN)")
-        p.add_argument("--schema", help="PostgreSQL schema (default: ACTRONE_POSTGRES_SCHEMA)")
-        p.add_argument(
-            "--data-dir",
-            help="data directory of the embedded server, without --dsn "
-            "(default: ACTRONE_POSTGRES_DATA_DIR or the per-user data directory)",
+        add_store_arguments(
+            p, backend_help="store to read (default: postgres with --dsn, else ACTRONE_BACKEND)"
         )
         p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     history.add_argument("memory_id", help="the memory's id")
@@ -87,28 +79,13 @@ def _config(args: argparse.Namespace) -> MemoryConfig:
     overrides: dict[str, Any] = {"embedding_provider": "hashing"}  # reading embeds nothing
     if args.dsn and not args.backend:
         overrides["backend"] = "postgres"  # a DSN names a PostgreSQL store
-    for option, field in (
-        ("backend", "backend"),
-        ("dsn", "postgres_dsn"),
-        ("schema", "postgres_schema"),
-        ("data_dir", "postgres_data_dir"),
-    ):
-        if getattr(args, option):
-            overrides[field] = getattr(args, option)
-    config = MemoryConfig.from_env(**overrides)
-    if config.backend == "memory":
-        raise ConfigurationError(
-            "backend",
-            "the memory backend lives inside one process, so a new one holds nothing to list; "
-            "name the store: --backend postgres (with --dsn or the embedded server) or "
-            "--backend redis_qdrant, or set ACTRONE_BACKEND",
-        )
-    if config.backend == "postgres":
-        from actrone_pg._cli._pg import start_embedded
-
-        dsn = config.postgres_dsn or start_embedded(config.postgres_data_dir, create=False)
-        config = config.replace(postgres_dsn=dsn, postgres_auto_migrate=False)
-    return config
+    return store_config(
+        args,
+        memory_refusal="the memory backend lives inside one process, so a new one holds nothing "
+        "to list; name the store: --backend postgres (with --dsn or the embedded server) or "
+        "--backend redis_qdrant, or set ACTRONE_BACKEND",
+        **overrides,
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,54 +15,38 @@ import argparse
 import asyncio
 from typing import Any
 
-from actrone_pg.config import BACKENDS, MemoryConfig
-from actrone_pg.errors import ConfigurationError
+from actrone_pg._cli._store import add_store_arguments, store_config
 from actrone_pg.ranking import ANALYZERS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``actrone-pg reindex``."""
-    parser.add_argument(
-        "--backend", choices=BACKENDS, help="store to re-index (default: ACTRONE_BACKEND)"
-    )
+    add_store_arguments(parser, backend_help="store to re-index (default: ACTRONE_BACKEND)")
     parser.add_argument(
         "--text-analyzer",
         choices=ANALYZERS,
         help="analyzer to rebuild with (default: ACTRONE_TEXT_ANALYZER, else 'english')",
-    )
-    parser.add_argument("--dsn", help="PostgreSQL DSN (default: ACTRONE_POSTGRES_DSN)")
-    parser.add_argument("--schema", help="PostgreSQL schema (default: ACTRONE_POSTGRES_SCHEMA)")
-    parser.add_argument(
-        "--data-dir",
-        help="data directory of the embedded server, without --dsn "
-        "(default: ACTRONE_POSTGRES_DATA_DIR or the per-user data directory)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
     """Re-index; print how many memories were."""
     overrides: dict[str, Any] = {}
-    for option, name in (
-        ("backend", "backend"),
-        ("text_analyzer", "text_analyzer"),
-        ("dsn", "postgres_dsn"),
-        ("schema", "postgres_schema"),
-        ("data_dir", "postgres_data_dir"),
-    ):
-        if getattr(args, option):
-            overrides[name] = getattr(args, option)
-    config = MemoryConfig(**overrides)
-    if config.backend == "memory":
-        raise ConfigurationError(
-            "backend",
-            "the memory backend indexes inside one process and keeps nothing to re-index; name "
-            "the store: --backend postgres or --backend redis_qdrant, or set ACTRONE_BACKEND",
-        )
+    if args.text_analyzer:
+        overrides["text_analyzer"] = args.text_analyzer
+    config = store_config(
+        args,
+        memory_refusal="the memory backend indexes inside one process and keeps nothing to "
+        "re-index; name the store: --backend postgres or --backend redis_qdrant, or set "
+        "ACTRONE_BACKEND",
+        **overrides,
+    )
     if config.backend == "postgres":
-        from actrone_pg._cli._pg import connection_errors, start_embedded
+        from actrone_pg._cli._pg import connection_errors
         from actrone_pg.stores.postgres.reindex import reindex
 
-        dsn = config.postgres_dsn or start_embedded(config.postgres_data_dir, create=False)
+        dsn = config.postgres_dsn
+        assert dsn is not None  # store_config resolved it
         with connection_errors(dsn):
             count = reindex(dsn, config.postgres_schema, config.text_analyzer)
         where = f"schema {config.postgres_schema}"

@@ -21,22 +21,12 @@ import argparse
 import asyncio
 from typing import Any
 
-from actrone_pg.config import BACKENDS, MemoryConfig
-from actrone_pg.errors import ConfigurationError
+from actrone_pg._cli._store import add_store_arguments, store_config
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``actrone-pg sweep``."""
-    parser.add_argument(
-        "--backend", choices=BACKENDS, help="store to sweep (default: ACTRONE_BACKEND)"
-    )
-    parser.add_argument("--dsn", help="PostgreSQL DSN (default: ACTRONE_POSTGRES_DSN)")
-    parser.add_argument("--schema", help="PostgreSQL schema (default: ACTRONE_POSTGRES_SCHEMA)")
-    parser.add_argument(
-        "--data-dir",
-        help="data directory of the embedded server, without --dsn "
-        "(default: ACTRONE_POSTGRES_DATA_DIR or the per-user data directory)",
-    )
+    add_store_arguments(parser, backend_help="store to sweep (default: ACTRONE_BACKEND)")
     parser.add_argument(
         "--ttl-hours",
         type=float,
@@ -59,32 +49,17 @@ def run(args: argparse.Namespace) -> int:
     if args.batch < 1:
         raise SystemExit("actrone-pg sweep: --batch must be at least 1")
     overrides: dict[str, Any] = {}
-    if args.backend:
-        overrides["backend"] = args.backend
-    if args.dsn:
-        overrides["postgres_dsn"] = args.dsn
-    if args.schema:
-        overrides["postgres_schema"] = args.schema
-    if args.data_dir:
-        overrides["postgres_data_dir"] = args.data_dir
     if args.ttl_hours is not None:
         overrides["session_ttl_hours"] = args.ttl_hours
     if args.no_consolidate:
         overrides["consolidator"] = "none"
-    config = MemoryConfig(**overrides)
-    if config.backend == "memory":
-        raise ConfigurationError(
-            "backend",
-            "the memory backend keeps sessions inside one process, so there is nothing to sweep; "
-            "name the store that holds them: --backend postgres (with --dsn or the embedded "
-            "server) or --backend redis_qdrant, or set ACTRONE_BACKEND",
-        )
-    if config.backend == "postgres":
-        from actrone_pg._cli._pg import start_embedded
-
-        # Sweeping never creates or migrates: a wrong schema is a SchemaError naming it.
-        dsn = config.postgres_dsn or start_embedded(config.postgres_data_dir, create=False)
-        config = config.replace(postgres_dsn=dsn, postgres_auto_migrate=False)
+    config = store_config(
+        args,
+        memory_refusal="the memory backend keeps sessions inside one process, so there is "
+        "nothing to sweep; name the store that holds them: --backend postgres (with --dsn or "
+        "the embedded server) or --backend redis_qdrant, or set ACTRONE_BACKEND",
+        **overrides,
+    )
 
     async def sweep() -> tuple[int, int]:
         from actrone_pg.manager import MemoryManager
