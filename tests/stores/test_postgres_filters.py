@@ -80,13 +80,18 @@ _FILTERS: list[dict[str, Any]] = [
 ]
 
 
-@pytest.fixture(params=["selective", "broad"])
+@pytest.fixture(
+    params=["selective", "broad, counted among matches", "broad, counted among the rest"]
+)
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """Force every filter down one path: its own index, or one pass over the agent's rows."""
-    if request.param == "broad":
-        monkeypatch.setattr(search, "FILTER_BROAD_DIVISOR", 1_000_000)
-    else:
+    """Force every filter down one path: its own index, or one pass over the agent's rows with
+    the document frequencies counted on one side or the other."""
+    if request.param == "selective":
         monkeypatch.setattr(search, "FILTER_BROAD_DIVISOR", 0)
+    else:
+        monkeypatch.setattr(search, "INDEXED_FILTER_KEYS", frozenset())
+        rest = request.param.endswith("the rest")
+        monkeypatch.setattr(search, "FILTER_MOST_DIVISOR", 1_000_000 if rest else 0)
     yield str(request.param)
 
 

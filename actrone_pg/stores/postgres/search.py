@@ -15,6 +15,7 @@ from actrone_pg.stores.postgres.maintenance import Maintenance
 from actrone_pg.stores.postgres.statements import (
     FILTER_BROAD_DIVISOR,
     FILTER_CONDITIONS,
+    FILTER_MOST_DIVISOR,
     FILTER_PROBE_SAMPLE,
     FILTERED,
     FILTERED_CANDIDATES,
@@ -94,13 +95,13 @@ class Search(Maintenance):
             )
             agent = request.agent_id
             cosine = (request.embedder, request.now, request.vector)
-            # No index serves the filter: an empty sample sends it down the one pass.
+            # No index serves the filter: the one pass whatever the sample says.
             indexed = any(getattr(flt, key) is not None for key in INDEXED_FILTER_KEYS)
-            sample = FILTER_PROBE_SAMPLE if indexed else 0
             first = (
-                *(*values, FILTER_BROAD_DIVISOR, agent, sample),
-                *(*cosine, agent, *values),
-                *(*values, *values, *cosine, agent),
+                *(FILTER_MOST_DIVISOR, *values, agent, FILTER_PROBE_SAMPLE),
+                *(indexed, FILTER_BROAD_DIVISOR),
+                *(terms, *cosine, agent, *values),
+                *(terms, *cosine, *values, agent),
                 *(float(request.threshold), int(request.limit), agent, terms),
             )
             candidates, lifecycle = sql.SQL(FILTERED_CANDIDATES), sql.SQL(FILTERED_STATS)

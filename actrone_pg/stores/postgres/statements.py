@@ -206,44 +206,55 @@ UNFILTERED = (
 # SEARCH_PACKED). One pass finds the filtered set, its cosines and its BM25 statistics, which
 # hybrid_search is then given (FILTERED_CANDIDATES, FILTERED_STATS). {where} is the filter's
 # conditions on m, {vs} pgvector's schema.
-# - fp: is the filter broad? It is if it matches at least 1 / FILTER_BROAD_DIVISOR of a sample
-#   of the agent's memories (the first FILTER_PROBE_SAMPLE by id: a few hundred primary-key
-#   reads). The sample only picks the path; both give the same result.
-# - fm: if not, the matching rows only (a selective filter, read through that index); if so,
-#   every row of the agent, ok telling whether it matches (one pass: reading most of the rows
-#   through an index costs more). The cosine is computed for live matching rows of the embedder.
+# - fp: the filter is checked on a sample of the agent's memories (the first FILTER_PROBE_SAMPLE
+#   by id: a few hundred primary-key reads). broad: it matches at least 1 / FILTER_BROAD_DIVISOR
+#   of them, or no index serves it. most: broad, and it matches more than 1 /
+#   FILTER_MOST_DIVISOR. The sample only picks the way; every way gives the same result.
+# - fm: if not broad, the matching rows only (a selective filter, read through that index); if
+#   broad, every row of the agent, ok telling whether it matches (one pass: reading most of the
+#   rows through an index costs more), the filter evaluated once per row. The cosine is computed
+#   for live matching rows of the embedder. A row's terms are kept only if the row is on the
+#   side its statistics are counted on (the matching rows, or if most match the others) and has
+#   one of the query's terms: term_freqs is read (and decompressed) for that side only, and
+#   what is materialised stays small.
 # - fn: the filtered set's N and total length (every embedder, expired ones included until
 #   swept, as the pipeline counts them).
-# - fd: each term's document frequency in the filtered set, counted on the smaller side: the
-#   matching rows, or for a broad filter the agent's (term_stats) minus the other rows'.
+# - fd: each term's document frequency in the filtered set, counted on that side: among the
+#   matching rows, or as the agent's (term_stats) minus the other rows'.
 # docs/postgres.md, "Filtered search", has the measurements.
-# Parameters: the conditions', divisor, agent, sample; embedder, now, vector, agent, the
-# conditions'; the conditions' twice, embedder, now, vector, agent; threshold, limit; agent, terms.
-# The cosine of a live matching row under the embedder ({ok}: whether it matches), else NULL.
-_FILTERED_COSINE = (
-    "CASE WHEN {ok} AND m.embedder = %s AND (m.expires_at IS NULL OR m.expires_at > %s)"
-    " THEN -(m.embedding OPERATOR({vs}.<#>) %s) END AS cosine"
+# Parameters: the conditions', agent, sample, indexed, divisor, most divisor; terms, embedder,
+# now, vector, agent, the conditions'; terms, embedder, now, vector, the conditions', agent;
+# threshold, limit; agent, terms.
+_LIVE_COSINE = (
+    " AND {m}.embedder = %s AND ({m}.expires_at IS NULL OR {m}.expires_at > %s)"
+    " THEN -({m}.embedding OPERATOR({vs}.<#>) %s) END AS cosine"
 )
 FILTERED = (
-    "fp AS MATERIALIZED (SELECT count(*) FILTER (WHERE {where}) * %s::bigint >= count(*)"
-    " AS broad FROM (SELECT * FROM {s}.memories AS m WHERE m.agent_id = %s ORDER BY m.id"
-    " LIMIT %s) AS m),"
-    " fm AS MATERIALIZED (SELECT m.id, m.created_at, m.doc_len, m.term_freqs, true AS ok, "
-    + _FILTERED_COSINE.replace("{ok}", "true")
+    "fp AS MATERIALIZED (SELECT b.broad, b.broad AND s.hits * %s::bigint > s.n AS most"
+    " FROM (SELECT count(*) FILTER (WHERE {where}) AS hits, count(*) AS n"
+    " FROM (SELECT * FROM {s}.memories AS m WHERE m.agent_id = %s ORDER BY m.id LIMIT %s) AS m)"
+    " AS s CROSS JOIN LATERAL (SELECT NOT %s::bool OR s.hits * %s::bigint >= s.n AS broad) AS b),"
+    " fm AS MATERIALIZED (SELECT m.id, m.created_at, m.doc_len,"
+    " CASE WHEN m.term_freqs ?| %s::text[] THEN m.term_freqs END AS term_freqs, true AS ok,"
+    " CASE WHEN true"
+    + _LIVE_COSINE.replace("{m}", "m")
     + " FROM {s}.memories AS m WHERE m.agent_id = %s AND {where} AND NOT (SELECT fp.broad FROM fp)"
-    " UNION ALL SELECT m.id, m.created_at, m.doc_len, m.term_freqs, COALESCE({where}, false), "
-    + _FILTERED_COSINE.replace("{ok}", "{where}")
-    + " FROM {s}.memories AS m WHERE m.agent_id = %s AND (SELECT fp.broad FROM fp)),"
+    " UNION ALL SELECT y.id, y.created_at, y.doc_len,"
+    " CASE WHEN y.ok <> (SELECT fp.most FROM fp) AND y.term_freqs ?| %s::text[]"
+    " THEN y.term_freqs END, y.ok, CASE WHEN y.ok"
+    + _LIVE_COSINE.replace("{m}", "y")
+    + " FROM (SELECT m.id, m.created_at, m.doc_len, m.term_freqs, m.embedder, m.expires_at,"
+    " m.embedding, COALESCE({where}, false) AS ok FROM {s}.memories AS m"
+    " WHERE m.agent_id = %s AND (SELECT fp.broad FROM fp) OFFSET 0) AS y),"
+    " ft AS MATERIALIZED (SELECT f.ok, f.term_freqs FROM fm AS f WHERE f.term_freqs IS NOT NULL),"
     " fc AS (SELECT ARRAY(SELECT x.id FROM (SELECT f.id FROM fm AS f WHERE f.cosine >= %s::float8"
     " ORDER BY f.cosine DESC, f.created_at DESC, f.id LIMIT %s::int) AS x ORDER BY x.id) AS ids),"
     " fn AS (SELECT count(*) FILTER (WHERE f.ok) AS n_docs,"
-    " COALESCE(sum(f.doc_len) FILTER (WHERE f.ok), 0)::bigint AS total_length,"
-    " (SELECT fp.broad FROM fp) AND count(*) FILTER (WHERE f.ok) * 2 > count(*) AS most"
-    " FROM fm AS f),"
-    " fd AS (SELECT ARRAY(SELECT (CASE WHEN (SELECT fn.most FROM fn) THEN COALESCE(("
+    " COALESCE(sum(f.doc_len) FILTER (WHERE f.ok), 0)::bigint AS total_length FROM fm AS f),"
+    " fd AS (SELECT ARRAY(SELECT (CASE WHEN (SELECT fp.most FROM fp) THEN COALESCE(("
     "SELECT ts.df FROM {s}.term_stats AS ts WHERE ts.agent_id = %s AND ts.term = t.term), 0)"
-    " - (SELECT count(*) FROM fm AS f WHERE NOT f.ok AND f.term_freqs ? t.term)"
-    " ELSE (SELECT count(*) FROM fm AS f WHERE f.ok AND f.term_freqs ? t.term) END)::integer"
+    " - (SELECT count(*) FROM ft AS f WHERE NOT f.ok AND f.term_freqs ? t.term)"
+    " ELSE (SELECT count(*) FROM ft AS f WHERE f.ok AND f.term_freqs ? t.term) END)::integer"
     " FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, ord) ORDER BY t.ord) AS dfs)"
 )
 #: A filter matching at least 1 / FILTER_BROAD_DIVISOR of a sample of FILTER_PROBE_SAMPLE of the
@@ -251,8 +262,12 @@ FILTERED = (
 #: (where the two cost about the same: docs/postgres.md, "Filtered search").
 FILTER_PROBE_SAMPLE = 256
 FILTER_BROAD_DIVISOR = 4
+#: A broad filter matching more than 1 / FILTER_MOST_DIVISOR of the sample has its document
+#: frequencies counted among the rows it leaves out (the smaller side), subtracted from the
+#: agent's; otherwise among the rows it matches.
+FILTER_MOST_DIVISOR = 2
 #: The filter keys an index serves (GIN on tags and metadata, the btree on created_at). A filter
-#: without any is read in one pass straight away: its selective path would read every row too.
+#: without any is always read in one pass (broad): its selective path would read every row too.
 INDEXED_FILTER_KEYS = frozenset(
     {"tags_any", "tags_all", "metadata", "created_after", "created_before"}
 )
