@@ -7,6 +7,10 @@
   search reads the same entries, so the ratio between the two is what ranking, fusion and
   packing add, whatever the machine's speed that day.
 
+PostgreSQL also gets a second yardstick the spec names beside the floor: a plain nearest-neighbour
+query, ``ORDER BY embedding <=> q LIMIT 500`` over the same candidate-index entries, which
+computes every distance and keeps the nearest 500 but ranks nothing else (:func:`nearest_for`).
+
 Redis + Qdrant has no floor of its own here: Qdrant's search is the floor.
 """
 
@@ -20,13 +24,20 @@ import numpy as np
 from actrone_pg.bench.workload import AgentData, Dataset, unit_rows
 from actrone_pg.manager import MemoryManager
 
-__all__ = ["Floor", "floor_for"]
+__all__ = ["Floor", "floor_for", "nearest_for"]
 
 #: A bare read of one agent's vectors from its candidate-index entries; {s} is the schema, {vs}
 #: pgvector's. count(m.embedding) makes the scan read every vector, which count(*) would skip.
 BARE_READ = (
     "SELECT count(m.embedding) FROM {s}.memories AS m WHERE m.agent_id = %s AND m.embedder = %s"
     " AND {vs}.vector_dims(m.embedding) <= 600"
+)
+#: The plain nearest-neighbour query of spec §7, over the same entries: cosine distance, the
+#: nearest ``limit`` ids, nothing else.
+PLAIN_NEAREST = (
+    "SELECT m.id FROM {s}.memories AS m WHERE m.agent_id = %s AND m.embedder = %s"
+    " AND {vs}.vector_dims(m.embedding) <= 600"
+    " ORDER BY m.embedding OPERATOR({vs}.<=>) %s LIMIT %s"
 )
 
 
@@ -47,6 +58,25 @@ def floor_for(mm: MemoryManager, dataset: Dataset, limit: int) -> Floor | None:
     return None
 
 
+def nearest_for(mm: MemoryManager, dataset: Dataset, limit: int) -> Floor | None:
+    """The plain ``ORDER BY embedding <=> q LIMIT limit`` of PostgreSQL, or ``None`` elsewhere
+    (the in-memory floor already is a bare top-``limit``)."""
+    if mm.backend != "postgres":
+        return None
+    return _postgres_call(
+        mm,
+        PLAIN_NEAREST,
+        f"ORDER BY embedding <=> q LIMIT {limit}",
+        lambda agent, q, embedder: (
+            agent.agent_id,
+            embedder,
+            unit_rows(agent.query_vectors[q : q + 1])[0],
+            limit,
+        ),
+        fetch_all=True,
+    )
+
+
 def _numpy_top(dataset: Dataset, limit: int) -> Floor:
     # Column-major like the in-memory store's matrix, so the product reads the same layout.
     matrices = {a.agent_id: np.ascontiguousarray(unit_rows(a.vectors).T) for a in dataset.agents}
@@ -61,6 +91,24 @@ def _numpy_top(dataset: Dataset, limit: int) -> Floor:
 
 
 def _bare_read(mm: MemoryManager) -> Floor:
+    return _postgres_call(
+        mm,
+        BARE_READ,
+        "bare read, candidate index",
+        lambda agent, q, embedder: (agent.agent_id, embedder),
+        fetch_all=False,
+    )
+
+
+def _postgres_call(
+    mm: MemoryManager,
+    text: str,
+    name: str,
+    params: Callable[[AgentData, int, str], tuple[object, ...]],
+    *,
+    fetch_all: bool,
+) -> Floor:
+    """A timed statement on the store's own pool ({s}: its schema, {vs}: pgvector's)."""
     from psycopg import sql
 
     from actrone_pg.stores.postgres import PostgresStore
@@ -68,13 +116,13 @@ def _bare_read(mm: MemoryManager) -> Floor:
     store = mm.store
     assert isinstance(store, PostgresStore)
     embedder = mm.embedder.name
+    statement = sql.SQL(text).format(
+        s=sql.Identifier(store.schema), vs=sql.Identifier(store._vector_schema)
+    )
 
-    async def read(agent: AgentData, q: int) -> object:
-        statement = sql.SQL(BARE_READ).format(
-            s=sql.Identifier(store.schema), vs=sql.Identifier(store._vector_schema)
-        )
+    async def call(agent: AgentData, q: int) -> object:
         async with store._conn() as conn:
-            cur = await conn.execute(statement, (agent.agent_id, embedder))
-            return await cur.fetchone()
+            cur = await conn.execute(statement, params(agent, q, embedder))
+            return await (cur.fetchall() if fetch_all else cur.fetchone())
 
-    return Floor("bare read, candidate index", read)
+    return Floor(name, call)

@@ -397,6 +397,10 @@ class BenchResult:
     #: after the unfiltered passes; ``None`` where the spec names none.
     floor_name: str = ""
     floor: LatencyStats | None = None
+    #: PostgreSQL's plain nearest-neighbour query (:func:`actrone_pg.bench.floor.nearest_for`),
+    #: timed right after the floor.
+    nearest_name: str = ""
+    nearest: LatencyStats | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -474,6 +478,7 @@ async def run_benchmark(
     filtered: bool = False,
     versions: int = 0,
     floor: Floor | None = None,
+    nearest: Floor | None = None,
 ) -> BenchResult:
     """Ingest ``dataset`` through ``mm``, then time retrieval and measure recall.
 
@@ -485,8 +490,8 @@ async def run_benchmark(
     repeats`` with ``filtered`` and ``2 × queries × repeats`` with ``versions``).
 
     ``filtered`` and ``versions`` add the passes described in the module doc, after the
-    unfiltered ones. ``floor`` is timed over the same queries right after the unfiltered passes
-    (``queries × repeats`` more calls).
+    unfiltered ones. ``floor``, then ``nearest``, are timed over the same queries right after the
+    unfiltered passes (``queries × repeats`` more calls each).
 
     ``mm`` must use ``embedder`` and the dataset's threshold. With ``clean`` every agent of the
     dataset is erased first (the benchmark's agent ids start with ``bench-agent-``).
@@ -573,6 +578,10 @@ async def run_benchmark(
         if floor is not None:
             floor_runs, _ = await _timed_runs(floor.call, pairs, repeats, query_progress)
             floor_stats = LatencyStats.of_runs(floor_runs)
+        nearest_stats = None
+        if nearest is not None:
+            nearest_runs, _ = await _timed_runs(nearest.call, pairs, repeats, query_progress)
+            nearest_stats = LatencyStats.of_runs(nearest_runs)
 
         extra = await _filter_and_version_passes(
             mm, dataset, pairs, found, filtered, versions, repeats, query_progress
@@ -617,6 +626,8 @@ async def run_benchmark(
             repeats=repeats,
             floor_name="" if floor is None else floor.name,
             floor=floor_stats,
+            nearest_name="" if nearest is None else nearest.name,
+            nearest=nearest_stats,
             **extra,
         )
     finally:

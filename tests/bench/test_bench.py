@@ -260,7 +260,7 @@ def test_versions_must_not_be_negative() -> None:
 
 async def test_the_numpy_floor_is_the_exact_top_of_the_same_vectors() -> None:
     from actrone_pg import MemoryConfig, MemoryManager
-    from actrone_pg.bench.floor import floor_for
+    from actrone_pg.bench.floor import floor_for, nearest_for
 
     dataset = build_dataset(DatasetSpec(agents=1, per_agent=300, queries=3))
     embedder = FixedVectorEmbedder(dataset.spec.dimensions)
@@ -270,6 +270,7 @@ async def test_the_numpy_floor_is_the_exact_top_of_the_same_vectors() -> None:
     try:
         floor = floor_for(mm, dataset, 50)
         assert floor is not None and floor.name == "numpy top-50"
+        assert nearest_for(mm, dataset, 50) is None  # the numpy floor already is a bare top-50
         agent = dataset.agents[0]
         top = np.asarray(await floor.call(agent, 1))
         scores = unit_rows(agent.vectors) @ agent.query_vectors[1]
@@ -283,7 +284,7 @@ async def test_the_postgres_floor_reads_every_vector_of_the_agent(
     postgres_dsn: str, postgres_schema: str
 ) -> None:
     from actrone_pg import MemoryConfig, MemoryManager
-    from actrone_pg.bench.floor import floor_for
+    from actrone_pg.bench.floor import floor_for, nearest_for
     from actrone_pg.bench.workload import ingest
 
     dataset = build_dataset(DatasetSpec(agents=2, per_agent=120, queries=2))
@@ -303,6 +304,13 @@ async def test_the_postgres_floor_reads_every_vector_of_the_agent(
         floor = floor_for(mm, dataset, 500)
         assert floor is not None and floor.name.startswith("bare read")
         assert await floor.call(dataset.agents[0], 0) == (120,)
+        # The plain nearest-neighbour query beside it: the agent's nearest 10, nearest first.
+        nearest = nearest_for(mm, dataset, 10)
+        assert nearest is not None and nearest.name.startswith("ORDER BY embedding <=> q")
+        agent = dataset.agents[0]
+        got = [row[0] for row in await nearest.call(agent, 0)]  # type: ignore[attr-defined]
+        scores = unit_rows(agent.vectors) @ unit_rows(agent.query_vectors[0:1])[0]
+        assert got == [agent.ids[int(i)] for i in np.argsort(-scores, kind="stable")[:10]]
     finally:
         for agent in dataset.agents:
             await mm.erase_agent(agent.agent_id)
