@@ -1,8 +1,9 @@
 """A public method of the manager raises only ``ActroneError`` (README, "Bad input").
 
-:func:`guard_public_methods` wraps every public method of a class (coroutine methods, the
-``create`` classmethod and plain methods alike) once, when the class is defined, so a method added
-later is covered without anyone remembering to. Inside the wrapper:
+:func:`guard_public_methods` wraps every public method of a class, its bases' included
+(coroutine methods, the ``create`` classmethod and plain methods alike), once, when the class is
+defined, so a method added later, to the class or to one of its layers, is covered without anyone
+remembering to. Inside the wrapper:
 
 - an ``ActroneError`` passes through untouched;
 - an ``ExceptionGroup`` (a ``TaskGroup`` whose tasks failed) is unwrapped: its first
@@ -30,7 +31,7 @@ from actrone_pg.errors import (
     ValidationError,
 )
 
-__all__ = ["GUARDED", "guard_public_methods", "to_actrone_error"]
+__all__ = ["GUARDED", "guard_public_methods", "public_attributes", "to_actrone_error"]
 
 C = TypeVar("C", bound=type)
 
@@ -45,19 +46,37 @@ _MODULES: tuple[tuple[str, type[ActroneError]], ...] = (
 )
 
 
-def guard_public_methods(cls: C) -> C:
-    """Wrap every public method defined on ``cls`` (see the module docstring)."""
-    for name, attr in list(vars(cls).items()):
-        if name.startswith("_"):
+def public_attributes(cls: type) -> list[tuple[str, Any]]:
+    """The public attributes ``cls`` defines or inherits, each as the nearest class defines it.
+
+    The manager is built from layers (:mod:`actrone_pg._manager`): what a wrapper covers is
+    every public method of the class, wherever in its bases it is written.
+    """
+    found: dict[str, Any] = {}
+    for klass in cls.__mro__:
+        if klass is object:
             continue
+        for name, attr in vars(klass).items():
+            if not name.startswith("_") and name not in found:
+                found[name] = attr
+    return list(found.items())
+
+
+def guard_public_methods(cls: C) -> C:
+    """Wrap every public method of ``cls``, inherited ones included (see the module docstring).
+
+    A wrapper of an inherited method is set on ``cls`` itself, and named as its method (its
+    ``__qualname__`` is ``cls``'s); the base keeps its own function.
+    """
+    for name, attr in public_attributes(cls):
         if isinstance(attr, classmethod):
-            setattr(cls, name, classmethod(_guard(attr.__func__)))
+            setattr(cls, name, classmethod(_guard(attr.__func__, cls)))
         elif inspect.isfunction(attr):
-            setattr(cls, name, _guard(attr))
+            setattr(cls, name, _guard(attr, cls))
     return cls
 
 
-def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
+def _guard(fn: Callable[..., Any], owner: type) -> Callable[..., Any]:
     if inspect.iscoroutinefunction(fn):
 
         @functools.wraps(fn)
@@ -84,6 +103,7 @@ def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
                 raise error from error.__cause__
 
         wrapper = sync_wrapper
+    wrapper.__qualname__ = f"{owner.__qualname__}.{fn.__name__}"
     setattr(wrapper, GUARDED, True)
     return wrapper
 

@@ -39,6 +39,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from actrone_pg._guard import public_attributes
 from actrone_pg.config import MemoryConfig
 from actrone_pg.models import RetrievedContext
 from actrone_pg.pipeline import PackedSearch
@@ -391,14 +392,13 @@ _STEP_RESULTS: dict[str, Callable[[Any], Mapping[str, Any]]] = {
 def trace_public_methods(cls: C) -> C:
     """Give every public coroutine method of ``cls`` (and its ``create``) a span and a histogram.
 
-    Apply it over :func:`~actrone_pg._guard.guard_public_methods`, so the span sees the error
-    the caller gets. An instance method asks ``self._telemetry``; ``create`` asks the telemetry
-    its ``config`` would give. Plain methods (``count_tokens``) run without I/O and are left
-    alone: the manager calls them once per memory.
+    Inherited methods are covered too (the manager is built from layers), their wrappers set on
+    ``cls``. Apply it over :func:`~actrone_pg._guard.guard_public_methods`, so the span sees the
+    error the caller gets. An instance method asks ``self._telemetry``; ``create`` asks the
+    telemetry its ``config`` would give. Plain methods (``count_tokens``) run without I/O and are
+    left alone: the manager calls them once per memory.
     """
-    for name, attr in list(vars(cls).items()):
-        if name.startswith("_"):
-            continue
+    for name, attr in public_attributes(cls):
         if isinstance(attr, classmethod) and inspect.iscoroutinefunction(attr.__func__):
             setattr(cls, name, classmethod(_traced_constructor(name, attr.__func__)))
         elif inspect.iscoroutinefunction(attr):

@@ -29,7 +29,7 @@ from actrone_pg import (
     ValidationError,
 )
 from actrone_pg import _validation as v
-from actrone_pg._guard import GUARDED
+from actrone_pg._guard import GUARDED, guard_public_methods
 from actrone_pg.embedders import HashingEmbedder, as_vectors, normalise
 from actrone_pg.stores import Store
 from actrone_pg.stores.memory import InMemoryStore
@@ -81,6 +81,33 @@ def test_every_public_method_is_listed_and_guarded() -> None:
     assert public_methods() == sorted(CALLS)
     for name in CALLS:
         assert getattr(getattr(MemoryManager, name), GUARDED, False), name
+
+
+def test_methods_of_layers_are_guarded_on_the_class_and_the_layers_keep_their_own() -> None:
+    # MemoryManager is built from layers (actrone_pg._manager): the guard covers what it inherits.
+    class Layer:
+        def fails(self) -> str:
+            raise RuntimeError("boom")
+
+        def answer(self) -> str:
+            return "layer"
+
+        def _helper(self) -> None: ...
+
+    class Middle(Layer):
+        def answer(self) -> str:
+            return "middle"
+
+    @guard_public_methods
+    class Top(Middle): ...
+
+    assert {"fails", "answer"} <= set(vars(Top)) and "_helper" not in vars(Top)
+    assert getattr(Top.fails, GUARDED, False) and not getattr(Layer.fails, GUARDED, False)
+    assert Top.fails.__qualname__ == f"{Top.__qualname__}.fails"
+    assert Top().answer() == "middle"  # the nearest definition is the one wrapped
+    with pytest.raises(ActroneError) as info:
+        Top().fails()
+    assert isinstance(info.value.__cause__, RuntimeError)
 
 
 class BrokenStore(InMemoryStore):

@@ -22,7 +22,7 @@ from actrone_pg.errors import ConsolidationError, MemoryNotFoundError, Validatio
 from actrone_pg.models import Turn
 
 if TYPE_CHECKING:
-    from actrone_pg.manager import MemoryManager
+    from actrone_pg._manager.consolidating import Consolidating
 
 __all__ = ["MARKER", "consolidate_turns", "marker_for", "memory_id", "pending_turns"]
 
@@ -75,7 +75,7 @@ def memory_id(agent_id: str, source_turn_ids: Sequence[str], content: str) -> st
 
 
 async def consolidate_turns(
-    mm: MemoryManager,
+    mm: Consolidating,
     consolidator: Consolidator,
     agent_id: str,
     session_id: str,

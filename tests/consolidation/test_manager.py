@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from actrone_pg import ConfigurationError, ConsolidationError, MemoryConfig, MemoryManager
-from actrone_pg import manager as manager_module
+from actrone_pg._manager import consolidating
 from actrone_pg.consolidation import ConsolidatedMemory, ConsolidationContext
 from actrone_pg.consolidation.run import MARKER, memory_id
 from actrone_pg.embedders import HashingEmbedder
@@ -243,7 +243,7 @@ async def test_store_turn_does_not_wait_for_the_consolidation_and_close_awaits_i
 async def test_close_cancels_a_consolidation_that_does_not_finish(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(manager_module, "_CLOSE_GRACE_SECONDS", 0.05)
+    monkeypatch.setattr(consolidating, "_CLOSE_GRACE_SECONDS", 0.05)
     flaky = Flaky(failures=0, gate=asyncio.Event())  # never opened
     store = InMemoryStore()
     mm = await make(store, flaky, consolidate_after_turns=1, consolidate_cooldown_seconds=0)

@@ -1,0 +1,250 @@
+"""The manager's consolidation layer (spec §9.1): sessions' turns become memories, under a lock.
+
+Consolidation runs when asked (:meth:`Consolidating.consolidate_session`), in the background after
+``consolidate_after_turns`` turns, before a turn restarts an expired session, and when the
+sweeper removes one; the work itself is :mod:`actrone_pg.consolidation.run`'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+import uuid
+
+from actrone_pg import _validation as v
+from actrone_pg._manager.base import utc_now
+from actrone_pg._manager.memories import Memories
+from actrone_pg._manager.retrieval import Retrieval
+from actrone_pg.consolidation import run as consolidation
+from actrone_pg.errors import ActroneError, ConfigurationError, ConsolidationError
+
+__all__ = ["Consolidating"]
+
+logger = logging.getLogger("actrone_pg.manager")
+
+# Consolidation holds the agent's maintenance lock (spec §8) this long at most; a run that takes
+# longer (a slow chat model) may overlap another, whose writes the derived ids make harmless.
+_CONSOLIDATION_LOCK_SECONDS = 600.0
+# After a failed or lock-blocked background consolidation, wait this long before trying again.
+_CONSOLIDATION_RETRY_SECONDS = 30.0
+# close() lets running background consolidations finish this long, then cancels them.
+_CLOSE_GRACE_SECONDS = 10.0
+# An expired session is read as if its TTL were this long, so the sweeper can consolidate it.
+_READ_EXPIRED_TTL = 100 * 365 * 24 * 3600.0
+# store_turn trusts that a session it wrote to is still live for its TTL less this margin (a
+# share of the TTL, at most a minute): the store's clock decides expiry, not this process's.
+_LIVE_MARGIN_SHARE = 0.1
+_LIVE_MARGIN_MAX_SECONDS = 60.0
+# Sessions whose liveness store_turn remembers; past this it forgets them all (and checks again).
+_LIVE_SESSIONS_KEPT = 100_000
+
+
+class Consolidating(Memories, Retrieval):
+    """Consolidate sessions into memories: on request, in the background, and the agents' locks.
+
+    It builds on the write and retrieval layers: a consolidator searches the agent's memories
+    and its proposals are written through :meth:`inject_memories` and :meth:`update_memory`.
+    """
+
+    async def consolidate_session(self, agent_id: str, session_id: str) -> list[str]:
+        """Turn the session's turns not yet consolidated into long-term memories (spec §9.1).
+
+        Returns the ids of the memories written or updated (``[]`` if there was nothing worth
+        keeping or nothing new). Each memory records its ``source_turn_ids`` and
+        ``source="consolidated"``; running it again over the same turns writes no duplicate.
+        It holds the agent's maintenance lock: if another process holds it, or the consolidator
+        fails, this raises :class:`~actrone_pg.errors.ConsolidationError`, nothing is lost and
+        the turns stay pending.
+        """
+        v.check_id("agent_id", agent_id)
+        v.check_id("session_id", session_id)
+        if self.consolidator is None:
+            raise ConfigurationError(
+                "consolidator", "is 'none': set 'extractive' or 'llm' to consolidate sessions"
+            )
+        ids = await self._consolidate_locked(agent_id, session_id, expired=False)
+        self._new_turns.pop((agent_id, session_id), None)
+        return ids
+
+    async def try_lock(
+        self, agent_id: str, name: str = "maintenance", *, ttl_seconds: float = 60.0
+    ) -> str | None:
+        """Take the agent's named lock; returns a token to release it with, or ``None`` if held.
+
+        Among concurrent callers exactly one gets the lock; it lapses after ``ttl_seconds`` by the
+        store's clock even if never released.
+        """
+        v.check_id("agent_id", agent_id)
+        v.check_id("name", name)
+        ttl = v.check_ttl("ttl_seconds", ttl_seconds)
+        token = str(uuid.uuid4())
+        ok = await self.store.acquire_lock(agent_id, name, token, ttl)
+        return token if ok else None
+
+    async def release_lock(self, agent_id: str, token: str, name: str = "maintenance") -> bool:
+        """Release a lock taken by :meth:`try_lock`; ``False`` if it had lapsed or was not yours."""
+        v.check_id("agent_id", agent_id)
+        v.check_id("token", token)
+        v.check_id("name", name)
+        return await self.store.release_lock(agent_id, name, token)
+
+    async def _consolidate_locked(
+        self, agent_id: str, session_id: str, *, expired: bool, min_turns: int = 1
+    ) -> list[str]:
+        """Consolidate the session's pending turns under the agent's maintenance lock.
+
+        ``expired``: the session is past its TTL and the sweeper deletes it next: it is read
+        whatever its age and its marker is not written. Fewer than ``min_turns`` pending turns:
+        nothing.
+        """
+        assert self.consolidator is not None
+        token = str(uuid.uuid4())
+        if not await self.store.acquire_lock(
+            agent_id, "maintenance", token, _CONSOLIDATION_LOCK_SECONDS
+        ):
+            raise ConsolidationError(
+                f"agent {agent_id!r} is being consolidated or maintained by another process "
+                "(its maintenance lock is held); try again later"
+            )
+        try:
+            ttl = _READ_EXPIRED_TTL if expired else self.config.session_ttl_seconds
+            info = await self.store.get_session(agent_id, session_id, ttl_seconds=ttl)
+            if info is None:
+                return []
+            turns = await self.store.recent_turns(
+                agent_id, session_id, limit=max(info.turn_count, 1), ttl_seconds=ttl
+            )
+            pending = consolidation.pending_turns(turns, info.metadata.get(consolidation.MARKER))
+            if len(pending) < min_turns:
+                return []
+            ids = await consolidation.consolidate_turns(
+                self, self.consolidator, agent_id, session_id, pending
+            )
+            if not expired:
+                marker = consolidation.marker_for(pending[-1], utc_now())
+                await self.store.set_session_metadata(
+                    agent_id,
+                    session_id,
+                    {consolidation.MARKER: marker},
+                    ttl_seconds=self.config.session_ttl_seconds,
+                )
+            logger.info(
+                "consolidated %d turn(s) of session %r of agent %r into %d memor%s",
+                len(pending),
+                session_id,
+                agent_id,
+                len(ids),
+                "y" if len(ids) == 1 else "ies",
+            )
+            return ids
+        finally:
+            await self.store.release_lock(agent_id, "maintenance", token)
+
+    async def _consolidate_before_restart(self, agent_id: str, session_id: str) -> None:
+        """Consolidate an expired session's pending turns before a new turn restarts it.
+
+        A turn in a session idle longer than its TTL starts the session afresh, and the store
+        drops the old turns: without this, a conversation resumed before the sweeper came lost
+        what it had not consolidated. Only the first turn this process writes to a session (or
+        the first after a TTL of silence) pays the check, one read of the session.
+        """
+        key = (agent_id, session_id)
+        if time.monotonic() < self._live_until.get(key, 0.0):
+            return
+        info = await self.store.get_session(agent_id, session_id, ttl_seconds=_READ_EXPIRED_TTL)
+        ttl = self.config.session_ttl_seconds
+        if info is None or (utc_now() - info.last_active_at).total_seconds() <= ttl:
+            return
+        try:
+            await self._consolidate_locked(agent_id, session_id, expired=True)
+        except ActroneError as exc:
+            logger.warning(
+                "session %r of agent %r had expired and a new turn restarts it; consolidating "
+                "its pending turns first failed (%s), so they are dropped with it",
+                session_id,
+                agent_id,
+                exc,
+            )
+
+    def _mark_live(self, agent_id: str, session_id: str) -> None:
+        """Remember that the session is live for a TTL from now (less a margin for clocks)."""
+        if len(self._live_until) >= _LIVE_SESSIONS_KEPT:
+            self._live_until.clear()
+        ttl = self.config.session_ttl_seconds
+        margin = min(ttl * _LIVE_MARGIN_SHARE, _LIVE_MARGIN_MAX_SECONDS)
+        self._live_until[(agent_id, session_id)] = time.monotonic() + ttl - margin
+
+    def _note_turn(self, agent_id: str, session_id: str) -> None:
+        """Count a stored turn; start a background consolidation when the session is due.
+
+        Due means ``consolidate_after_turns`` new turns, and not within the cooldown of the last
+        consolidation — unless the session is about to lose unconsolidated turns to the
+        ``max_session_turns`` cap. The count is this process's; the task checks the session's
+        marker, shared by every process, before it consolidates.
+        """
+        after = self.config.consolidate_after_turns
+        if self.consolidator is None or after == 0 or self._closed:
+            return
+        key = (agent_id, session_id)
+        count = self._new_turns.get(key, 0) + 1
+        self._new_turns[key] = count
+        trimming = count >= self.config.max_session_turns - 1
+        if count < after or key in self._consolidating:
+            return
+        if not trimming and time.monotonic() < self._not_before.get(key, 0.0):
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._background_consolidation(key), name=f"actrone-consolidate-{session_id}"
+        )
+        self._consolidating[key] = task
+
+    async def _background_consolidation(self, key: tuple[str, str]) -> None:
+        agent_id, session_id = key
+        try:
+            info = await self.store.get_session(
+                agent_id, session_id, ttl_seconds=self.config.session_ttl_seconds
+            )
+            marker = info.metadata.get(consolidation.MARKER) if info is not None else None
+            last = consolidation.last_run(marker)
+            cooldown = self.config.consolidate_cooldown_seconds
+            waited = (utc_now() - last).total_seconds() if last is not None else math.inf
+            trimming = self._new_turns.get(key, 0) >= self.config.max_session_turns - 1
+            if waited < cooldown and not trimming:
+                self._not_before[key] = time.monotonic() + cooldown - waited
+                return
+            await self._consolidate_locked(
+                agent_id,
+                session_id,
+                expired=False,
+                min_turns=min(self.config.consolidate_after_turns, self.config.max_session_turns),
+            )
+            self._new_turns.pop(key, None)
+            self._not_before[key] = time.monotonic() + cooldown
+        except Exception as exc:
+            # Logged, never raised: the caller of store_turn is long gone. The turns stay
+            # pending; the next turn after the retry delay starts another attempt.
+            logger.warning(
+                "background consolidation of session %r of agent %r failed: %s: %s; "
+                "retrying after %.0fs",
+                session_id,
+                agent_id,
+                type(exc).__name__,
+                exc,
+                _CONSOLIDATION_RETRY_SECONDS,
+            )
+            self._not_before[key] = time.monotonic() + _CONSOLIDATION_RETRY_SECONDS
+        finally:
+            self._consolidating.pop(key, None)
+
+    async def _finish_background(self) -> None:
+        """Let running background consolidations finish (a short grace), then cancel them."""
+        tasks = list(self._consolidating.values())
+        if not tasks:
+            return
+        _, late = await asyncio.wait(tasks, timeout=_CLOSE_GRACE_SECONDS)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.gather(*late, return_exceptions=True)

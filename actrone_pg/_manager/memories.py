@@ -1,0 +1,353 @@
+"""The manager's L2 write layer: injecting, updating, listing and deleting long-term memories."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from actrone_pg import _validation as v
+from actrone_pg._manager.base import Base, utc_now
+from actrone_pg.errors import MemoryNotFoundError, StoreError, ValidationError
+from actrone_pg.models import STORED_MEMORY_FIELDS, Memory, MemoryPage
+from actrone_pg.ranking import micros
+from actrone_pg.stores import MemoryRecord
+
+__all__ = ["Memories"]
+
+# Memory ids default to a UUID derived from the agent, session and content, so that a client that
+# retries an inject after a timeout writes the same memory again instead of a duplicate.
+_MEMORY_NAMESPACE = uuid.UUID("6f3a7d2e-5c1b-4e8a-9d0f-2b7c4e6a8f10")
+
+# What an item of inject_memories may set: the stored fields the manager does not fill in itself,
+# with the id as "memory_id". A version's number and validity belong to update_memory.
+_SET_BY_MANAGER = {"id", "agent_id", "embedder", "token_count", "version", "valid_from", "valid_to"}
+_MEMORY_FIELDS = frozenset(STORED_MEMORY_FIELDS) - _SET_BY_MANAGER | {"memory_id"}
+# How often update_memory re-reads a memory that another writer changed under it.
+_UPDATE_ATTEMPTS = 5
+
+
+class Memories(Base):
+    """Write long-term memories and manage their lifecycle: versions, expiry, erasure."""
+
+    async def inject_memory(
+        self,
+        agent_id: str,
+        content: str,
+        *,
+        session_id: str | None = None,
+        content_type: str = "injected",
+        importance: float = 0.5,
+        tags: Iterable[str] = (),
+        source: str = "injected",
+        sensitivity: str = "none",
+        created_at: datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        memory_id: str | None = None,
+        expires_at: datetime | None = None,
+        source_turn_ids: Iterable[str] = (),
+    ) -> str:
+        """Store one long-term memory and return its id.
+
+        Without ``memory_id`` the id is derived from the agent, session and content, so injecting
+        the same content again (for example a retry after a timeout) replaces rather than
+        duplicates it. With ``memory_id`` an existing memory of this agent is replaced.
+
+        ``expires_at`` (timezone-aware) is when the memory stops being returned; one that is not
+        in the future is refused (:class:`~actrone_pg.errors.ValidationError`, nothing written):
+        storing what no read may return is a caller's mistake, not a request. ``source_turn_ids``
+        records the turns the memory came from (consolidation sets it, with
+        ``source="consolidated"``).
+        """
+        item = {
+            "content": content,
+            "session_id": session_id,
+            "content_type": content_type,
+            "importance": importance,
+            "tags": tags,
+            "source": source,
+            "sensitivity": sensitivity,
+            "created_at": created_at,
+            "metadata": metadata,
+            "memory_id": memory_id,
+            "expires_at": expires_at,
+            "source_turn_ids": source_turn_ids,
+        }
+        ids = await self.inject_memories(agent_id, [item])
+        return ids[0]
+
+    async def inject_memories(
+        self, agent_id: str, items: Iterable[Mapping[str, Any] | str]
+    ) -> list[str]:
+        """Store many memories at once: all land or none does. Returns their ids in order.
+
+        Each item is a string (the content) or a mapping with the keyword arguments of
+        :meth:`inject_memory` (``content`` required). An item repeated in the batch is stored
+        once and its positions get the same id; one ``memory_id`` with two different contents
+        raises :class:`~actrone_pg.errors.ValidationError`.
+        """
+        v.check_id("agent_id", agent_id)
+        if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
+            raise ValidationError("items must be a list of memories (strings or dicts)")
+        now = utc_now()
+        memories = [self._build_memory(agent_id, item, i, now) for i, item in enumerate(items)]
+        if not memories:
+            return []
+        # An item repeated in one batch (a conversation says "Thanks!" twice) is stored once, as
+        # two calls would store it; the later copy wins, as a second call's upsert would. One id
+        # with two different contents is a contradiction, not a repeat.
+        unique: dict[str, Memory] = {}
+        for m in memories:
+            earlier = unique.get(m.id)
+            if earlier is not None and earlier.content != m.content:
+                raise ValidationError(
+                    f"memory id {m.id!r} is given twice in one batch with different content"
+                )
+            unique[m.id] = m
+        vectors = await self._embed([m.content for m in unique.values()])
+        records = [
+            MemoryRecord(memory=m, vector=vec)
+            for m, vec in zip(unique.values(), vectors, strict=True)
+        ]
+        await self.store.upsert_memories(records)
+        return [m.id for m in memories]
+
+    def _build_memory(
+        self, agent_id: str, item: Mapping[str, Any] | str, index: int, now: datetime
+    ) -> Memory:
+        if isinstance(item, str):
+            item = {"content": item}
+        if not isinstance(item, Mapping):
+            raise ValidationError(
+                f"item {index}: expected a string or a dict, got {type(item).__name__}"
+            )
+        unknown = set(item) - _MEMORY_FIELDS
+        if unknown:
+            raise ValidationError(f"item {index}: unknown field(s) {sorted(unknown)}")
+        if "content" not in item:
+            raise ValidationError(f"item {index}: 'content' is required")
+        limit = self.config.max_text_chars
+        try:
+            content = v.check_text("content", item["content"], limit)
+            session_id = item.get("session_id")
+            if session_id is not None:
+                v.check_id("session_id", session_id)
+            created = item.get("created_at")
+            created_at = now if created is None else v.check_datetime("created_at", created)
+            created_at = created_at.astimezone(UTC)
+            memory_id = item.get("memory_id")
+            if memory_id is None:
+                key = f"{agent_id}\x00{session_id or ''}\x00{content}"
+                memory_id = str(uuid.uuid5(_MEMORY_NAMESPACE, key))
+            else:
+                v.check_id("memory_id", memory_id)
+            return Memory(
+                id=memory_id,
+                agent_id=agent_id,
+                session_id=session_id,
+                content=content,
+                content_type=v.check_label("content_type", item.get("content_type", "injected")),
+                importance=v.check_importance(item.get("importance", 0.5)),
+                tags=v.check_tags(item.get("tags", ())),
+                source=v.check_label("source", item.get("source", "injected")),
+                sensitivity=v.check_label("sensitivity", item.get("sensitivity", "none")),
+                created_at=created_at,
+                metadata=v.check_metadata(item.get("metadata"), max_chars=limit),
+                embedder=self.embedder.name,
+                token_count=self.count_tokens(content),
+                expires_at=_check_expiry(item.get("expires_at"), now),
+                source_turn_ids=v.check_turn_ids(item.get("source_turn_ids", ())),
+                valid_from=now,
+            )
+        except ValidationError as exc:
+            raise type(exc)(f"item {index}: {exc}") from None
+
+    async def delete_memory(self, agent_id: str, memory_id: str) -> bool:
+        """Delete one of the agent's memories; ``False`` if the agent has no such memory."""
+        v.check_id("agent_id", agent_id)
+        v.check_id("memory_id", memory_id)
+        return await self.store.delete_memory(agent_id, memory_id)
+
+    async def get_memory(self, agent_id: str, memory_id: str) -> Memory | None:
+        """The current version of one of the agent's memories, or ``None`` (also once expired)."""
+        v.check_id("agent_id", agent_id)
+        v.check_id("memory_id", memory_id)
+        found = self._live(await self.store.get_memory(agent_id, memory_id), utc_now())
+        return None if found is None else self._shown(found)
+
+    async def update_memory(
+        self,
+        agent_id: str,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        tags: Iterable[str] | None = None,
+        importance: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        content_type: str | None = None,
+        expires_at: datetime | None = None,
+        clear_expiry: bool = False,
+    ) -> Memory:
+        """Write a new version of a memory and return it; the replaced version is kept.
+
+        The memory keeps its id; fields not passed (``None``) keep their values, and so do
+        ``session_id``, ``source``, ``sensitivity``, ``created_at`` and ``source_turn_ids``.
+        The new version's ``version`` is one more, its ``valid_from`` now; the replaced one's
+        ``valid_to`` becomes now, and :meth:`memory_history` returns it. Searches, counts and the
+        BM25 statistics see the current version only. The content is embedded again (by the
+        current embedder). An expired memory, like a missing one, raises
+        :class:`~actrone_pg.errors.MemoryNotFoundError`; ``expires_at`` must be in the future.
+
+        ``expires_at=None`` keeps the current expiry; ``clear_expiry=True`` removes it (the new
+        version never expires; the replaced one keeps its expiry in the history). Passing both
+        is a :class:`~actrone_pg.errors.ValidationError` and writes nothing.
+        """
+        v.check_id("agent_id", agent_id)
+        v.check_id("memory_id", memory_id)
+        limit = self.config.max_text_chars
+        changes: dict[str, Any] = {}
+        if content is not None:
+            changes["content"] = v.check_text("content", content, limit)
+        if tags is not None:
+            changes["tags"] = v.check_tags(tags)
+        if importance is not None:
+            changes["importance"] = v.check_importance(importance)
+        if metadata is not None:
+            changes["metadata"] = v.check_metadata(metadata, max_chars=limit)
+        if content_type is not None:
+            changes["content_type"] = v.check_label("content_type", content_type)
+        if not isinstance(clear_expiry, bool):
+            raise ValidationError(f"clear_expiry must be True or False, got {clear_expiry!r}")
+        if clear_expiry and expires_at is not None:
+            raise ValidationError(
+                "pass either expires_at (a new expiry) or clear_expiry=True (no expiry), not both"
+            )
+        if expires_at is not None:
+            changes["expires_at"] = _check_expiry(expires_at, utc_now())
+        if clear_expiry:
+            changes["expires_at"] = None
+        # Another writer may update the same memory between our read and our write: the store
+        # writes only over the version we read, so re-read and apply the change again.
+        for _ in range(_UPDATE_ATTEMPTS):
+            now = utc_now()
+            current = self._live(await self.store.get_memory(agent_id, memory_id), now)
+            if current is None:
+                raise MemoryNotFoundError(f"agent {agent_id!r} has no memory {memory_id!r}")
+            text = changes.get("content", current.content)
+            new = replace(
+                current,
+                **changes,
+                embedder=self.embedder.name,
+                token_count=self.count_tokens(text),
+                version=current.version + 1,
+                valid_from=max(now, current.valid_from or now),
+                valid_to=None,
+                explain=None,
+            )
+            (vector,) = await self._embed([text])
+            if await self.store.replace_memory(MemoryRecord(new, vector), version=current.version):
+                return self._shown(new)
+        raise StoreError(
+            f"memory {memory_id!r} kept changing under {_UPDATE_ATTEMPTS} attempts to update it;"
+            " try again"
+        )
+
+    async def memory_history(self, agent_id: str, memory_id: str) -> list[Memory]:
+        """Every version of the memory, oldest first, the current one last.
+
+        ``[]`` if the agent has no such memory, or it has expired (an expired memory is never
+        returned). Replaced versions keep their own text and fields.
+        """
+        v.check_id("agent_id", agent_id)
+        v.check_id("memory_id", memory_id)
+        versions = await self.store.memory_history(agent_id, memory_id)
+        if not versions or self._live(versions[-1], utc_now()) is None:
+            return []
+        return [self._shown(m) for m in versions]
+
+    async def list_memories(
+        self,
+        agent_id: str,
+        *,
+        filters: Mapping[str, Any] | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> MemoryPage:
+        """A page of the agent's current memories, newest first (``created_at``, then id).
+
+        ``filters`` as in :meth:`search_memories`; expired memories are left out. Pass the
+        page's ``next_cursor`` back as ``cursor`` for the next page (``None`` after the last).
+        The cursor is the last item's position, not an offset: memories written meanwhile
+        never make a page repeat or skip one that was already there.
+        """
+        v.check_id("agent_id", agent_id)
+        v.check_limit("limit", limit)
+        flt = v.check_filters(filters, max_chars=self.config.max_text_chars)
+        after = None if cursor is None else _decode_cursor(cursor)
+        found = await self.store.list_memories(
+            agent_id, now=utc_now(), limit=limit + 1, after=after, filter=flt
+        )
+        items = found[:limit]
+        more = len(found) > limit
+        return MemoryPage(
+            items=[self._shown(m) for m in items],
+            next_cursor=_encode_cursor(items[-1]) if more else None,
+        )
+
+    async def count_memories(self, agent_id: str) -> int:
+        """How many memories the agent has."""
+        v.check_id("agent_id", agent_id)
+        return await self.store.count_memories(agent_id)
+
+    async def erase_agent(self, agent_id: str) -> None:
+        """Remove every turn, session, memory, statistic and lock of the agent."""
+        v.check_id("agent_id", agent_id)
+        await self.store.erase_agent(agent_id)
+
+    async def sweep_expired(self, limit: int = 10_000) -> int:
+        """Delete up to ``limit`` memories whose ``expires_at`` has passed (every agent).
+
+        An expired memory is already never returned; this deletes it, every version, and takes
+        it out of the BM25 statistics exactly as :meth:`delete_memory` does. Run it from a
+        scheduled job (``actrone-pg sweep`` does, after the sessions). Returns the number
+        deleted; call again while it returns ``limit``.
+        """
+        v.check_limit("limit", limit)
+        return await self.store.sweep_expired_memories(limit=limit)
+
+
+def _encode_cursor(m: Memory) -> str:
+    """The opaque cursor after ``m``: its ``(created_at, id)`` key, as URL-safe base64 JSON."""
+    key = json.dumps([micros(m.created_at), m.id], ensure_ascii=False).encode("utf-8")
+    return base64.urlsafe_b64encode(key).decode("ascii").rstrip("=")
+
+
+def _decode_cursor(cursor: object) -> tuple[datetime, str]:
+    if not isinstance(cursor, str) or not cursor or len(cursor) > 4 * v.MAX_ID_CHARS:
+        raise ValidationError("cursor must be a next_cursor string from list_memories")
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        at, memory_id = json.loads(raw.decode("utf-8"))
+        when = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(at))
+        return when, v.check_id("cursor id", memory_id)
+    except (ValueError, TypeError, OverflowError, UnicodeDecodeError):
+        raise ValidationError(
+            "cursor is not one list_memories returned (pass next_cursor as it is)"
+        ) from None
+
+
+def _check_expiry(value: object, now: datetime) -> datetime | None:
+    """``expires_at``: ``None`` or an aware datetime after ``now`` (a past one is refused)."""
+    if value is None:
+        return None
+    expires = v.check_datetime("expires_at", value)
+    if expires <= now:
+        raise ValidationError(
+            f"expires_at {expires.isoformat()} is not in the future; a memory that expired"
+            " already would never be returned (omit it, or pass a later time)"
+        )
+    return expires

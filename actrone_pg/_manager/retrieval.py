@@ -1,0 +1,235 @@
+"""The manager's retrieval layer: L2 search, and the context of L1 and L2 inside a token budget."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from actrone_pg import _validation as v
+from actrone_pg._manager.base import Base, utc_now
+from actrone_pg.budget import pack_turns, split_budget
+from actrone_pg.errors import RerankerError
+from actrone_pg.models import Memory, RetrievedContext, ScoredMemory, Turn, Vector
+from actrone_pg.pipeline import MemoryFilter, PackedSearch, SearchRequest, pack_hits, rerank
+from actrone_pg.ranking import query_terms
+
+__all__ = ["Retrieval"]
+
+
+class Retrieval(Base):
+    """Search the agent's memories and assemble its context (the ranking is the pipeline's)."""
+
+    async def search_memories(
+        self,
+        agent_id: str,
+        query: str,
+        limit: int = 10,
+        *,
+        explain: bool = False,
+        filters: Mapping[str, Any] | None = None,
+    ) -> list[Memory]:
+        """The agent's memories most relevant to ``query``, best first (no token budget).
+
+        ``filters`` (spec §9.3; keys in :data:`actrone_pg.pipeline.FILTER_KEYS`) restricts the
+        search to the memories that match, before ranking: the BM25 statistics, the three
+        rankings and the fusion are those of the filtered set.
+        """
+        v.check_id("agent_id", agent_id)
+        v.check_text("query", query, self.config.max_text_chars)
+        v.check_limit("limit", limit)
+        flt = v.check_filters(filters, max_chars=self.config.max_text_chars)
+        packed = await self._search(agent_id, query, None, limit, flt)
+        return [self._present(h, explain) for h in packed.hits]
+
+    async def retrieve_context(
+        self,
+        agent_id: str,
+        session_id: str,
+        query: str,
+        token_budget: int,
+        *,
+        explain: bool = False,
+        filters: Mapping[str, Any] | None = None,
+    ) -> RetrievedContext:
+        """Recent turns and relevant memories for ``query``, each inside its share of the budget.
+
+        L1 (the session's recent turns) is read while the query is embedded and L2 searched; the
+        fetch takes as long as the slower of the two. The caller's system prompt is never seen.
+        ``filters`` restricts L2 as in :meth:`search_memories`; L1 is the session's turns.
+        """
+        v.check_id("agent_id", agent_id)
+        v.check_id("session_id", session_id)
+        v.check_text("query", query, self.config.max_text_chars)
+        v.check_budget(token_budget)
+        flt = v.check_filters(filters, max_chars=self.config.max_text_chars)
+        started = time.perf_counter()
+        shares = split_budget(
+            token_budget, self.config.budget_fraction_session, self.config.budget_fraction_episodic
+        )
+        async with asyncio.TaskGroup() as tg:
+            l1 = tg.create_task(
+                self._telemetry.step(
+                    "actrone.l1",
+                    self.store.recent_turns(
+                        agent_id,
+                        session_id,
+                        limit=self.config.max_session_turns,
+                        ttl_seconds=self.config.session_ttl_seconds,
+                    ),
+                )
+            )
+            l2 = tg.create_task(self._search(agent_id, query, shares.episodic, None, flt))
+        turns = l1.result()
+        packed = l2.result()
+        with self._telemetry.span("actrone.l1.pack"):
+            recent, session_used = pack_turns(
+                list(reversed(turns)), self._turn_tokens, shares.session
+            )
+        chosen = [self._present(h, explain) for h in packed.hits]
+        return RetrievedContext(
+            agent_id=agent_id,
+            session_id=session_id,
+            query=query,
+            recent_turns=recent,
+            episodic_memories=chosen,
+            token_budget=token_budget,
+            session_budget=shares.session,
+            episodic_budget=shares.episodic,
+            session_tokens=session_used,
+            episodic_tokens=packed.tokens,
+            retrieval_ms=(time.perf_counter() - started) * 1000.0,
+            relevance_threshold=self._threshold,
+            candidates_considered=packed.ranked,
+        )
+
+    def _turn_tokens(self, turn: Turn) -> int:
+        # A custom counter recounts: the stored count may come from another manager's counter.
+        if not self._custom_counter:
+            return turn.token_count
+        return self._count_turn(turn.user_message, turn.assistant_message, turn.tool_results)
+
+    def _memory_tokens(self, hit: ScoredMemory) -> int:
+        m = hit.memory
+        return self.count_tokens(m.content) if self._custom_counter else m.token_count
+
+    def _present(self, hit: ScoredMemory, explain: bool) -> Memory:
+        m = hit.memory
+        # Nothing to change: the (frozen) memory itself, as most calls have it (docs/benchmarks.md).
+        if (
+            not explain
+            and m.explain is None
+            and not self._custom_counter
+            and m.sensitivity not in self._redacted
+        ):
+            return m
+        # The constructor directly: dataclasses.replace is ~4x slower (docs/benchmarks.md).
+        content = m.content
+        if m.sensitivity in self._redacted:
+            content = f"[redacted: {m.sensitivity}]"
+        return Memory(
+            id=m.id,
+            agent_id=m.agent_id,
+            session_id=m.session_id,
+            content=content,
+            content_type=m.content_type,
+            importance=m.importance,
+            tags=m.tags,
+            source=m.source,
+            sensitivity=m.sensitivity,
+            created_at=m.created_at,
+            metadata=m.metadata,
+            embedder=m.embedder,
+            token_count=self._memory_tokens(hit),
+            expires_at=m.expires_at,
+            source_turn_ids=m.source_turn_ids,
+            version=m.version,
+            valid_from=m.valid_from,
+            valid_to=m.valid_to,
+            explain=hit.explain if explain else None,
+        )
+
+    async def _search(
+        self,
+        agent_id: str,
+        query: str,
+        budget: int | None,
+        max_hits: int | None = None,
+        flt: MemoryFilter | None = None,
+    ) -> PackedSearch:
+        """The best ranked memories that fit ``budget`` tokens (at most ``max_hits``).
+
+        One store call. The store packs when each memory costs its stored token count and no
+        reranker reorders the ranking: it can then skip building, or fetching, the memories not
+        chosen. Otherwise it returns the hits to rerank (the top ``rerank_top_k``) or to recount
+        (all of them), and they are packed here.
+        """
+        reorder = self.reranker is not None
+        repack = reorder or (budget is not None and self._custom_counter)
+        step = self._telemetry.step
+        if not repack:
+            request = await self._request(agent_id, query, budget, max_hits, flt)
+            return await step("actrone.l2.search", self.store.search(request))
+        top = self.config.rerank_top_k if reorder else None
+        request = await self._request(agent_id, query, None, top, flt)
+        found = await step("actrone.l2.search", self.store.search(request))
+        hits = found.hits
+        if reorder and hits:
+            hits = await step("actrone.rerank", self._rerank(query, hits))
+        with self._telemetry.span("actrone.l2.pack"):
+            return pack_hits(hits, self._memory_tokens, budget, max_hits)
+
+    async def _request(
+        self,
+        agent_id: str,
+        query: str,
+        budget: int | None,
+        max_hits: int | None,
+        flt: MemoryFilter | None,
+    ) -> SearchRequest:
+        return SearchRequest(
+            agent_id=agent_id,
+            query=query,
+            terms=tuple(query_terms(query, self.config.text_analyzer)),
+            vector=await self._embed_query(query),
+            embedder=self.embedder.name,
+            threshold=self._threshold,
+            limit=self.config.max_episodic_memories,
+            params=self._params,
+            now=utc_now(),
+            budget=budget,
+            max_hits=max_hits,
+            filter=flt,
+        )
+
+    async def _rerank(self, query: str, hits: list[ScoredMemory]) -> list[ScoredMemory]:
+        assert self.reranker is not None
+        top = hits[: self.config.rerank_top_k]
+        raw = await self.reranker.score(query, [h.memory.content for h in top])
+        try:
+            scores = [float(s) for s in np.asarray(raw, dtype=np.float64).reshape(-1)]
+        except (TypeError, ValueError):
+            raise RerankerError(
+                "the reranker returned something that is not a list of numbers"
+            ) from None
+        if len(scores) != len(top) or not all(math.isfinite(s) for s in scores):
+            raise RerankerError(
+                f"the reranker returned {len(scores)} scores for {len(top)} texts,"
+                " or non-finite ones"
+            )
+        return rerank(top, scores)
+
+    async def _embed_query(self, query: str) -> Vector:
+        cached = self._query_cache.get(query)
+        if cached is not None:
+            self._query_cache.move_to_end(query)
+            return cached
+        (vector,) = await self._embed([query])
+        self._query_cache[query] = vector
+        if len(self._query_cache) > self.config.query_cache_size:
+            self._query_cache.popitem(last=False)
+        return vector

@@ -1,0 +1,153 @@
+"""The manager's L1 layer: a session's turns and bookkeeping, and the sweep of expired ones."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from actrone_pg import _validation as v
+from actrone_pg._manager.base import utc_now
+from actrone_pg._manager.consolidating import Consolidating
+from actrone_pg.errors import ActroneError, ValidationError
+from actrone_pg.models import SessionInfo, Turn
+
+__all__ = ["Sessions"]
+
+logger = logging.getLogger("actrone_pg.manager")
+
+
+class Sessions(Consolidating):
+    """Store and read a session's turns; a stored turn may start a consolidation."""
+
+    async def store_turn(
+        self,
+        agent_id: str,
+        session_id: str,
+        user_message: str,
+        assistant_message: str,
+        *,
+        tool_results: Sequence[Any] | None = None,
+        turn_id: str | None = None,
+    ) -> Turn:
+        """Append a turn to the session and return it.
+
+        A turn counts ``user_message`` and ``assistant_message`` (and the JSON of ``tool_results``,
+        if any) together. Pass the same ``turn_id`` when retrying after a timeout: the store keeps
+        one copy.
+        """
+        limit = self.config.max_text_chars
+        v.check_id("agent_id", agent_id)
+        v.check_id("session_id", session_id)
+        v.check_text("user_message", user_message, limit, allow_empty=True)
+        v.check_text("assistant_message", assistant_message, limit, allow_empty=True)
+        if not user_message.strip() and not assistant_message.strip():
+            raise ValidationError("a turn needs a user_message or an assistant_message")
+        results = None
+        if tool_results is not None:
+            if isinstance(tool_results, (str, bytes)) or not isinstance(tool_results, Iterable):
+                raise ValidationError("tool_results must be a list of JSON-serialisable values")
+            results = v.check_json("tool_results", list(tool_results), max_chars=limit)
+        if turn_id is None:
+            turn_id = str(uuid.uuid4())
+        else:
+            v.check_id("turn_id", turn_id)
+        turn = Turn(
+            id=turn_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            user_message=user_message,
+            assistant_message=assistant_message,
+            tool_results=results,
+            created_at=utc_now(),
+            token_count=self._count_turn(user_message, assistant_message, results),
+        )
+        if self.consolidator is not None:
+            await self._consolidate_before_restart(agent_id, session_id)
+        await self.store.append_turn(
+            turn,
+            max_turns=self.config.max_session_turns,
+            ttl_seconds=self.config.session_ttl_seconds,
+        )
+        self._mark_live(agent_id, session_id)
+        self._note_turn(agent_id, session_id)
+        return turn
+
+    async def get_recent_turns(
+        self, agent_id: str, session_id: str, limit: int | None = None
+    ) -> list[Turn]:
+        """The session's newest turns (at most ``max_session_turns``), oldest first."""
+        v.check_id("agent_id", agent_id)
+        v.check_id("session_id", session_id)
+        n = self.config.max_session_turns if limit is None else v.check_limit("limit", limit)
+        return await self.store.recent_turns(
+            agent_id, session_id, limit=n, ttl_seconds=self.config.session_ttl_seconds
+        )
+
+    async def get_session(self, agent_id: str, session_id: str) -> SessionInfo | None:
+        """The session's bookkeeping, or ``None`` if it does not exist or has expired."""
+        v.check_id("agent_id", agent_id)
+        v.check_id("session_id", session_id)
+        return await self.store.get_session(
+            agent_id, session_id, ttl_seconds=self.config.session_ttl_seconds
+        )
+
+    async def list_sessions(self, agent_id: str) -> list[SessionInfo]:
+        """The agent's live sessions (idle less than ``session_ttl_hours``), by ``session_id``.
+
+        An expired session is not listed, even before the sweeper removes it.
+        """
+        v.check_id("agent_id", agent_id)
+        return await self.store.list_sessions(agent_id, ttl_seconds=self.config.session_ttl_seconds)
+
+    async def set_session_metadata(
+        self, agent_id: str, session_id: str, metadata: Mapping[str, Any]
+    ) -> None:
+        """Merge ``metadata`` (a JSON object) into the session's metadata."""
+        v.check_id("agent_id", agent_id)
+        v.check_id("session_id", session_id)
+        data = v.check_metadata(metadata, max_chars=self.config.max_text_chars)
+        await self.store.set_session_metadata(
+            agent_id, session_id, data, ttl_seconds=self.config.session_ttl_seconds
+        )
+
+    async def clear_session(self, agent_id: str, session_id: str) -> None:
+        """Forget the session's turns (its memories stay)."""
+        v.check_id("agent_id", agent_id)
+        v.check_id("session_id", session_id)
+        await self.store.clear_session(agent_id, session_id)
+
+    async def sweep_expired_sessions(self, limit: int = 10_000) -> int:
+        """Remove up to ``limit`` sessions idle longer than ``session_ttl_hours``, with their turns.
+
+        An expired session already reads as empty; this reclaims its storage (PostgreSQL and the
+        in-memory store keep it until then; Redis keeps it ``redis_session_grace_hours`` past its
+        TTL, then drops it by itself, consolidated or not). It spans every agent and every
+        process's sessions, so run it from a scheduled job (``actrone-pg sweep``). Returns the
+        number of sessions removed; call again while it returns ``limit``.
+
+        With a consolidator (the default), each expired session's pending turns become memories
+        first, and a session is deleted only once that succeeded: a session whose consolidation
+        fails (or whose agent's maintenance lock is held) stays, and the next sweep tries again.
+        """
+        v.check_limit("limit", limit)
+        ttl = self.config.session_ttl_seconds
+        if self.consolidator is None:
+            return await self.store.sweep_expired_sessions(ttl_seconds=ttl, limit=limit)
+        removed = 0
+        for agent_id, session_id in await self.store.expired_sessions(ttl_seconds=ttl, limit=limit):
+            try:
+                await self._consolidate_locked(agent_id, session_id, expired=True)
+            except ActroneError as exc:
+                logger.warning(
+                    "kept expired session %r of agent %r: consolidating it failed (%s); "
+                    "the next sweep tries again",
+                    session_id,
+                    agent_id,
+                    exc,
+                )
+                continue
+            if await self.store.delete_expired_session(agent_id, session_id, ttl_seconds=ttl):
+                removed += 1
+        return removed
