@@ -63,16 +63,13 @@ def nearest_for(mm: MemoryManager, dataset: Dataset, limit: int) -> Floor | None
     (the in-memory floor already is a bare top-``limit``)."""
     if mm.backend != "postgres":
         return None
+    # Normalised once, outside the timed calls, as the manager normalises a query's vector.
+    queries = {a.agent_id: unit_rows(a.query_vectors) for a in dataset.agents}
     return _postgres_call(
         mm,
         PLAIN_NEAREST,
         f"ORDER BY embedding <=> q LIMIT {limit}",
-        lambda agent, q, embedder: (
-            agent.agent_id,
-            embedder,
-            unit_rows(agent.query_vectors[q : q + 1])[0],
-            limit,
-        ),
+        lambda agent, q, embedder: (agent.agent_id, embedder, queries[agent.agent_id][q], limit),
         fetch_all=True,
     )
 
