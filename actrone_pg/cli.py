@@ -66,7 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = module.run(args)
     except ActroneError as exc:
-        print(f"actrone-pg {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        # One line, whatever the message holds (libpq's, for one, adds a hint on a line of its
+        # own).
+        message = " ".join(str(exc).split())
+        print(f"actrone-pg {args.command}: {type(exc).__name__}: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

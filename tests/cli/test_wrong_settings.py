@@ -34,6 +34,18 @@ def test_a_refused_connection_is_one_line_without_the_password(
     assert "hunter2" not in line
 
 
+def test_a_refused_connection_in_any_command_is_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # libpq's message for a refused connection has a second line, a hint; the bench passes it on.
+    bench = ["bench", "--backend", "postgres", "--dsn", REFUSED, "--agents", "1", "--queries", "2"]
+    assert main([*bench, "--per-agent", "10"]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert line.startswith("actrone-pg bench: StoreUnavailableError: cannot connect")
+    assert "Connection refused" in line and "Is the server running" in line
+    assert "hunter2" not in line
+
+
 def test_a_host_alone_is_refused_as_a_dsn_saying_what_one_looks_like(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
