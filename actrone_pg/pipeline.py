@@ -10,33 +10,32 @@ The rules it applies (tie order, BM25, RRF, the classic blend) are :mod:`actrone
 the packing is :func:`actrone_pg.budget.pack_costs`. PostgreSQL renders the same pipeline in SQL
 (``hybrid_search.sql``, ``pack_positions.sql``) and is pinned to this one by the parity tests.
 
-Adding a ranking channel or a filter means: this module (and :mod:`actrone_pg.ranking` for the
-rule), the SQL, the PostgreSQL row decoder, and the config.
+Adding a ranking channel means: this module (and :mod:`actrone_pg.ranking` for the rule), the
+SQL, the PostgreSQL row decoder, and the config; a filter key is defined in
+:mod:`actrone_pg.filters` alone (docs/architecture.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from actrone_pg.budget import pack_costs
+from actrone_pg.filters import MemoryFilter  # re-exported: the type of SearchRequest.filter
 from actrone_pg.models import Explain, Memory, ScoredMemory, Vector
 from actrone_pg.ranking import CorpusStats, RankingParams, bm25, nearest_first, rank_arrays
 
 __all__ = [
-    "FILTER_KEYS",
     "Candidates",
     "MemoryFilter",
     "PackedSearch",
     "SearchRequest",
     "TermFrequencies",
     "admit",
-    "json_contains",
     "explains",
     "pack_hits",
     "rerank",
@@ -52,100 +51,6 @@ TermFrequencies = Callable[
 ]
 
 
-#: The keys of a search's or a listing's ``filters`` (spec §9.3).
-FILTER_KEYS = (
-    "tags_any",
-    "tags_all",
-    "content_types",
-    "session_id",
-    "created_after",
-    "created_before",
-    "min_importance",
-    "metadata",
-)
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryFilter:
-    """Which memories a search or a listing sees (spec §9.3); every condition given must hold.
-
-    ``tags_any``: at least one of these tags; ``tags_all``: every one; ``content_types``: one of
-    these; ``session_id``: this session; ``created_after`` / ``created_before``: ``created_at``
-    strictly after / before (aware datetimes); ``min_importance``: ``importance >=`` it;
-    ``metadata``: the memory's metadata contains this JSON object, as PostgreSQL's ``jsonb @>``
-    defines containment (:func:`json_contains`).
-
-    The filter applies before ranking: the BM25 statistics (N, average length, document
-    frequencies) are those of the agent's memories that match it, and only they are candidates.
-    """
-
-    tags_any: tuple[str, ...] | None = None
-    tags_all: tuple[str, ...] | None = None
-    content_types: tuple[str, ...] | None = None
-    session_id: str | None = None
-    created_after: datetime | None = None
-    created_before: datetime | None = None
-    min_importance: float | None = None
-    metadata: dict[str, Any] | None = None
-
-    def matches(self, m: Memory) -> bool:
-        """Whether memory ``m`` passes every condition (the reference every backend matches)."""
-        if self.tags_any is not None and not set(self.tags_any) & set(m.tags):
-            return False
-        if self.tags_all is not None and not set(self.tags_all) <= set(m.tags):
-            return False
-        if self.content_types is not None and m.content_type not in self.content_types:
-            return False
-        if self.session_id is not None and m.session_id != self.session_id:
-            return False
-        if self.created_after is not None and not m.created_at > self.created_after:
-            return False
-        if self.created_before is not None and not m.created_at < self.created_before:
-            return False
-        if self.min_importance is not None and not m.importance >= self.min_importance:
-            return False
-        return self.metadata is None or json_contains(m.metadata, self.metadata)
-
-
-def json_contains(container: Any, contained: Any) -> bool:
-    """PostgreSQL's ``jsonb @>`` on plain JSON values: objects contain sub-objects key by key,
-    an array contains an array whose every element some element of it contains (order and
-    repetition ignored), scalars only an equal scalar of the same JSON type (``true`` is not
-    ``1``); at the top level only, an array also contains a scalar it holds."""
-    if isinstance(container, list) and not isinstance(contained, (dict, list)):
-        return any(_same_scalar(c, contained) for c in container)
-    return _contains(container, contained)
-
-
-def _contains(container: Any, contained: Any) -> bool:
-    if isinstance(contained, dict):
-        return isinstance(container, dict) and all(
-            k in container and _contains(container[k], v) for k, v in contained.items()
-        )
-    if isinstance(contained, list):
-        return isinstance(container, list) and all(
-            any(_contains_element(c, item) for c in container) for item in contained
-        )
-    return _same_scalar(container, contained)
-
-
-def _contains_element(container: Any, item: Any) -> bool:
-    # Inside arrays a scalar is not contained by an array ([[1]] does not contain [1]).
-    if isinstance(item, (dict, list)):
-        return isinstance(container, type(item)) and _contains(container, item)
-    return _same_scalar(container, item)
-
-
-def _same_scalar(a: Any, b: Any) -> bool:
-    if isinstance(a, (dict, list)) or isinstance(b, (dict, list)):
-        return False
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
-    return type(a) is type(b) and a == b
-
-
 @dataclass(frozen=True, slots=True)
 class SearchRequest:
     """One L2 search: admission, the three rankings, fusion and packing, for one agent.
@@ -155,7 +60,7 @@ class SearchRequest:
     ``token_count``; ``None`` for both returns every ranked memory.
 
     ``filter`` restricts the search to the memories it matches, statistics included (see
-    :class:`MemoryFilter`). A memory whose ``expires_at`` is not after ``now`` is never a
+    :mod:`actrone_pg.filters`). A memory whose ``expires_at`` is not after ``now`` is never a
     candidate; until the sweeper deletes it, it still counts in the BM25 statistics (of the
     filtered set too), which the sweeper then updates, on every backend alike.
     """
@@ -172,7 +77,6 @@ class SearchRequest:
     budget: int | None = None
     max_hits: int | None = None
     filter: MemoryFilter | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,9 @@ import numpy as np
 import numpy.typing as npt
 
 from actrone_pg import pipeline
+from actrone_pg.filters import MemoryFilter
 from actrone_pg.models import Memory, SessionInfo, Turn, Vector
-from actrone_pg.pipeline import Candidates, MemoryFilter, PackedSearch, SearchRequest
+from actrone_pg.pipeline import Candidates, PackedSearch, SearchRequest
 from actrone_pg.ranking import (
     DEFAULT_ANALYZER,
     CorpusStats,

@@ -13,7 +13,7 @@ import logging
 import math
 import re
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -458,7 +458,7 @@ class Connection:
         self,
         conn: _Conn,
         statement: sql.Composed | str,
-        params: Sequence[Any],
+        params: Sequence[Any] | Mapping[str, Any],
         *,
         binary: bool = False,
     ) -> list[dict[str, Any]]:
