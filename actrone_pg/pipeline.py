@@ -81,12 +81,13 @@ class SearchRequest:
 
 @dataclass(frozen=True, slots=True)
 class PackedSearch:
-    """The ranked memories that fit a request's budget, and how many were ranked in all."""
+    """The ranked memories that fit a request's budget, and how many candidates were ranked."""
 
     #: Chosen memories, best first, each with its explanation.
     hits: list[ScoredMemory]
-    #: How many memories the search ranked (every admitted candidate).
-    ranked: int
+    #: How many memories the search ranked: every admitted candidate (``max_episodic_memories``
+    #: at most; ``RetrievedContext.candidates_considered``).
+    candidates_considered: int
     #: Tokens of the chosen memories.
     tokens: int
 
@@ -139,7 +140,7 @@ def search(request: SearchRequest, candidates: Candidates, stats: CorpusStats) -
     """
     admitted = admit(candidates, request.threshold, request.limit)
     if admitted.size == 0:
-        return PackedSearch(hits=[], ranked=0, tokens=0)
+        return PackedSearch(hits=[], candidates_considered=0, tokens=0)
     cosine = candidates.cosine[admitted]
     tf, lengths = candidates.term_frequencies(admitted, request.terms)
     doc_freqs = [stats.doc_freq.get(t, 0) for t in request.terms]
@@ -160,18 +161,19 @@ def search(request: SearchRequest, candidates: Candidates, stats: CorpusStats) -
     chosen = ranked.order[np.asarray(taken, dtype=np.intp)]
     memories = candidates.memories(admitted[chosen].tolist())
     explained = explains(
-        cosine[chosen].tolist(),
-        scores[chosen].tolist(),
-        ranked.dense_rank[chosen].tolist(),
-        ranked.lexical_rank[chosen].tolist(),
-        ranked.recency_rank[chosen].tolist(),
-        ranked.score[chosen].tolist(),
+        cosine=cosine[chosen].tolist(),
+        bm25=scores[chosen].tolist(),
+        dense_rank=ranked.dense_rank[chosen].tolist(),
+        lexical_rank=ranked.lexical_rank[chosen].tolist(),
+        recency_rank=ranked.recency_rank[chosen].tolist(),
+        fused_score=ranked.score[chosen].tolist(),
     )
     hits = [ScoredMemory(m, e) for m, e in zip(memories, explained, strict=True)]
-    return PackedSearch(hits=hits, ranked=len(costs), tokens=used)
+    return PackedSearch(hits=hits, candidates_considered=len(costs), tokens=used)
 
 
 def explains(
+    *,
     cosine: Sequence[float],
     bm25: Sequence[float | None],
     dense_rank: Sequence[int],
@@ -179,13 +181,19 @@ def explains(
     recency_rank: Sequence[int],
     fused_score: Sequence[float],
 ) -> list[Explain]:
-    """The explanations of hits given column by column (one entry per hit, in order).
+    """The explanations of hits given column by column, by name (one entry per hit, in order).
 
     A lexical rank of 0 or ``None`` and a BM25 of 0 or ``None`` mean "absent from that ranking".
     """
     return [
-        # Positional, in one comprehension: built for every hit returned, up to 500 a search.
-        Explain(c, d, lx or None, r, f, None, b if b is not None and b > 0.0 else None)
+        Explain(
+            cosine=c,
+            dense_rank=d,
+            lexical_rank=lx or None,
+            recency_rank=r,
+            fused_score=f,
+            bm25=b if b is not None and b > 0.0 else None,
+        )
         for c, b, d, lx, r, f in zip(
             cosine, bm25, dense_rank, lexical_rank, recency_rank, fused_score, strict=True
         )
@@ -201,10 +209,10 @@ def pack_hits(
     """Ranked ``hits`` packed by :func:`~actrone_pg.budget.pack_costs`, each costing ``cost``.
 
     For hits whose cost or order the caller changes after the store ranked them (a custom token
-    counter, a reranker); ``ranked`` is then ``len(hits)``.
+    counter, a reranker); ``candidates_considered`` is then ``len(hits)``.
     """
     taken, used = pack_costs([cost(h) for h in hits], budget, max_hits)
-    return PackedSearch(hits=[hits[i] for i in taken], ranked=len(hits), tokens=used)
+    return PackedSearch(hits=[hits[i] for i in taken], candidates_considered=len(hits), tokens=used)
 
 
 def stored_tokens(hit: ScoredMemory) -> int:

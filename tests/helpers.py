@@ -190,3 +190,16 @@ def filter_examples() -> dict[str, Any]:
         "min_importance": 0.25,
         "metadata": {"lang": "pt"},
     }
+
+
+async def assert_filtered_search_is_the_subsets(
+    mm: Any, ref: Any, query: str, filters: Mapping[str, Any]
+) -> list[Any]:
+    """``mm``'s search with ``filters`` gives the hits, scores and ranks of ``ref``'s unfiltered
+    search (``ref`` holds only the matching memories); returns ``ref``'s hits."""
+    got = await mm.search_memories("agent", query, limit=50, explain=True, filters=filters)
+    want = await ref.search_memories("agent", query, limit=50, explain=True)
+    assert [m.id for m in got] == [m.id for m in want], query
+    for g, w in zip(got, want, strict=True):
+        assert_same_explain(g.explain, w.explain)
+    return list(want)

@@ -465,7 +465,7 @@ class InMemoryStore:
         agent = self._agents.get(request.agent_id)
         space = agent.space(request.embedder) if agent is not None else None
         if agent is None or space is None:
-            return PackedSearch(hits=[], ranked=0, tokens=0)
+            return PackedSearch(hits=[], candidates_considered=0, tokens=0)
         entries, memories, postings = agent.entries, space.memories, agent.postings
 
         def tf(

@@ -21,7 +21,7 @@ from actrone_pg.manager import MemoryManager
 from actrone_pg.models import Memory
 from actrone_pg.stores import Store
 from actrone_pg.stores.memory import InMemoryStore
-from tests.helpers import assert_same_explain
+from tests.helpers import assert_filtered_search_is_the_subsets
 
 
 def _count(where: str, value: object, max_chars: int) -> int:
@@ -97,11 +97,7 @@ async def test_a_key_registered_in_a_test_filters_every_backend(
     ref = await _manager(InMemoryStore())
     await ref.inject_memories("agent", subset)
     for query in ("coffee in the morning", "garden river", "number 7"):
-        got = await mm.search_memories("agent", query, limit=50, explain=True, filters=filters)
-        want = await ref.search_memories("agent", query, limit=50, explain=True)
-        assert [m.id for m in got] == [m.id for m in want], query
-        for g, w in zip(got, want, strict=True):
-            assert_same_explain(g.explain, w.explain)
+        await assert_filtered_search_is_the_subsets(mm, ref, query, filters)
     page = await mm.list_memories("agent", filters=filters, limit=100)
     assert [m.id for m in page.items] == [m.id for m in (await ref.list_memories("agent")).items]
 

@@ -191,6 +191,10 @@ class Maintenance(Connection):
         return None if row is None else bool(row[0])
 
     def _ann_ddl(self, name: str, agent_id: str, embedder: str, dimensions: int) -> sql.Composed:
+        # The one place values are spelled in SQL: a utility statement (CREATE INDEX) takes no
+        # bound parameters, and a partial index's predicate is its literals. Searches bind them
+        # (statements.ANN_CANDIDATES), unprepared: each plan is made for the bound values, which
+        # the planner matches against the predicate.
         return sql.SQL(
             "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {s}.memories USING hnsw"
             " ((embedding::{vs}.vector({d})) {vs}.vector_ip_ops)"

@@ -28,7 +28,7 @@ class Search(Maintenance):
         """
         expected = await self._embedder_dimensions(request.embedder)
         if expected is None:
-            return PackedSearch(hits=[], ranked=0, tokens=0)
+            return PackedSearch(hits=[], candidates_considered=0, tokens=0)
         check_query_dimensions(request.embedder, expected, request.vector)
         terms = await self._query_terms(request.query, request.terms)
         # A filtered set is ranked exactly, whatever the agent's size (no HNSW scan).
@@ -46,7 +46,12 @@ class Search(Maintenance):
         )
         async with self._conn() as conn:
             # Binary results parse an order of magnitude faster than text (docs/benchmarks.md).
-            found = await self._fetch(conn, statement, params, binary=True)
+            # The HNSW scan is never prepared: only a plan made for the bound agent and embedder
+            # can use that agent's partial index, and a prepared statement may switch to a
+            # generic plan.
+            found = await self._fetch(
+                conn, statement, params, binary=True, prepare=False if ann is not None else None
+            )
         packed = request.budget is not None or request.max_hits is not None
         decode = rows.packed if packed else rows.searched
         return decode(request.agent_id, found)

@@ -255,10 +255,11 @@ SEARCH_PACKED = (
     + ", h.id, h.token_count"
     + _HYBRID_SEARCH
     + "), p AS MATERIALIZED (SELECT {s}.pack_positions(array_agg(h.token_count ORDER BY"
-    " h.position), %(budget)s::bigint, %(max_hits)s::int) AS taken, count(*)::int AS ranked"
-    " FROM h),"
+    " h.position), %(budget)s::bigint, %(max_hits)s::int) AS taken,"
+    " count(*)::int AS candidates_considered FROM h),"
     " c AS MATERIALIZED (SELECT h.* FROM h WHERE h.position = ANY ((SELECT p.taken FROM p)::int[]))"
-    " SELECT p.ranked, c.cosine, c.bm25, c.dense_rank, c.lexical_rank, c.recency_rank,"
+    " SELECT p.candidates_considered, c.cosine, c.bm25, c.dense_rank, c.lexical_rank,"
+    " c.recency_rank,"
     " c.fused_score, f.*"
     # One primary-key probe per chosen memory (LATERAL, OFFSET 0 so that it stays a probe):
     # joined as sets, the planner either compared every pair or read all of the agent's rows

@@ -49,7 +49,7 @@ class Search(Index):
 
     async def search(self, request: SearchRequest) -> PackedSearch:
         """The agent's Qdrant candidates, with exact cosines, ranked by the pipeline."""
-        nothing = PackedSearch(hits=[], ranked=0, tokens=0)
+        nothing = PackedSearch(hits=[], candidates_considered=0, tokens=0)
         dim = await self._registered_dim(request.embedder)
         if dim is None:
             return nothing
