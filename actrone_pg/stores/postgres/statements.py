@@ -1,9 +1,11 @@
 """Every SQL statement of the PostgreSQL store, as named constants, and its fixed settings.
 
 ``{s}`` is the schema, composed with ``sql.Identifier`` (``Connection._compose``); values always
-travel as bound parameters. The long ranking SQL is installed by the migrations (their pinned
-copies in ``actrone_pg/migrations/sql/``); these are the short statements around it. The memory
-columns are derived from
+travel as bound parameters. The short statements take them as ``%s``; the search and the listing
+(``SEARCH``, ``SEARCH_PACKED``, ``LIST_MEMORIES`` and their fragments) by name, ``%(name)s``,
+and are composed only by :mod:`.builders`. The long filtered CTEs are
+``actrone_pg/sql/filtered_search.sql``; the ranking SQL itself is installed by the migrations
+(their pinned copies in ``actrone_pg/migrations/sql/``). The memory columns are derived from
 :data:`actrone_pg.models.STORED_MEMORY_FIELDS`, the one list of a memory's fields.
 """
 
