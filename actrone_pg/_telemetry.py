@@ -355,7 +355,7 @@ def _describe_result(result: object, content: bool) -> dict[str, Any]:
             "actrone.l1.turns": len(result.recent_turns),
             "actrone.l2.budget": result.episodic_budget,
             "actrone.l2.tokens": result.episodic_tokens,
-            "actrone.l2.candidates": result.candidates_considered,
+            "actrone.l2.candidates_considered": result.candidates_considered,
             "actrone.l2.memories": len(result.episodic_memories),
         }
         if content:
@@ -375,7 +375,7 @@ def _describe_result(result: object, content: bool) -> dict[str, Any]:
 
 def _search_attributes(found: PackedSearch) -> dict[str, int]:
     return {
-        "actrone.l2.candidates": found.ranked,
+        "actrone.l2.candidates_considered": found.candidates_considered,
         "actrone.l2.hits": len(found.hits),
         "actrone.l2.tokens": found.tokens,
     }

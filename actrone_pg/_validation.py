@@ -10,10 +10,12 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from actrone_pg.errors import ValidationError
-from actrone_pg.pipeline import FILTER_KEYS, MemoryFilter
+
+if TYPE_CHECKING:
+    from actrone_pg.filters import MemoryFilter
 
 MAX_ID_CHARS = 256
 MAX_LABEL_CHARS = 128
@@ -246,47 +248,10 @@ def check_metadata(value: object, *, max_chars: int) -> dict[str, Any]:
 
 
 def check_filters(value: object, *, max_chars: int) -> MemoryFilter | None:
-    """``filters`` (spec §9.3): a mapping of :data:`~actrone_pg.pipeline.FILTER_KEYS`.
+    """``filters`` (spec §9.3), each value checked by its key's definition: see
+    :func:`actrone_pg.filters.parse_filters`."""
+    # actrone_pg.filters checks values with this module's functions: imported here, so that
+    # the dependency goes one way.
+    from actrone_pg.filters import parse_filters
 
-    ``None`` or an empty mapping is no filter. Lists are lists or tuples of non-blank labels
-    (a lone string is refused), datetimes timezone-aware, ``min_importance`` in [0, 1] and
-    ``metadata`` a JSON object.
-    """
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise ValidationError(f"filters must be a dict, got {type(value).__name__}")
-    unknown = sorted(str(k) for k in value if k not in FILTER_KEYS)
-    if unknown:
-        raise ValidationError(
-            f"unknown filter key(s) {unknown}; the keys are {', '.join(FILTER_KEYS)}"
-        )
-    if not value:
-        return None
-    out: dict[str, Any] = {}
-    for key in ("tags_any", "tags_all", "content_types"):
-        if key in value:
-            out[key] = _labels(f"filters[{key!r}]", value[key])
-    if "session_id" in value:
-        out["session_id"] = check_id("filters['session_id']", value["session_id"])
-    for key in ("created_after", "created_before"):
-        if key in value:
-            out[key] = check_datetime(f"filters[{key!r}]", value[key])
-    if "min_importance" in value:
-        try:
-            out["min_importance"] = check_importance(value["min_importance"])
-        except ValidationError as exc:
-            raise ValidationError(f"filters['min_importance']: {exc}") from None
-    if "metadata" in value:
-        if not isinstance(value["metadata"], Mapping):
-            raise ValidationError("filters['metadata'] must be a dict (a JSON object)")
-        out["metadata"] = check_json("filters['metadata']", value["metadata"], max_chars=max_chars)
-    return MemoryFilter(**out)
-
-
-def _labels(name: str, value: object) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, (list, tuple)):
-        raise ValidationError(f"{name} must be a list or tuple of strings")
-    if len(value) > MAX_TAGS:
-        raise ValidationError(f"{name}: at most {MAX_TAGS} values, got {len(value)}")
-    return tuple(check_label(name, item) for item in value)
+    return parse_filters(value, max_chars=max_chars)

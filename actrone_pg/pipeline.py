@@ -10,33 +10,32 @@ The rules it applies (tie order, BM25, RRF, the classic blend) are :mod:`actrone
 the packing is :func:`actrone_pg.budget.pack_costs`. PostgreSQL renders the same pipeline in SQL
 (``hybrid_search.sql``, ``pack_positions.sql``) and is pinned to this one by the parity tests.
 
-Adding a ranking channel or a filter means: this module (and :mod:`actrone_pg.ranking` for the
-rule), the SQL, the PostgreSQL row decoder, and the config.
+Adding a ranking channel means: this module (and :mod:`actrone_pg.ranking` for the rule), the
+SQL, the PostgreSQL row decoder, and the config; a filter key is defined in
+:mod:`actrone_pg.filters` alone (docs/architecture.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from actrone_pg.budget import pack_costs
+from actrone_pg.filters import MemoryFilter  # re-exported: the type of SearchRequest.filter
 from actrone_pg.models import Explain, Memory, ScoredMemory, Vector
 from actrone_pg.ranking import CorpusStats, RankingParams, bm25, nearest_first, rank_arrays
 
 __all__ = [
-    "FILTER_KEYS",
     "Candidates",
     "MemoryFilter",
     "PackedSearch",
     "SearchRequest",
     "TermFrequencies",
     "admit",
-    "json_contains",
     "explains",
     "pack_hits",
     "rerank",
@@ -52,100 +51,6 @@ TermFrequencies = Callable[
 ]
 
 
-#: The keys of a search's or a listing's ``filters`` (spec §9.3).
-FILTER_KEYS = (
-    "tags_any",
-    "tags_all",
-    "content_types",
-    "session_id",
-    "created_after",
-    "created_before",
-    "min_importance",
-    "metadata",
-)
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryFilter:
-    """Which memories a search or a listing sees (spec §9.3); every condition given must hold.
-
-    ``tags_any``: at least one of these tags; ``tags_all``: every one; ``content_types``: one of
-    these; ``session_id``: this session; ``created_after`` / ``created_before``: ``created_at``
-    strictly after / before (aware datetimes); ``min_importance``: ``importance >=`` it;
-    ``metadata``: the memory's metadata contains this JSON object, as PostgreSQL's ``jsonb @>``
-    defines containment (:func:`json_contains`).
-
-    The filter applies before ranking: the BM25 statistics (N, average length, document
-    frequencies) are those of the agent's memories that match it, and only they are candidates.
-    """
-
-    tags_any: tuple[str, ...] | None = None
-    tags_all: tuple[str, ...] | None = None
-    content_types: tuple[str, ...] | None = None
-    session_id: str | None = None
-    created_after: datetime | None = None
-    created_before: datetime | None = None
-    min_importance: float | None = None
-    metadata: dict[str, Any] | None = None
-
-    def matches(self, m: Memory) -> bool:
-        """Whether memory ``m`` passes every condition (the reference every backend matches)."""
-        if self.tags_any is not None and not set(self.tags_any) & set(m.tags):
-            return False
-        if self.tags_all is not None and not set(self.tags_all) <= set(m.tags):
-            return False
-        if self.content_types is not None and m.content_type not in self.content_types:
-            return False
-        if self.session_id is not None and m.session_id != self.session_id:
-            return False
-        if self.created_after is not None and not m.created_at > self.created_after:
-            return False
-        if self.created_before is not None and not m.created_at < self.created_before:
-            return False
-        if self.min_importance is not None and not m.importance >= self.min_importance:
-            return False
-        return self.metadata is None or json_contains(m.metadata, self.metadata)
-
-
-def json_contains(container: Any, contained: Any) -> bool:
-    """PostgreSQL's ``jsonb @>`` on plain JSON values: objects contain sub-objects key by key,
-    an array contains an array whose every element some element of it contains (order and
-    repetition ignored), scalars only an equal scalar of the same JSON type (``true`` is not
-    ``1``); at the top level only, an array also contains a scalar it holds."""
-    if isinstance(container, list) and not isinstance(contained, (dict, list)):
-        return any(_same_scalar(c, contained) for c in container)
-    return _contains(container, contained)
-
-
-def _contains(container: Any, contained: Any) -> bool:
-    if isinstance(contained, dict):
-        return isinstance(container, dict) and all(
-            k in container and _contains(container[k], v) for k, v in contained.items()
-        )
-    if isinstance(contained, list):
-        return isinstance(container, list) and all(
-            any(_contains_element(c, item) for c in container) for item in contained
-        )
-    return _same_scalar(container, contained)
-
-
-def _contains_element(container: Any, item: Any) -> bool:
-    # Inside arrays a scalar is not contained by an array ([[1]] does not contain [1]).
-    if isinstance(item, (dict, list)):
-        return isinstance(container, type(item)) and _contains(container, item)
-    return _same_scalar(container, item)
-
-
-def _same_scalar(a: Any, b: Any) -> bool:
-    if isinstance(a, (dict, list)) or isinstance(b, (dict, list)):
-        return False
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
-    return type(a) is type(b) and a == b
-
-
 @dataclass(frozen=True, slots=True)
 class SearchRequest:
     """One L2 search: admission, the three rankings, fusion and packing, for one agent.
@@ -155,7 +60,7 @@ class SearchRequest:
     ``token_count``; ``None`` for both returns every ranked memory.
 
     ``filter`` restricts the search to the memories it matches, statistics included (see
-    :class:`MemoryFilter`). A memory whose ``expires_at`` is not after ``now`` is never a
+    :mod:`actrone_pg.filters`). A memory whose ``expires_at`` is not after ``now`` is never a
     candidate; until the sweeper deletes it, it still counts in the BM25 statistics (of the
     filtered set too), which the sweeper then updates, on every backend alike.
     """
@@ -172,17 +77,17 @@ class SearchRequest:
     budget: int | None = None
     max_hits: int | None = None
     filter: MemoryFilter | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class PackedSearch:
-    """The ranked memories that fit a request's budget, and how many were ranked in all."""
+    """The ranked memories that fit a request's budget, and how many candidates were ranked."""
 
     #: Chosen memories, best first, each with its explanation.
     hits: list[ScoredMemory]
-    #: How many memories the search ranked (every admitted candidate).
-    ranked: int
+    #: How many memories the search ranked: every admitted candidate (``max_episodic_memories``
+    #: at most; ``RetrievedContext.candidates_considered``).
+    candidates_considered: int
     #: Tokens of the chosen memories.
     tokens: int
 
@@ -235,7 +140,7 @@ def search(request: SearchRequest, candidates: Candidates, stats: CorpusStats) -
     """
     admitted = admit(candidates, request.threshold, request.limit)
     if admitted.size == 0:
-        return PackedSearch(hits=[], ranked=0, tokens=0)
+        return PackedSearch(hits=[], candidates_considered=0, tokens=0)
     cosine = candidates.cosine[admitted]
     tf, lengths = candidates.term_frequencies(admitted, request.terms)
     doc_freqs = [stats.doc_freq.get(t, 0) for t in request.terms]
@@ -256,18 +161,19 @@ def search(request: SearchRequest, candidates: Candidates, stats: CorpusStats) -
     chosen = ranked.order[np.asarray(taken, dtype=np.intp)]
     memories = candidates.memories(admitted[chosen].tolist())
     explained = explains(
-        cosine[chosen].tolist(),
-        scores[chosen].tolist(),
-        ranked.dense_rank[chosen].tolist(),
-        ranked.lexical_rank[chosen].tolist(),
-        ranked.recency_rank[chosen].tolist(),
-        ranked.score[chosen].tolist(),
+        cosine=cosine[chosen].tolist(),
+        bm25=scores[chosen].tolist(),
+        dense_rank=ranked.dense_rank[chosen].tolist(),
+        lexical_rank=ranked.lexical_rank[chosen].tolist(),
+        recency_rank=ranked.recency_rank[chosen].tolist(),
+        fused_score=ranked.score[chosen].tolist(),
     )
     hits = [ScoredMemory(m, e) for m, e in zip(memories, explained, strict=True)]
-    return PackedSearch(hits=hits, ranked=len(costs), tokens=used)
+    return PackedSearch(hits=hits, candidates_considered=len(costs), tokens=used)
 
 
 def explains(
+    *,
     cosine: Sequence[float],
     bm25: Sequence[float | None],
     dense_rank: Sequence[int],
@@ -275,13 +181,19 @@ def explains(
     recency_rank: Sequence[int],
     fused_score: Sequence[float],
 ) -> list[Explain]:
-    """The explanations of hits given column by column (one entry per hit, in order).
+    """The explanations of hits given column by column, by name (one entry per hit, in order).
 
     A lexical rank of 0 or ``None`` and a BM25 of 0 or ``None`` mean "absent from that ranking".
     """
     return [
-        # Positional, in one comprehension: built for every hit returned, up to 500 a search.
-        Explain(c, d, lx or None, r, f, None, b if b is not None and b > 0.0 else None)
+        Explain(
+            cosine=c,
+            dense_rank=d,
+            lexical_rank=lx or None,
+            recency_rank=r,
+            fused_score=f,
+            bm25=b if b is not None and b > 0.0 else None,
+        )
         for c, b, d, lx, r, f in zip(
             cosine, bm25, dense_rank, lexical_rank, recency_rank, fused_score, strict=True
         )
@@ -297,10 +209,10 @@ def pack_hits(
     """Ranked ``hits`` packed by :func:`~actrone_pg.budget.pack_costs`, each costing ``cost``.
 
     For hits whose cost or order the caller changes after the store ranked them (a custom token
-    counter, a reranker); ``ranked`` is then ``len(hits)``.
+    counter, a reranker); ``candidates_considered`` is then ``len(hits)``.
     """
     taken, used = pack_costs([cost(h) for h in hits], budget, max_hits)
-    return PackedSearch(hits=[hits[i] for i in taken], ranked=len(hits), tokens=used)
+    return PackedSearch(hits=[hits[i] for i in taken], candidates_considered=len(hits), tokens=used)
 
 
 def stored_tokens(hit: ScoredMemory) -> int:

@@ -35,8 +35,8 @@ from actrone_pg._embedded import given_or_temporary_server
 from actrone_pg.models import Memory, Turn
 from actrone_pg.ranking import RankingParams, query_terms
 from actrone_pg.stores.base import MemoryRecord, PackedSearch, SearchRequest
-from actrone_pg.stores.postgres import PostgresStore, rows
-from actrone_pg.stores.postgres.statements import SEARCH_PACKED, SELECT_RECENT_TURNS
+from actrone_pg.stores.postgres import PostgresStore, builders, rows
+from actrone_pg.stores.postgres.statements import SELECT_RECENT_TURNS
 
 DIM = 384
 #: The L2 share of a 4,000-token budget (the manager's default 25 %).
@@ -70,18 +70,23 @@ async def l1_l2_one_round_trip(
     Not a store method: the manager fetches L1 while the query is being embedded, which one
     round trip cannot do (the search needs the vector first). Measured here to compare.
     """
-    prepared = await store._search_params(req, content=False)
-    assert prepared is not None
+    packed = replace(req, budget=L2_BUDGET, max_hits=None)
+    dims = await store._embedder_dimensions(req.embedder)
+    assert dims is not None
+    statement, params = builders.search(
+        packed,
+        schema=store.schema,
+        vector_schema=store._vector_schema,
+        terms=await store._query_terms(req.query, req.terms),
+        ann_dimensions=await store._ann_dimensions(req.agent_id, req.embedder, dims),
+    )
     async with store._conn() as conn, conn.pipeline() as pipe:
         l1 = conn.cursor(row_factory=dict_row)
         await l1.execute(
             store._compose(SELECT_RECENT_TURNS), (req.agent_id, session_id, 3600.0, 50)
         )
         l2 = conn.cursor(row_factory=dict_row, binary=True)
-        await l2.execute(
-            store._search_sql(SEARCH_PACKED, prepared),
-            (*prepared.params, L2_BUDGET, None, req.agent_id),
-        )
+        await l2.execute(statement, params)
         await pipe.sync()
         turn_rows = await l1.fetchall()
         l2_rows = await l2.fetchall()

@@ -172,3 +172,34 @@ def assert_same_explain(got: Explain | None, want: Explain | None) -> None:
     if want.bm25 is not None:
         assert got.bm25 == pytest.approx(want.bm25, rel=1e-9)
     assert got.fused_score == pytest.approx(want.fused_score, rel=1e-9)
+
+
+def filter_examples() -> dict[str, Any]:
+    """One value of each built-in filter key, as ``parse_filters`` returns it: what the statement
+    tests compose every key's condition with. A new key adds its value here."""
+    from datetime import UTC, datetime
+
+    when = datetime(2026, 5, 1, tzinfo=UTC)
+    return {
+        "tags_any": ("tag-a", "tag-b"),
+        "tags_all": ("tag-c",),
+        "content_types": ("fact",),
+        "session_id": "session-5d2b",
+        "created_after": when,
+        "created_before": when,
+        "min_importance": 0.25,
+        "metadata": {"lang": "pt"},
+    }
+
+
+async def assert_filtered_search_is_the_subsets(
+    mm: Any, ref: Any, query: str, filters: Mapping[str, Any]
+) -> list[Any]:
+    """``mm``'s search with ``filters`` gives the hits, scores and ranks of ``ref``'s unfiltered
+    search (``ref`` holds only the matching memories); returns ``ref``'s hits."""
+    got = await mm.search_memories("agent", query, limit=50, explain=True, filters=filters)
+    want = await ref.search_memories("agent", query, limit=50, explain=True)
+    assert [m.id for m in got] == [m.id for m in want], query
+    for g, w in zip(got, want, strict=True):
+        assert_same_explain(g.explain, w.explain)
+    return list(want)

@@ -110,7 +110,7 @@ def test_admission_at_exactly_the_threshold_and_the_limit() -> None:
     p = RankingParams(hybrid=False, relevance_weight=1.0, recency_weight=0.0)
     assert [h.memory.id for h in run(rows, p, threshold=0.72).hits] == ["c", "d", "a"]
     assert [h.memory.id for h in run(rows, p, threshold=0.72, limit=2).hits] == ["c", "d"]
-    assert run(rows, p, threshold=0.95) == PackedSearch(hits=[], ranked=0, tokens=0)
+    assert run(rows, p, threshold=0.95) == PackedSearch(hits=[], candidates_considered=0, tokens=0)
 
 
 def test_classic_blend_with_known_ages() -> None:
@@ -126,9 +126,17 @@ def test_classic_blend_with_known_ages() -> None:
 def test_packing_takes_what_fits_in_rank_order() -> None:
     rows = [("a", 0.9, 0, 0), ("b", 0.8, 0, 0), ("c", 0.7, 0, 0)]  # 10 tokens each
     out = run(rows, RankingParams(hybrid=False), budget=25)
-    assert ([h.memory.id for h in out.hits], out.ranked, out.tokens) == (["a", "b"], 3, 20)
+    assert ([h.memory.id for h in out.hits], out.candidates_considered, out.tokens) == (
+        ["a", "b"],
+        3,
+        20,
+    )
     best = run(rows, RankingParams(hybrid=False), max_hits=1)
-    assert ([h.memory.id for h in best.hits], best.ranked, best.tokens) == (["a"], 3, 10)
+    assert ([h.memory.id for h in best.hits], best.candidates_considered, best.tokens) == (
+        ["a"],
+        3,
+        10,
+    )
 
 
 def test_rerank_orders_by_score_and_keeps_fused_order_on_ties() -> None:

@@ -172,12 +172,12 @@ async def test_retrieve_context_span_tree_and_attributes(otel: Telemetry) -> Non
         "actrone.l1.turns": 1,
         "actrone.l2.budget": 250,
         "actrone.l2.tokens": ctx.episodic_tokens,
-        "actrone.l2.candidates": 2,
+        "actrone.l2.candidates_considered": 2,
         "actrone.l2.memories": 2,
     }
     assert ctx.episodic_tokens == 7 + 7  # "Ada is allergic to peanuts": 26 chars; granola: 27
     search = otel.one("actrone.l2.search").attributes or {}
-    assert (search["actrone.l2.candidates"], search["actrone.l2.hits"]) == (2, 2)
+    assert (search["actrone.l2.candidates_considered"], search["actrone.l2.hits"]) == (2, 2)
     assert search["actrone.l2.tokens"] == 14 and search["actrone.l2.threshold"] == 0.5
     assert (otel.one("actrone.l1").attributes or {})["actrone.l1.turns_read"] == 1
     assert (otel.one("actrone.embed").attributes or {})["actrone.embed.texts"] == 1
@@ -219,7 +219,7 @@ async def test_no_content_or_ids_by_default(otel: Telemetry) -> None:
     await mm.search_memories(AGENT, QUERY)
     await mm.get_memory(AGENT, ids[0])
     recorded = everything_recorded(otel.spans())
-    assert "actrone.l2.candidates" in recorded  # the check below reads real attributes
+    assert "actrone.l2.candidates_considered" in recorded  # the check below reads real attributes
     for secret in [QUERY, AGENT, SESSION, "peanut", "hi there", *ids]:
         assert secret not in recorded, secret
     await mm.close()
@@ -471,10 +471,10 @@ async def test_retrieve_context_on_postgres(otel: Telemetry, store_postgres: Sto
             span.parent is not None and span.parent.span_id == root.context.span_id
         )
     attrs = root.attributes or {}
-    assert (attrs["actrone.l2.candidates"], attrs["actrone.l2.memories"]) == (2, 2)
+    assert (attrs["actrone.l2.candidates_considered"], attrs["actrone.l2.memories"]) == (2, 2)
     assert (attrs["actrone.l1.tokens"], attrs["actrone.l2.tokens"]) == (5, 14)
     search = otel.one("actrone.l2.search").attributes or {}
-    assert (search["actrone.l2.candidates"], search["actrone.l2.hits"]) == (2, 2)
+    assert (search["actrone.l2.candidates_considered"], search["actrone.l2.hits"]) == (2, 2)
     recorded = everything_recorded(otel.spans())
     assert QUERY not in recorded and ids[0] not in recorded
     assert otel.histogram_count("actrone.retrieve_context.duration", ok) == before + 1

@@ -12,12 +12,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from datetime import datetime
 from typing import Any
 
 from actrone_pg._cli._store import add_store_arguments, store_config
 from actrone_pg.config import MemoryConfig
 from actrone_pg.errors import ValidationError
+from actrone_pg.filters import FILTERS
 from actrone_pg.models import Memory, memory_to_dict
 
 
@@ -35,43 +35,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     history.add_argument("memory_id", help="the memory's id")
     listing.add_argument("--limit", type=int, default=20, help="memories per page (default 20)")
     listing.add_argument("--cursor", help="next_cursor of the previous page")
-    listing.add_argument(
-        "--tag", action="append", dest="tags_any", help="has this tag (repeat: any of them)"
-    )
-    listing.add_argument(
-        "--all-tags", action="append", dest="tags_all", help="has this tag (repeat: all of them)"
-    )
-    listing.add_argument(
-        "--content-type", action="append", dest="content_types", help="of this content type"
-    )
-    listing.add_argument("--session", dest="session_id", help="from this session")
-    listing.add_argument(
-        "--after", dest="created_after", help="created after (ISO 8601, with zone)"
-    )
-    listing.add_argument("--before", dest="created_before", help="created before (ISO 8601)")
-    listing.add_argument("--min-importance", type=float, help="importance at least this")
-    listing.add_argument("--metadata", help="a JSON object the metadata must contain")
+    # One option per filter key that has one (actrone_pg.filters).
+    for key in FILTERS.values():
+        if key.cli is not None:
+            action = "append" if key.cli.repeat else "store"
+            listing.add_argument(key.cli.flag, action=action, dest=key.name, help=key.cli.help)
 
 
 def filters_of(args: argparse.Namespace) -> dict[str, Any] | None:
     """The ``filters`` mapping the options name (validated by the manager)."""
     out: dict[str, Any] = {}
-    for key in ("tags_any", "tags_all", "content_types", "session_id", "min_importance"):
-        value = getattr(args, key, None)
-        if value is not None:
-            out[key] = value
-    for key in ("created_after", "created_before"):
-        value = getattr(args, key, None)
-        if value is not None:
-            try:
-                out[key] = datetime.fromisoformat(value)
-            except ValueError:
-                raise ValidationError(f"--{key[8:]}: not an ISO 8601 time: {value!r}") from None
-    if getattr(args, "metadata", None) is not None:
+    for key in FILTERS.values():
+        value = getattr(args, key.name, None)
+        if key.cli is None or value is None:
+            continue
+        convert = key.cli.convert
         try:
-            out["metadata"] = json.loads(args.metadata)
-        except ValueError:
-            raise ValidationError(f"--metadata: not JSON: {args.metadata!r}") from None
+            out[key.name] = [convert(v) for v in value] if key.cli.repeat else convert(value)
+        except ValueError as exc:
+            raise ValidationError(f"{key.cli.flag}: {exc}") from None
     return out or None
 
 

@@ -35,7 +35,7 @@ class Retrieval(Base):
     ) -> list[Memory]:
         """The agent's memories most relevant to ``query``, best first (no token budget).
 
-        ``filters`` (spec §9.3; keys in :data:`actrone_pg.pipeline.FILTER_KEYS`) restricts the
+        ``filters`` (spec §9.3; keys in :data:`actrone_pg.filters.FILTERS`) restricts the
         search to the memories that match, before ranking: the BM25 statistics, the three
         rankings and the fusion are those of the filtered set.
         """
@@ -104,7 +104,7 @@ class Retrieval(Base):
             episodic_tokens=packed.tokens,
             retrieval_ms=(time.perf_counter() - started) * 1000.0,
             relevance_threshold=self._threshold,
-            candidates_considered=packed.ranked,
+            candidates_considered=packed.candidates_considered,
         )
 
     def _turn_tokens(self, turn: Turn) -> int:

@@ -18,9 +18,10 @@ import hmac
 import logging
 from collections.abc import Awaitable, Callable, Collection
 from datetime import datetime
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from actrone_pg.errors import ActroneError, ConfigurationError, MissingDependencyError
+from actrone_pg.filters import FILTERS
 from actrone_pg.manager import MemoryManager
 from actrone_pg.models import Turn, memory_to_dict
 
@@ -28,7 +29,7 @@ try:
     from mcp.server import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import ToolAnnotations
-    from pydantic import BaseModel, ConfigDict, Field
+    from pydantic import BaseModel, ConfigDict, Field, create_model
     from starlette.types import ASGIApp, Receive, Scope, Send
 except ImportError:  # pragma: no cover - exercised by installs without the extra
     raise MissingDependencyError("mcp", "mcp") from None
@@ -66,28 +67,20 @@ _DELETE = ToolAnnotations(
 )
 
 
-class MemoryFilters(BaseModel):
-    """Which memories a listing or a search considers (spec §9.3); every condition must hold."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    tags_any: list[str] | None = Field(None, description="Memories with any of these tags.")
-    tags_all: list[str] | None = Field(None, description="Memories with all of these tags.")
-    content_types: list[str] | None = Field(
-        None, description="Memories with one of these content types (fact, preference, ...)."
-    )
-    session_id: str | None = Field(None, description="Memories from this session.")
-    created_after: datetime | None = Field(
-        None, description="Memories created after this ISO 8601 time (with a time zone)."
-    )
-    created_before: datetime | None = Field(
-        None, description="Memories created before this ISO 8601 time (with a time zone)."
-    )
-    min_importance: float | None = Field(
-        None, description="Memories at least this important (0 to 1)."
-    )
-    metadata: dict[str, Any] | None = Field(
-        None, description="A JSON object that each memory's metadata must contain."
+# The tools' filters: one optional field per filter key, as actrone_pg.filters defines them.
+if TYPE_CHECKING:
+    MemoryFilters = BaseModel
+else:
+    MemoryFilters = create_model(
+        "MemoryFilters",
+        __config__=ConfigDict(extra="forbid"),
+        __doc__="Which memories a listing or a search considers (spec §9.3); every condition"
+        " must hold.",
+        __module__=__name__,
+        **{
+            key.name: (key.annotation | None, Field(None, description=key.description))
+            for key in FILTERS.values()
+        },
     )
 
 

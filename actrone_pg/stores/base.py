@@ -19,9 +19,9 @@ from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from actrone_pg.errors import DimensionMismatchError
+from actrone_pg.filters import MemoryFilter
 from actrone_pg.models import Memory, SessionInfo, Turn, Vector
 from actrone_pg.pipeline import (
-    MemoryFilter,
     PackedSearch,
     SearchRequest,
     pack_hits,

@@ -19,8 +19,9 @@ import numpy as np
 import numpy.typing as npt
 
 from actrone_pg import pipeline
+from actrone_pg.filters import MemoryFilter
 from actrone_pg.models import Memory, SessionInfo, Turn, Vector
-from actrone_pg.pipeline import Candidates, MemoryFilter, PackedSearch, SearchRequest
+from actrone_pg.pipeline import Candidates, PackedSearch, SearchRequest
 from actrone_pg.ranking import (
     DEFAULT_ANALYZER,
     CorpusStats,
@@ -464,7 +465,7 @@ class InMemoryStore:
         agent = self._agents.get(request.agent_id)
         space = agent.space(request.embedder) if agent is not None else None
         if agent is None or space is None:
-            return PackedSearch(hits=[], ranked=0, tokens=0)
+            return PackedSearch(hits=[], candidates_considered=0, tokens=0)
         entries, memories, postings = agent.entries, space.memories, agent.postings
 
         def tf(

@@ -12,7 +12,7 @@ from actrone_pg.errors import MemoryNotFoundError, ValidationError
 from actrone_pg.manager import MemoryManager
 from actrone_pg.stores.base import Store
 from actrone_pg.stores.memory import InMemoryStore
-from tests.helpers import assert_same_explain
+from tests.helpers import assert_filtered_search_is_the_subsets
 
 
 async def _manager(store: Store, **config: object) -> MemoryManager:
@@ -266,11 +266,7 @@ async def test_a_filtered_search_ranks_the_filtered_set_as_if_it_were_all(
     if subset:
         await ref.inject_memories("agent", subset)
     for query in ("coffee in the morning", "green tea", "number 7"):
-        got = await mm.search_memories("agent", query, limit=50, explain=True, filters=flt)
-        want = await ref.search_memories("agent", query, limit=50, explain=True)
-        assert [m.id for m in got] == [m.id for m in want], query
-        for g, w in zip(got, want, strict=True):
-            assert_same_explain(g.explain, w.explain)
+        want = await assert_filtered_search_is_the_subsets(mm, ref, query, flt)
         ctx = await mm.retrieve_context("agent", "s", query, 4000, filters=flt)
         assert [m.id for m in ctx.episodic_memories] == [m.id for m in want][
             : len(ctx.episodic_memories)

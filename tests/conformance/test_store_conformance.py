@@ -363,18 +363,18 @@ async def test_packed_search_skips_what_does_not_fit(store: Store) -> None:
     req = request("agent", "zzz", [1, 0, 0, 0], threshold=0.5, params=by_cosine)
     packed = await store.search(replace(req, budget=16))  # tokens: a 10, b 20, c 5
     assert [h.memory.id for h in packed.hits] == ["a", "c"]
-    assert (packed.ranked, packed.tokens) == (3, 15)
+    assert (packed.candidates_considered, packed.tokens) == (3, 15)
     assert packed.hits[1].memory.content == "c" * 20
     assert packed.hits[1].explain.dense_rank == 3
     best = await store.search(
         replace(req, budget=None, max_hits=2)
     )  # search_memories: the best two, no budget
     assert [h.memory.id for h in best.hits] == ["a", "b"]
-    assert (best.ranked, best.tokens) == (3, 30)
+    assert (best.candidates_considered, best.tokens) == (3, 30)
     empty = await store.search(replace(req, budget=0))
-    assert (empty.hits, empty.ranked, empty.tokens) == ([], 3, 0)
+    assert (empty.hits, empty.candidates_considered, empty.tokens) == ([], 3, 0)
     nobody = await store.search(replace(request("nobody", "x", [1, 0, 0, 0]), budget=100))
-    assert (nobody.hits, nobody.ranked, nobody.tokens) == ([], 0, 0)
+    assert (nobody.hits, nobody.candidates_considered, nobody.tokens) == ([], 0, 0)
 
 
 async def test_vectors_of_other_embedders_are_never_compared(store: Store) -> None:

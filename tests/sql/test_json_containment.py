@@ -1,4 +1,4 @@
-"""``pipeline.json_contains`` (the filters' reference for ``metadata``) agrees with ``jsonb @>``."""
+"""``filters.json_contains`` (the filters' reference for ``metadata``) agrees with ``jsonb @>``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import psycopg
 import pytest
 
-from actrone_pg.pipeline import json_contains
+from actrone_pg.filters import json_contains
 
 pytestmark = pytest.mark.postgres
 

@@ -2,9 +2,9 @@
 
 A filter matching few of an agent's memories is read through its own index; one matching many,
 in one pass over the agent's rows, where the statistics of a broad filter are the agent's minus
-those of the memories it leaves out (statements.FILTERED). Each way is forced here in turn (a
-filter no index serves always takes the one pass), on data with expired memories, a second
-embedder and another agent, and compared with the in-memory store.
+those of the memories it leaves out (actrone_pg/sql/filtered_search.sql). Each way is forced
+here in turn (a filter no index serves always takes the one pass), on data with expired
+memories, a second embedder and another agent, and compared with the in-memory store.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from actrone_pg.pipeline import MemoryFilter, SearchRequest
 from actrone_pg.ranking import RankingParams, query_terms
 from actrone_pg.stores.base import MemoryRecord
 from actrone_pg.stores.memory import InMemoryStore
-from actrone_pg.stores.postgres import search
+from actrone_pg.stores.postgres import builders
 from tests.helpers import assert_same_explain
 
 if TYPE_CHECKING:
@@ -87,11 +87,11 @@ def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Ite
     """Force every filter down one path: its own index, or one pass over the agent's rows with
     the document frequencies counted on one side or the other."""
     if request.param == "selective":
-        monkeypatch.setattr(search, "FILTER_BROAD_DIVISOR", 0)
+        monkeypatch.setattr(builders, "FILTER_BROAD_DIVISOR", 0)
     else:
-        monkeypatch.setattr(search, "INDEXED_FILTER_KEYS", frozenset())
+        monkeypatch.setattr(builders, "served_by_an_index", lambda flt: False)
         rest = request.param.endswith("the rest")
-        monkeypatch.setattr(search, "FILTER_MOST_DIVISOR", 1_000_000 if rest else 0)
+        monkeypatch.setattr(builders, "FILTER_MOST_DIVISOR", 1_000_000 if rest else 0)
     yield str(request.param)
 
 

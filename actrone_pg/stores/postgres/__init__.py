@@ -23,6 +23,7 @@ The package is cut by concern, each module a layer of :class:`PostgresStore`:
 
 * ``statements`` — every SQL statement, as named constants, and the memory columns derived from
   :data:`actrone_pg.models.STORED_MEMORY_FIELDS`;
+* ``builders`` — the search's and the listing's (statement, parameters by name), without I/O;
 * ``rows`` — the one decoder per statement that reads rows by column name;
 * ``connection`` — configuration, the pool, error mapping, the schema check, text search
   normalisation and the embedder registry;

@@ -13,7 +13,7 @@ import logging
 import math
 import re
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -458,13 +458,17 @@ class Connection:
         self,
         conn: _Conn,
         statement: sql.Composed | str,
-        params: Sequence[Any],
+        params: Sequence[Any] | Mapping[str, Any],
         *,
         binary: bool = False,
+        prepare: bool | None = None,
     ) -> list[dict[str, Any]]:
-        """Run ``statement`` and return its rows as dicts, to be read by column name."""
+        """Run ``statement`` and return its rows as dicts, to be read by column name.
+
+        ``prepare=False`` keeps psycopg from preparing it (each run is then planned for its
+        values); ``None``, psycopg's default, prepares a statement run often."""
         cur = conn.cursor(row_factory=dict_row, binary=binary)
-        await cur.execute(statement, params)
+        await cur.execute(statement, params, prepare=prepare)
         return await cur.fetchall()
 
     # -- text search: the lexemes of the configured text search configuration --

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import math
 import time
 
 from actrone_pg.errors import ActroneError, MissingDependencyError
@@ -20,11 +19,9 @@ from actrone_pg.stores.postgres.statements import (
     ANN_INDEX_STATE,
     ANN_LOCK,
     ANN_MAX_DIMENSIONS,
-    ANN_OVERFETCH,
     ANN_RECHECK_SECONDS,
     ANN_RETRY_SECONDS,
     ANN_UNLOCK,
-    NO_CANDIDATES,
     SELECT_ALL_EMBEDDERS,
     SETTLE_MIN_ROWS,
 )
@@ -194,6 +191,10 @@ class Maintenance(Connection):
         return None if row is None else bool(row[0])
 
     def _ann_ddl(self, name: str, agent_id: str, embedder: str, dimensions: int) -> sql.Composed:
+        # The one place values are spelled in SQL: a utility statement (CREATE INDEX) takes no
+        # bound parameters, and a partial index's predicate is its literals. Searches bind them
+        # (statements.ANN_CANDIDATES), unprepared: each plan is made for the bound values, which
+        # the planner matches against the predicate.
         return sql.SQL(
             "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {s}.memories USING hnsw"
             " ((embedding::{vs}.vector({d})) {vs}.vector_ip_ops)"
@@ -222,30 +223,6 @@ class Maintenance(Connection):
                 self._ann_known.clear()
             self._ann_known[key] = known
         return dimensions if known[0] else None
-
-    def _candidates(
-        self, agent_id: str, embedder: str, dimensions: int | None, limit: int
-    ) -> sql.Composable:
-        """``hybrid_search``'s ``p_candidates``: NULL, or the agent's HNSW index scan.
-
-        The index is partial on the agent and embedder, so they are spelled as literals for the
-        planner to match its predicate; the query vector is the statement's last parameter.
-        """
-        if dimensions is None:
-            return NO_CANDIDATES
-        return sql.SQL(
-            "ARRAY(SELECT a.id FROM {s}.memories AS a"
-            " WHERE a.agent_id = {agent} AND a.embedder = {emb}"
-            " ORDER BY (a.embedding::{vs}.vector({d})) OPERATOR({vs}.<#>) %s::{vs}.vector({d})"
-            " LIMIT {k})"
-        ).format(
-            s=sql.Identifier(self.schema),
-            agent=sql.Literal(agent_id),
-            emb=sql.Literal(embedder),
-            vs=sql.Identifier(self._vector_schema),
-            d=sql.Literal(int(dimensions)),
-            k=sql.Literal(math.ceil(limit * ANN_OVERFETCH)),
-        )
 
     async def _drop_ann_indexes(self, agent_id: str) -> None:
         """Drop the agent's HNSW indexes, whatever process built them."""

@@ -80,12 +80,12 @@ def memory(agent_id: str, r: Row) -> Memory:
 def hits(agent_id: str, rows: Sequence[Row]) -> list[ScoredMemory]:
     """Ranked memories from rows of ``SEARCH`` or of ``SEARCH_PACKED`` (each with a memory)."""
     explained = explains(
-        [float(r["cosine"]) for r in rows],
-        [None if r["bm25"] is None else float(r["bm25"]) for r in rows],
-        [r["dense_rank"] for r in rows],
-        [r["lexical_rank"] for r in rows],
-        [r["recency_rank"] for r in rows],
-        [float(r["fused_score"]) for r in rows],
+        cosine=[float(r["cosine"]) for r in rows],
+        bm25=[None if r["bm25"] is None else float(r["bm25"]) for r in rows],
+        dense_rank=[r["dense_rank"] for r in rows],
+        lexical_rank=[r["lexical_rank"] for r in rows],
+        recency_rank=[r["recency_rank"] for r in rows],
+        fused_score=[float(r["fused_score"]) for r in rows],
     )
     return [
         ScoredMemory(memory=memory(agent_id, r), explain=e)
@@ -96,13 +96,16 @@ def hits(agent_id: str, rows: Sequence[Row]) -> list[ScoredMemory]:
 def searched(agent_id: str, rows: Sequence[Row]) -> PackedSearch:
     """``SEARCH``'s rows: every ranked memory, best first."""
     found = hits(agent_id, rows)
-    return PackedSearch(hits=found, ranked=len(found), tokens=_tokens(found))
+    return PackedSearch(hits=found, candidates_considered=len(found), tokens=_tokens(found))
 
 
 def packed(agent_id: str, rows: Sequence[Row]) -> PackedSearch:
-    """``SEARCH_PACKED``'s rows: the number ranked on each, and the chosen memories (if any)."""
+    """``SEARCH_PACKED``'s rows: the candidates considered on each, and the chosen memories (if
+    any)."""
     found = hits(agent_id, [r for r in rows if r["id"] is not None])
-    return PackedSearch(hits=found, ranked=rows[0]["ranked"], tokens=_tokens(found))
+    return PackedSearch(
+        hits=found, candidates_considered=rows[0]["candidates_considered"], tokens=_tokens(found)
+    )
 
 
 @dataclass(frozen=True, slots=True)

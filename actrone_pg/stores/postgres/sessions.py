@@ -11,7 +11,6 @@ from actrone_pg.stores.postgres.connection import Connection, jsonb
 from actrone_pg.stores.postgres.statements import (
     ACQUIRE_LOCK,
     DELETE_EXPIRED_SESSION,
-    DELETE_EXPIRED_SESSION_IF_IDLE,
     DELETE_SESSION,
     INSERT_TURN,
     RELEASE_LOCK,
@@ -120,7 +119,7 @@ class Sessions(Connection):
         """Delete the session (its turns by cascade) if it is still idle past the TTL."""
         async with self._conn() as conn:
             cur = await conn.execute(
-                self._compose(DELETE_EXPIRED_SESSION_IF_IDLE), (agent_id, session_id, ttl_seconds)
+                self._compose(DELETE_EXPIRED_SESSION), (agent_id, session_id, ttl_seconds)
             )
             return cur.rowcount > 0
 

@@ -1,21 +1,18 @@
 """Every SQL statement of the PostgreSQL store, as named constants, and its fixed settings.
 
 ``{s}`` is the schema, composed with ``sql.Identifier`` (``Connection._compose``); values always
-travel as bound parameters. The long ranking SQL is installed by the migrations (their pinned
-copies in ``actrone_pg/migrations/sql/``); these are the short statements around it. The memory
-columns are derived from
+travel as bound parameters. The short statements take them as ``%s``; the search and the listing
+(``SEARCH``, ``SEARCH_PACKED``, ``LIST_MEMORIES`` and their fragments) by name, ``%(name)s``,
+and are composed only by :mod:`.builders`. The long filtered CTEs are
+``actrone_pg/sql/filtered_search.sql``; the ranking SQL itself is installed by the migrations
+(their pinned copies in ``actrone_pg/migrations/sql/``). The memory columns are derived from
 :data:`actrone_pg.models.STORED_MEMORY_FIELDS`, the one list of a memory's fields.
 """
 
 from __future__ import annotations
 
-from actrone_pg.errors import MissingDependencyError
+from actrone_pg import sql as sql_files
 from actrone_pg.models import MEMORY_FIELD_TYPES, STORED_MEMORY_FIELDS
-
-try:
-    from psycopg import sql
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise MissingDependencyError("postgres", exc.name or "psycopg") from None
 
 #: A memory's columns besides ``agent_id`` (every query names the agent), in field order.
 MEMORY_FIELDS = tuple(name for name in STORED_MEMORY_FIELDS if name != "agent_id")
@@ -33,6 +30,8 @@ _PG_TYPES = {
 _COLUMN_TYPES = {name: _PG_TYPES[kind] for name, kind in MEMORY_FIELD_TYPES.items()}
 MEMORY_COLUMNS = ", ".join("m." + name for name in MEMORY_FIELDS)
 # -- L1 statements ({s} is the schema, composed with sql.Identifier) --
+# The session, if still idle past its TTL; run under the row lock it also re-checks, so a session
+# a writer revived meanwhile is kept.
 DELETE_EXPIRED_SESSION = (
     "DELETE FROM {s}.sessions WHERE agent_id = %s AND session_id = %s"
     " AND last_active_at < now() - make_interval(secs => %s)"
@@ -89,11 +88,6 @@ SWEEP_SESSIONS = (
 SELECT_EXPIRED_SESSIONS = (
     "SELECT agent_id, session_id FROM {s}.sessions"
     " WHERE last_active_at < now() - make_interval(secs => %s) LIMIT %s"
-)
-# Re-checked under the row lock: a session a writer revived meanwhile is kept.
-DELETE_EXPIRED_SESSION_IF_IDLE = (
-    "DELETE FROM {s}.sessions WHERE agent_id = %s AND session_id = %s"
-    " AND last_active_at < now() - make_interval(secs => %s)"
 )
 # One atomic statement: insert, or take over a lapsed lock; a live lock (even our own) refuses.
 ACQUIRE_LOCK = (
@@ -177,86 +171,35 @@ DELETE_EXPIRED = (
     " RETURNING id, doc_len, ARRAY(SELECT jsonb_object_keys(term_freqs)) AS terms"
 )
 # A page of list_memories, newest first (ix_memories_agent_id_created_at_id, read backwards).
-# {after}: TRUE or the keyset condition; {where}: TRUE or the filter's conditions.
+# {after}: TRUE or LIST_AFTER; {where}: TRUE or the filter's conditions (builders.list_memories).
 LIST_MEMORIES = (
-    "SELECT " + MEMORY_COLUMNS + " FROM {s}.memories AS m WHERE m.agent_id = %s"
-    " AND (m.expires_at IS NULL OR m.expires_at > %s) AND {after} AND {where}"
-    " ORDER BY m.created_at DESC, m.id DESC LIMIT %s"
+    "SELECT " + MEMORY_COLUMNS + " FROM {s}.memories AS m WHERE m.agent_id = %(agent)s"
+    " AND (m.expires_at IS NULL OR m.expires_at > %(now)s) AND {after} AND {where}"
+    " ORDER BY m.created_at DESC, m.id DESC LIMIT %(limit)s"
 )
-LIST_AFTER = "(m.created_at, m.id) < (%s, %s)"
+LIST_AFTER = "(m.created_at, m.id) < (%(after_created_at)s, %(after_id)s)"
 DELETE_HISTORY = "DELETE FROM {s}.memory_history WHERE agent_id = %s AND id = ANY(%s::text[])"
-# hybrid_search returns the ranked memories with their fields, best first. {candidates} is
-# NULL (an exact scan), for an agent with its own HNSW index the ids that index finds, or with a
-# filter FILTERED_CANDIDATES; {lifecycle} is UNFILTERED or FILTERED_STATS. SEARCH's {with} is
-# empty or "WITH " and FILTERED's CTEs; SEARCH_PACKED's {filtered} is empty or those CTEs and a
-# comma.
+# The search (builders.search composes these; every value is a named parameter, bound once).
+# hybrid_search returns the ranked memories, best first. {candidates} is NULL (an exact scan),
+# for an agent with its own HNSW index ANN_CANDIDATES, or with a filter FILTERED_CANDIDATES;
+# {lifecycle} is UNFILTERED or FILTERED_STATS. SEARCH's {with} is empty or "WITH " and
+# FILTERED's CTEs; SEARCH_PACKED's {filtered} is empty or those CTEs and a comma.
 _HYBRID_SEARCH = (
-    " FROM {s}.hybrid_search(%s, %s, %s::text[], %s, %s::float8, %s::int, %s::bool, %s::int,"
-    " %s::float8[], %s::float8, %s::float8, %s::timestamptz, %s::bool, {candidates},"
-    " %s::float8, %s::float8, {lifecycle}) AS h"
+    " FROM {s}.hybrid_search(%(agent)s, %(embedder)s, %(terms)s::text[], %(vector)s,"
+    " %(threshold)s::float8, %(limit)s::int, %(hybrid)s::bool, %(rrf_k)s::int,"
+    " %(rrf_weights)s::float8[], %(relevance_weight)s::float8, %(recency_weight)s::float8,"
+    " %(now)s::timestamptz, %(content)s::bool, {candidates}, %(bm25_k1)s::float8,"
+    " %(bm25_b)s::float8, {lifecycle}) AS h"
 )
 # hybrid_search's last four arguments (migration 0013) without a filter: the agent's expired
 # memories that the sweeper has not deleted yet are never admitted (one probe of the partial
-# index of expiring memories); the agent's own statistics. Parameters: agent, now.
+# index of expiring memories); the agent's own statistics.
 UNFILTERED = (
-    "(SELECT array_agg(e.id) FROM {s}.memories AS e WHERE e.agent_id = %s"
-    " AND e.expires_at <= %s), NULL, NULL, NULL"
+    "(SELECT array_agg(e.id) FROM {s}.memories AS e WHERE e.agent_id = %(agent)s"
+    " AND e.expires_at <= %(now)s), NULL, NULL, NULL"
 )
-# With a filter: CTEs that go before the statement ({with} of SEARCH, {filtered} of
-# SEARCH_PACKED). One pass finds the filtered set, its cosines and its BM25 statistics, which
-# hybrid_search is then given (FILTERED_CANDIDATES, FILTERED_STATS). {where} is the filter's
-# conditions on m, {vs} pgvector's schema.
-# - fp: the filter is checked on a sample of the agent's memories (the first FILTER_PROBE_SAMPLE
-#   by id: a few hundred primary-key reads). broad: it matches at least 1 / FILTER_BROAD_DIVISOR
-#   of them, or no index serves it. most: broad, and it matches more than 1 /
-#   FILTER_MOST_DIVISOR. The sample only picks the way; every way gives the same result.
-# - fm: if not broad, the matching rows only (a selective filter, read through that index); if
-#   broad, every row of the agent, ok telling whether it matches (one pass: reading most of the
-#   rows through an index costs more), the filter evaluated once per row. The cosine is computed
-#   for live matching rows of the embedder. A row's terms are kept only if the row is on the
-#   side its statistics are counted on (the matching rows, or if most match the others) and has
-#   one of the query's terms: term_freqs is read (and decompressed) for that side only, and
-#   what is materialised stays small.
-# - fn: the filtered set's N and total length (every embedder, expired ones included until
-#   swept, as the pipeline counts them).
-# - fd: each term's document frequency in the filtered set, counted on that side: among the
-#   matching rows, or as the agent's (term_stats) minus the other rows'.
-# docs/postgres.md, "Filtered search", has the measurements.
-# Parameters: the conditions', agent, sample, indexed, divisor, most divisor; terms, embedder,
-# now, vector, agent, the conditions'; terms, embedder, now, vector, the conditions', agent;
-# threshold, limit; agent, terms.
-_LIVE_COSINE = (
-    " AND {m}.embedder = %s AND ({m}.expires_at IS NULL OR {m}.expires_at > %s)"
-    " THEN -({m}.embedding OPERATOR({vs}.<#>) %s) END AS cosine"
-)
-FILTERED = (
-    "fp AS MATERIALIZED (SELECT b.broad, b.broad AND s.hits * %s::bigint > s.n AS most"
-    " FROM (SELECT count(*) FILTER (WHERE {where}) AS hits, count(*) AS n"
-    " FROM (SELECT * FROM {s}.memories AS m WHERE m.agent_id = %s ORDER BY m.id LIMIT %s) AS m)"
-    " AS s CROSS JOIN LATERAL (SELECT NOT %s::bool OR s.hits * %s::bigint >= s.n AS broad) AS b),"
-    " fm AS MATERIALIZED (SELECT m.id, m.created_at, m.doc_len,"
-    " CASE WHEN m.term_freqs ?| %s::text[] THEN m.term_freqs END AS term_freqs, true AS ok,"
-    " CASE WHEN true"
-    + _LIVE_COSINE.replace("{m}", "m")
-    + " FROM {s}.memories AS m WHERE m.agent_id = %s AND {where} AND NOT (SELECT fp.broad FROM fp)"
-    " UNION ALL SELECT y.id, y.created_at, y.doc_len,"
-    " CASE WHEN y.ok <> (SELECT fp.most FROM fp) AND y.term_freqs ?| %s::text[]"
-    " THEN y.term_freqs END, y.ok, CASE WHEN y.ok"
-    + _LIVE_COSINE.replace("{m}", "y")
-    + " FROM (SELECT m.id, m.created_at, m.doc_len, m.term_freqs, m.embedder, m.expires_at,"
-    " m.embedding, COALESCE({where}, false) AS ok FROM {s}.memories AS m"
-    " WHERE m.agent_id = %s AND (SELECT fp.broad FROM fp) OFFSET 0) AS y),"
-    " ft AS MATERIALIZED (SELECT f.ok, f.term_freqs FROM fm AS f WHERE f.term_freqs IS NOT NULL),"
-    " fc AS (SELECT ARRAY(SELECT x.id FROM (SELECT f.id FROM fm AS f WHERE f.cosine >= %s::float8"
-    " ORDER BY f.cosine DESC, f.created_at DESC, f.id LIMIT %s::int) AS x ORDER BY x.id) AS ids),"
-    " fn AS (SELECT count(*) FILTER (WHERE f.ok) AS n_docs,"
-    " COALESCE(sum(f.doc_len) FILTER (WHERE f.ok), 0)::bigint AS total_length FROM fm AS f),"
-    " fd AS (SELECT ARRAY(SELECT (CASE WHEN (SELECT fp.most FROM fp) THEN COALESCE(("
-    "SELECT ts.df FROM {s}.term_stats AS ts WHERE ts.agent_id = %s AND ts.term = t.term), 0)"
-    " - (SELECT count(*) FROM ft AS f WHERE NOT f.ok AND f.term_freqs ? t.term)"
-    " ELSE (SELECT count(*) FROM ft AS f WHERE f.ok AND f.term_freqs ? t.term) END)::integer"
-    " FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, ord) ORDER BY t.ord) AS dfs)"
-)
+#: With a filter: the CTEs that go before the statement (actrone_pg/sql/filtered_search.sql).
+FILTERED = sql_files.load("filtered_search")
 #: A filter matching at least 1 / FILTER_BROAD_DIVISOR of a sample of FILTER_PROBE_SAMPLE of the
 #: agent's memories is read in one pass over the agent's rows; below, through its own index
 #: (where the two cost about the same: docs/postgres.md, "Filtered search").
@@ -266,11 +209,6 @@ FILTER_BROAD_DIVISOR = 4
 #: frequencies counted among the rows it leaves out (the smaller side), subtracted from the
 #: agent's; otherwise among the rows it matches.
 FILTER_MOST_DIVISOR = 2
-#: The filter keys an index serves (GIN on tags and metadata, the btree on created_at). A filter
-#: without any is always read in one pass (broad): its selective path would read every row too.
-INDEXED_FILTER_KEYS = frozenset(
-    {"tags_any", "tags_all", "metadata", "created_after", "created_before"}
-)
 # hybrid_search's p_candidates with a filter: the filtered set's nearest live memories, ordered
 # and cut as hybrid_search admits them, so that it ranks exactly the filtered set's (its cosines
 # are the same operator on the same vectors). Never NULL: NULL would mean "scan the agent".
@@ -280,17 +218,15 @@ FILTERED_STATS = (
     "NULL::text[], (SELECT fn.n_docs FROM fn), (SELECT fn.total_length FROM fn),"
     " (SELECT fd.dfs FROM fd)"
 )
-#: Each filter key's condition on a memory row m (spec §9.3), as MemoryFilter.matches has it.
-FILTER_CONDITIONS = {
-    "tags_any": "m.tags && %s::text[]",
-    "tags_all": "m.tags @> %s::text[]",
-    "content_types": "m.content_type = ANY (%s::text[])",
-    "session_id": "m.session_id = %s",
-    "created_after": "m.created_at > %s",
-    "created_before": "m.created_at < %s",
-    "min_importance": "m.importance >= %s::float8",
-    "metadata": "m.metadata @> %s::jsonb",
-}
+# hybrid_search's p_candidates for an agent with its own HNSW index: the ids its scan finds.
+# The index is partial on the agent and embedder; {d}, its vector's dimension, is a type
+# modifier of the indexed expression (a literal the index's expression must match, not a value).
+ANN_CANDIDATES = (
+    "ARRAY(SELECT a.id FROM {s}.memories AS a"
+    " WHERE a.agent_id = %(agent)s AND a.embedder = %(embedder)s"
+    " ORDER BY (a.embedding::{vs}.vector({d})) OPERATOR({vs}.<#>) %(vector)s::{vs}.vector({d})"
+    " LIMIT %(ann_limit)s::int)"
+)
 _EXPLAIN_COLUMNS = "h.cosine, h.bm25, h.dense_rank, h.lexical_rank, h.recency_rank, h.fused_score"
 # Search reads metadata as text: most memories have none, and the decoder skips the JSON parser
 # for '{}' (see rows.memory).
@@ -300,7 +236,7 @@ _SEARCH_MEMORY_COLUMNS = MEMORY_COLUMNS.replace("m.metadata", "m.metadata::text 
 _MEMORY_ROW = (
     " CROSS JOIN LATERAL (SELECT "
     + _SEARCH_MEMORY_COLUMNS
-    + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = {h}.id OFFSET 0) AS f"
+    + " FROM {s}.memories AS m WHERE m.agent_id = %(agent)s AND m.id = {h}.id OFFSET 0) AS f"
 )
 SEARCH = (
     "{with}SELECT "
@@ -321,9 +257,11 @@ SEARCH_PACKED = (
     + ", h.id, h.token_count"
     + _HYBRID_SEARCH
     + "), p AS MATERIALIZED (SELECT {s}.pack_positions(array_agg(h.token_count ORDER BY"
-    " h.position), %s::bigint, %s::int) AS taken, count(*)::int AS ranked FROM h),"
+    " h.position), %(budget)s::bigint, %(max_hits)s::int) AS taken,"
+    " count(*)::int AS candidates_considered FROM h),"
     " c AS MATERIALIZED (SELECT h.* FROM h WHERE h.position = ANY ((SELECT p.taken FROM p)::int[]))"
-    " SELECT p.ranked, c.cosine, c.bm25, c.dense_rank, c.lexical_rank, c.recency_rank,"
+    " SELECT p.candidates_considered, c.cosine, c.bm25, c.dense_rank, c.lexical_rank,"
+    " c.recency_rank,"
     " c.fused_score, f.*"
     # One primary-key probe per chosen memory (LATERAL, OFFSET 0 so that it stays a probe):
     # joined as sets, the planner either compared every pair or read all of the agent's rows
@@ -347,7 +285,6 @@ VECTOR_SCHEMA = (
     " WHERE e.extname = 'vector'"
 )
 SELECT_ALL_EMBEDDERS = "SELECT name FROM {s}.embedders"
-NO_CANDIDATES = sql.SQL("NULL::text[]")
 RECORD_TS_CONFIG = (
     "INSERT INTO {s}.settings (name, value) VALUES ('text_search_config', %s)"
     " ON CONFLICT (name) DO NOTHING"

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from actrone_pg.errors import MissingDependencyError
+from actrone_pg.filters import FieldMatch, MemoryFilter
 from actrone_pg.models import (
     DATETIME_FIELDS,
     STORED_MEMORY_FIELDS,
@@ -26,7 +27,6 @@ from actrone_pg.models import (
     Turn,
     memory_from_fields,
 )
-from actrone_pg.pipeline import MemoryFilter
 from actrone_pg.ranking import Analyzer, micros
 
 try:
@@ -246,32 +246,27 @@ def agent_filter(agent_id: str) -> qm.Filter:
 def live_filter(agent_id: str, now: datetime, flt: MemoryFilter | None) -> qm.Filter:
     """The agent's points that have not expired at ``now`` and that ``flt`` may match.
 
-    Only the conditions Qdrant evaluates exactly as :meth:`MemoryFilter.matches` does are pushed
-    down (tags, content types, session, importance); the caller applies ``matches`` to what comes
-    back, so the pushdown only narrows what travels.
+    Only the conditions of keys with a ``qdrant`` compiler (those Qdrant evaluates exactly as
+    their ``matches``) are pushed down; the caller applies ``flt.matches`` to what comes back,
+    so the pushdown only narrows what travels.
     """
     must: list[qm.Condition] = [
         qm.FieldCondition(key="agent_id", match=qm.MatchValue(value=agent_id))
     ]
-    if flt is not None:
-        if flt.tags_any:
-            must.append(qm.FieldCondition(key="tags", match=qm.MatchAny(any=list(flt.tags_any))))
-        for tag in flt.tags_all or ():
-            must.append(qm.FieldCondition(key="tags", match=qm.MatchValue(value=tag)))
-        if flt.content_types:
-            must.append(
-                qm.FieldCondition(
-                    key="content_type", match=qm.MatchAny(any=list(flt.content_types))
-                )
-            )
-        if flt.session_id is not None:
-            must.append(
-                qm.FieldCondition(key="session_id", match=qm.MatchValue(value=flt.session_id))
-            )
-        if flt.min_importance is not None:
-            must.append(qm.FieldCondition(key="importance", range=qm.Range(gte=flt.min_importance)))
+    for key, value in flt or ():
+        if key.qdrant is not None:
+            must.extend(_condition(c) for c in key.qdrant(value))
     expired = qm.FieldCondition(key="expires_us", range=qm.Range(lte=micros(now)))
     return qm.Filter(must=must, must_not=[expired])
+
+
+def _condition(c: FieldMatch) -> qm.FieldCondition:
+    """Qdrant's form of a key's payload condition."""
+    if c.any is not None:
+        return qm.FieldCondition(key=c.key, match=qm.MatchAny(any=list(c.any)))
+    if c.gte is not None:
+        return qm.FieldCondition(key=c.key, range=qm.Range(gte=c.gte))
+    return qm.FieldCondition(key=c.key, match=qm.MatchValue(value=c.value))
 
 
 def ttl_ms(ttl_seconds: float) -> int:

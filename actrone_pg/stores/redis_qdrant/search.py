@@ -11,8 +11,9 @@ import numpy.typing as npt
 
 from actrone_pg import pipeline
 from actrone_pg.errors import MissingDependencyError
+from actrone_pg.filters import MemoryFilter, filtered_stats
 from actrone_pg.models import Memory
-from actrone_pg.pipeline import Candidates, MemoryFilter, PackedSearch, SearchRequest
+from actrone_pg.pipeline import Candidates, PackedSearch, SearchRequest
 from actrone_pg.ranking import Analyzer, CorpusStats, code_point_ranks
 from actrone_pg.ranking import cosines as _reference_cosines
 from actrone_pg.stores.base import check_query_dimensions
@@ -48,7 +49,7 @@ class Search(Index):
 
     async def search(self, request: SearchRequest) -> PackedSearch:
         """The agent's Qdrant candidates, with exact cosines, ranked by the pipeline."""
-        nothing = PackedSearch(hits=[], ranked=0, tokens=0)
+        nothing = PackedSearch(hits=[], candidates_considered=0, tokens=0)
         dim = await self._registered_dim(request.embedder)
         if dim is None:
             return nothing
@@ -223,12 +224,11 @@ def _filtered_stats(
 ) -> CorpusStats:
     """The BM25 statistics of the memories whose payloads are given (a filtered set), their
     contents analysed as the store indexes them."""
-    total = 0
-    doc_freq: dict[str, int] = dict.fromkeys(terms, 0)
-    for p in payloads:
-        tf, length = analyzer.term_counts(str(p["content"]))
-        total += length
-        for term in doc_freq:
-            if term in tf:
-                doc_freq[term] += 1
-    return CorpusStats(n_docs=len(payloads), total_length=total, doc_freq=doc_freq)
+    counted = [analyzer.term_counts(str(p["content"])) for p in payloads]
+    lengths = np.array([length for _, length in counted], dtype=np.int64)
+    every = np.ones(len(counted), dtype=bool)
+
+    def rows_of(term: str) -> npt.NDArray[np.intp]:
+        return np.array([i for i, (tf, _) in enumerate(counted) if term in tf], dtype=np.intp)
+
+    return filtered_stats(every, lengths, rows_of, terms)
