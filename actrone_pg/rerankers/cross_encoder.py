@@ -175,6 +175,7 @@ class CrossEncoderReranker:
 
 def from_config(config: MemoryConfig) -> CrossEncoderReranker:
     """The reranker ``rerank_model`` names: a directory, else a hub id (cache, then download)."""
+    _onnx.import_runtime()  # a missing extra is reported before any search or download
     model = config.rerank_model.strip()
     kwargs: dict[str, Any] = {
         "batch_size": config.rerank_top_k,
