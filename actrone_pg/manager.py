@@ -224,10 +224,19 @@ async def create_memory_manager(
     embedder: Embedder | None = None,
     reranker: Reranker | None = None,
     token_counter: TokenCounter | None = None,
+    consolidator: Consolidator | None = None,
 ) -> AsyncIterator[MemoryManager]:
-    """``async with create_memory_manager(config) as mm:`` — a manager closed on exit."""
+    """``async with create_memory_manager(config) as mm:`` — a manager closed on exit.
+
+    Takes the arguments of :meth:`MemoryManager.create`.
+    """
     mm = await MemoryManager.create(
-        config, store=store, embedder=embedder, reranker=reranker, token_counter=token_counter
+        config,
+        store=store,
+        embedder=embedder,
+        reranker=reranker,
+        token_counter=token_counter,
+        consolidator=consolidator,
     )
     try:
         yield mm
