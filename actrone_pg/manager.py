@@ -56,24 +56,15 @@ class MemoryManager:
     original exception chained as ``__cause__`` (see ``actrone_pg._guard``).
     """
 
-    def __init__(
-        self,
-        config: MemoryConfig,
-        store: Store,
-        embedder: Embedder,
-        reranker: Reranker | None,
-        token_counter: TokenCounter | None,
-        consolidator: Consolidator | None = None,
-    ) -> None:
-        self._ctx = ctx = ManagerContext(
-            config, store, embedder, reranker, token_counter, consolidator
-        )
+    def __init__(self, ctx: ManagerContext) -> None:
+        # create() builds the context; the collaborators are built here, in one place.
+        self._ctx = ctx
         # The components, for callers (the CLI, the integrations); collaborators use ctx's.
-        self.config = config
-        self.store = store
-        self.embedder = embedder
-        self.reranker = reranker
-        self.consolidator = consolidator
+        self.config = ctx.config
+        self.store = ctx.store
+        self.embedder = ctx.embedder
+        self.reranker = ctx.reranker
+        self.consolidator = ctx.consolidator
         self._retrieval = Retrieval(ctx)
         self._memories = Memories(ctx)
         # Consolidation writes through this manager's public (guarded, traced) methods.
@@ -175,7 +166,9 @@ class MemoryManager:
                     "consolidator", "must have a name and an async consolidate(turns, context)"
                 )
             await store.setup()
-            manager = cls(config, store, embedder, reranker, token_counter, consolidator)
+            manager = cls(
+                ManagerContext(config, store, embedder, reranker, token_counter, consolidator)
+            )
         except BaseException:
             await _close_all(built)
             raise

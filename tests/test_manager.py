@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import inspect
 import math
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -248,6 +250,20 @@ async def test_create_memory_manager_closes_on_exit() -> None:
         await mm.store_turn("ag", "s", "x", "y")
         assert mm.backend == "memory"
     assert mm._closed
+
+
+def test_the_manager_holds_its_collaborators_and_consolidation_needs_only_a_protocol() -> None:
+    assert MemoryManager.__mro__ == (MemoryManager, object)
+    import actrone_pg.consolidation as consolidation
+
+    for path in Path(consolidation.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names.append(node.module)
+            assert not [
+                n for n in names if n.startswith(("actrone_pg.manager", "actrone_pg._manager"))
+            ], path
 
 
 def test_create_memory_manager_takes_what_create_takes() -> None:
