@@ -2,7 +2,7 @@
 
 :func:`guard_public_methods` wraps every public method of a class, its bases' included
 (coroutine methods, the ``create`` classmethod and plain methods alike), once, when the class is
-defined, so a method added later, to the class or to one of its layers, is covered without anyone
+defined, so a method added later, to the class or to one of its bases, is covered without anyone
 remembering to. Inside the wrapper:
 
 - an ``ActroneError`` passes through untouched;
@@ -49,8 +49,8 @@ _MODULES: tuple[tuple[str, type[ActroneError]], ...] = (
 def public_attributes(cls: type) -> list[tuple[str, Any]]:
     """The public attributes ``cls`` defines or inherits, each as the nearest class defines it.
 
-    The manager is built from layers (:mod:`actrone_pg._manager`): what a wrapper covers is
-    every public method of the class, wherever in its bases it is written.
+    A wrapper covers every public method of the class, wherever in its bases it is written;
+    the manager's are its own, forwarded to its collaborators (:mod:`actrone_pg._manager`).
     """
     found: dict[str, Any] = {}
     for klass in cls.__mro__:

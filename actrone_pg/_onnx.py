@@ -1,4 +1,4 @@
-"""What the ONNX embedder and the ONNX cross-encoder share: finding, fetching and reading a model.
+"""What the ONNX embedder and the ONNX cross-encoder share: finding, fetching and loading a model.
 
 Private: both :mod:`actrone_pg.embedders.onnx` and :mod:`actrone_pg.rerankers.cross_encoder`
 import from here, neither from the other.
@@ -16,10 +16,13 @@ from actrone_pg.errors import MissingDependencyError, ModelNotAvailableError
 
 __all__ = [
     "HOW_TO_GET_A_MODEL",
+    "MODEL_INPUTS",
     "ONNX_FILES",
     "find_onnx",
     "hub_snapshot",
     "import_runtime",
+    "inference_session",
+    "load_tokenizer",
     "looks_like_path",
     "max_length",
     "models_dir",
@@ -56,6 +59,52 @@ def import_runtime() -> tuple[Any, Any]:
     except ImportError:
         raise MissingDependencyError("onnx", "tokenizers") from None
     return onnxruntime, tokenizers
+
+
+#: The inputs a supported model may take; ``input_ids`` is required.
+MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def load_tokenizer(tokenizers: Any, path: str | os.PathLike[str], *, what: str) -> Any:
+    """The tokenizer in ``path``, its own padding and truncation off (the caller sets its own).
+
+    A file may carry settings of its own (MiniLM's pads every text to 128).
+    """
+    try:
+        tokenizer = tokenizers.Tokenizer.from_file(str(path))
+    except Exception as exc:
+        raise ModelNotAvailableError(f"cannot load the {what} {path}: {exc}") from None
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
+
+
+def inference_session(
+    ort: Any, model_path: str | os.PathLike[str], *, threads: int, what: str
+) -> tuple[Any, list[str]]:
+    """A CPU session of ``model_path`` and its input names (a subset of :data:`MODEL_INPUTS`).
+
+    ``threads`` intra-op threads (0: onnxruntime's choice) and one inter-op thread: one request
+    at a time per call; parallelism comes from intra-op threads.
+    """
+    options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    try:
+        session = ort.InferenceSession(
+            str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:
+        raise ModelNotAvailableError(f"cannot load the {what} {model_path}: {exc}") from None
+    inputs = [i.name for i in session.get_inputs()]
+    if not set(inputs) <= set(MODEL_INPUTS) or "input_ids" not in inputs:
+        raise ModelNotAvailableError(
+            f"the {what} {model_path} has inputs {inputs}; expected input_ids and optionally "
+            "attention_mask and token_type_ids"
+        )
+    return session, inputs
 
 
 def read_json(path: Path) -> dict[str, Any]:

@@ -392,7 +392,7 @@ _STEP_RESULTS: dict[str, Callable[[Any], Mapping[str, Any]]] = {
 def trace_public_methods(cls: C) -> C:
     """Give every public coroutine method of ``cls`` (and its ``create``) a span and a histogram.
 
-    Inherited methods are covered too (the manager is built from layers), their wrappers set on
+    Inherited methods are covered too (a class may build on others), their wrappers set on
     ``cls``. Apply it over :func:`~actrone_pg._guard.guard_public_methods`, so the span sees the
     error the caller gets. An instance method asks ``self._telemetry``; ``create`` asks the
     telemetry its ``config`` would give. Plain methods (``count_tokens``) run without I/O and are

@@ -31,7 +31,7 @@ import io
 import json
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from actrone_pg.errors import ValidationError
@@ -270,14 +270,3 @@ def parse_pairs(text: str, fmt: str = "jsonl", *, source: str = "pairs") -> list
     if not pairs:
         raise ValidationError(f"{source}: no pairs found")
     return pairs
-
-
-def split_labels(pairs: Iterable[LabelledPair]) -> tuple[int, int]:
-    """How many pairs are relevant and how many unrelated."""
-    rel = unr = 0
-    for p in pairs:
-        if p.relevant:
-            rel += 1
-        else:
-            unr += 1
-    return rel, unr

@@ -4,16 +4,17 @@ It validates every argument before touching a store, runs the L1 read concurrent
 embedding and L2 search, optionally reranks, and packs both shares of the token budget. It
 depends only on the store protocol, never on a concrete store.
 
-The class is cut by concern, each private module of :mod:`actrone_pg._manager` a layer that the
-next one builds on:
+The manager holds one collaborator per concern, each a private module of
+:mod:`actrone_pg._manager`, all sharing one :class:`~actrone_pg._manager.context.ManagerContext`
+(the components and the rules derived from the config):
 
-* ``base`` — the state every layer shares (declared once, set by the constructor here), token
-  counting, embedding, and the form in which a read returns a memory;
-* ``retrieval`` — L2 search and :meth:`MemoryManager.retrieve_context` within the budget;
-* ``memories`` — L2 writes and the memories' lifecycle (versions, expiry, listing, erasure);
-* ``consolidating`` — consolidation (spec §9.1), in the background and on request, and locks;
 * ``sessions`` — L1: turns and sessions, and the sweep of expired sessions;
-* this module — :class:`MemoryManager`, which builds, owns and closes the components.
+* ``memories`` — L2 writes and the memories' lifecycle (versions, expiry, listing, erasure);
+* ``retrieval`` — L2 search and :meth:`MemoryManager.retrieve_context` within the budget;
+* ``consolidating`` — consolidation (spec §9.1), in the background and on request, and locks;
+* this module — :class:`MemoryManager`, which builds, owns and closes the components, and whose
+  public methods are the collaborators' own, forwarded (``_manager.forward``) and then guarded
+  and traced here.
 """
 
 from __future__ import annotations
@@ -21,21 +22,24 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from actrone_pg._guard import guard_public_methods
-from actrone_pg._manager.sessions import Sessions
-from actrone_pg._telemetry import create_telemetry, trace_public_methods
+from actrone_pg._manager.consolidating import Consolidation
+from actrone_pg._manager.context import ManagerContext
+from actrone_pg._manager.forward import forward, forward_sync
+from actrone_pg._manager.memories import Memories
+from actrone_pg._manager.retrieval import Retrieval
+from actrone_pg._manager.sessions import SessionTurns
+from actrone_pg._telemetry import Telemetry, trace_public_methods
 from actrone_pg.config import MemoryConfig
 from actrone_pg.consolidation import Consolidator, create_consolidator
 from actrone_pg.embedders import Embedder, create_embedder
 from actrone_pg.errors import ConfigurationError
-from actrone_pg.ranking import DEFAULT_RELEVANCE_THRESHOLD, RankingParams
 from actrone_pg.rerankers import Reranker
 from actrone_pg.stores import Store, create_store
-from actrone_pg.tokens import TokenCounter, heuristic_token_count
+from actrone_pg.tokens import TokenCounter
 
 __all__ = ["MemoryManager", "create_memory_manager"]
 
@@ -44,7 +48,7 @@ logger = logging.getLogger("actrone_pg.manager")
 
 @trace_public_methods  # outside the guard: a span sees the error the caller gets
 @guard_public_methods
-class MemoryManager(Sessions):
+class MemoryManager:
     """Stores turns and memories for agents and assembles their context inside a token budget.
 
     Build one with :meth:`create` (or :func:`create_memory_manager`), not with the constructor.
@@ -52,53 +56,52 @@ class MemoryManager(Sessions):
     original exception chained as ``__cause__`` (see ``actrone_pg._guard``).
     """
 
-    def __init__(
-        self,
-        config: MemoryConfig,
-        store: Store,
-        embedder: Embedder,
-        reranker: Reranker | None,
-        token_counter: TokenCounter | None,
-        consolidator: Consolidator | None = None,
-    ) -> None:
-        self.config = config
-        self.store = store
-        self.embedder = embedder
-        self.reranker = reranker
-        self.consolidator = consolidator
-        # Background consolidation: turns stored through this manager since the session was
-        # last consolidated, the running task of each session, and when to look again.
-        self._new_turns = {}
-        self._consolidating = {}
-        self._not_before = {}
-        # (agent, session) -> monotonic time until which this process knows the session is live
-        # (it wrote a turn less than a TTL before): store_turn then skips the expiry check.
-        self._live_until = {}
-        self._count = token_counter or heuristic_token_count
-        self._custom_counter = token_counter is not None
-        self._query_cache = OrderedDict()
-        self._redacted = frozenset(config.redact_sensitivities)
+    def __init__(self, ctx: ManagerContext) -> None:
+        # create() builds the context; the collaborators are built here, in one place.
+        self._ctx = ctx
+        # The components, for callers (the CLI, the integrations); collaborators use ctx's.
+        self.config = ctx.config
+        self.store = ctx.store
+        self.embedder = ctx.embedder
+        self.reranker = ctx.reranker
+        self.consolidator = ctx.consolidator
+        self._retrieval = Retrieval(ctx)
+        self._memories = Memories(ctx)
+        # Consolidation writes through this manager's public (guarded, traced) methods.
+        self._consolidation = Consolidation(ctx, self)
+        self._sessions = SessionTurns(ctx, self._consolidation)
         self._closed = False
         # What create() built, in build order: close() closes these and nothing else.
-        self._built = []
-        threshold = config.relevance_threshold
-        if threshold is None:
-            threshold = embedder.relevance_threshold
-        if threshold is None:
-            threshold = DEFAULT_RELEVANCE_THRESHOLD
-        self._threshold = float(threshold)
-        self._params = RankingParams(
-            hybrid=config.hybrid_retrieval,
-            rrf_k=config.rrf_k,
-            rrf_weights=config.rrf_weights,
-            relevance_weight=config.relevance_weight,
-            recency_weight=config.recency_weight,
-            bm25_k1=config.bm25_k1,
-            bm25_b=config.bm25_b,
-        )
-        self._telemetry = create_telemetry(
-            config, backend=store.backend, embedder=embedder.name, threshold=self._threshold
-        )
+        self._built: list[object] = []
+
+    # -- the collaborators' public methods --
+    store_turn = forward("_sessions", SessionTurns.store_turn)
+    get_recent_turns = forward("_sessions", SessionTurns.get_recent_turns)
+    get_session = forward("_sessions", SessionTurns.get_session)
+    list_sessions = forward("_sessions", SessionTurns.list_sessions)
+    set_session_metadata = forward("_sessions", SessionTurns.set_session_metadata)
+    clear_session = forward("_sessions", SessionTurns.clear_session)
+    sweep_expired_sessions = forward("_sessions", SessionTurns.sweep_expired_sessions)
+
+    inject_memory = forward("_memories", Memories.inject_memory)
+    inject_memories = forward("_memories", Memories.inject_memories)
+    get_memory = forward("_memories", Memories.get_memory)
+    update_memory = forward("_memories", Memories.update_memory)
+    memory_history = forward("_memories", Memories.memory_history)
+    list_memories = forward("_memories", Memories.list_memories)
+    count_memories = forward("_memories", Memories.count_memories)
+    delete_memory = forward("_memories", Memories.delete_memory)
+    erase_agent = forward("_memories", Memories.erase_agent)
+    sweep_expired = forward("_memories", Memories.sweep_expired)
+
+    search_memories = forward("_retrieval", Retrieval.search_memories)
+    retrieve_context = forward("_retrieval", Retrieval.retrieve_context)
+
+    consolidate_session = forward("_consolidation", Consolidation.consolidate_session)
+    try_lock = forward("_consolidation", Consolidation.try_lock)
+    release_lock = forward("_consolidation", Consolidation.release_lock)
+
+    count_tokens = forward_sync("_ctx", ManagerContext.count_tokens)
 
     # -- construction --
     @classmethod
@@ -163,7 +166,9 @@ class MemoryManager(Sessions):
                     "consolidator", "must have a name and an async consolidate(turns, context)"
                 )
             await store.setup()
-            manager = cls(config, store, embedder, reranker, token_counter, consolidator)
+            manager = cls(
+                ManagerContext(config, store, embedder, reranker, token_counter, consolidator)
+            )
         except BaseException:
             await _close_all(built)
             raise
@@ -178,7 +183,7 @@ class MemoryManager(Sessions):
         """
         if not self._closed:
             self._closed = True
-            await self._finish_background()
+            await self._consolidation.close()
             await _close_all(self._built)
 
     async def __aenter__(self) -> MemoryManager:
@@ -191,12 +196,17 @@ class MemoryManager(Sessions):
     @property
     def relevance_threshold(self) -> float:
         """The cosine a memory needs: the config's, else the embedder's, else 0.72."""
-        return self._threshold
+        return self._ctx.threshold
 
     @property
     def backend(self) -> str:
         """The name of the store's backend."""
         return self.store.backend
+
+    @property
+    def _telemetry(self) -> Telemetry:
+        # What trace_public_methods asks each call for.
+        return self._ctx.telemetry
 
 
 @asynccontextmanager
@@ -207,10 +217,19 @@ async def create_memory_manager(
     embedder: Embedder | None = None,
     reranker: Reranker | None = None,
     token_counter: TokenCounter | None = None,
+    consolidator: Consolidator | None = None,
 ) -> AsyncIterator[MemoryManager]:
-    """``async with create_memory_manager(config) as mm:`` — a manager closed on exit."""
+    """``async with create_memory_manager(config) as mm:`` — a manager closed on exit.
+
+    Takes the arguments of :meth:`MemoryManager.create`.
+    """
     mm = await MemoryManager.create(
-        config, store=store, embedder=embedder, reranker=reranker, token_counter=token_counter
+        config,
+        store=store,
+        embedder=embedder,
+        reranker=reranker,
+        token_counter=token_counter,
+        consolidator=consolidator,
     )
     try:
         yield mm

@@ -114,3 +114,19 @@ def test_the_shipped_set_has_48_relevant_and_528_unrelated_pairs() -> None:
     for q in queries:  # each query: one relevant memory and 11 unrelated ones, all distinct
         mine = [p for p in pairs if p.query == q]
         assert sum(p.relevant for p in mine) == 1 and len({p.memory for p in mine}) == 12
+
+
+def test_every_public_function_is_exported() -> None:
+    # A public function outside __all__ is used by nobody (split_labels was such dead code).
+    import inspect
+
+    from actrone_pg import calibration
+
+    defined = {
+        name
+        for name, obj in vars(calibration).items()
+        if inspect.isfunction(obj)
+        and obj.__module__ == calibration.__name__
+        and not name.startswith("_")
+    }
+    assert defined <= set(calibration.__all__)

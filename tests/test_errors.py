@@ -84,7 +84,7 @@ def test_every_public_method_is_listed_and_guarded() -> None:
 
 
 def test_methods_of_layers_are_guarded_on_the_class_and_the_layers_keep_their_own() -> None:
-    # MemoryManager is built from layers (actrone_pg._manager): the guard covers what it inherits.
+    # A guarded class that builds on others: the guard covers what it inherits.
     class Layer:
         def fails(self) -> str:
             raise RuntimeError("boom")
@@ -342,7 +342,8 @@ async def test_wrong_arguments_are_a_validation_error() -> None:
     mm = await make()
     with pytest.raises(ValidationError, match="string"):
         mm.count_tokens(None)  # type: ignore[arg-type]
-    with pytest.raises(ValidationError):
+    # Named by the public method, not by the private collaborator it is forwarded to.
+    with pytest.raises(ValidationError, match=r"^store_turn\(\) missing 3 required"):
         await mm.store_turn("ag")  # type: ignore[call-arg]
     with pytest.raises(ValidationError):
         await mm.count_memories("ag", surprise=1)  # type: ignore[call-arg]

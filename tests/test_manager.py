@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import inspect
 import math
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +22,8 @@ from actrone_pg import (
     ValidationError,
     create_memory_manager,
 )
+from actrone_pg.consolidation import ConsolidatedMemory, ConsolidationContext
+from actrone_pg.models import Turn
 from actrone_pg.stores.memory import InMemoryStore
 from tests.helpers import FixedEmbedder, ScoreByKeywordReranker, SlowStore
 
@@ -244,6 +250,45 @@ async def test_create_memory_manager_closes_on_exit() -> None:
         await mm.store_turn("ag", "s", "x", "y")
         assert mm.backend == "memory"
     assert mm._closed
+
+
+def test_the_manager_holds_its_collaborators_and_consolidation_needs_only_a_protocol() -> None:
+    assert MemoryManager.__mro__ == (MemoryManager, object)
+    import actrone_pg.consolidation as consolidation
+
+    for path in Path(consolidation.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names.append(node.module)
+            assert not [
+                n for n in names if n.startswith(("actrone_pg.manager", "actrone_pg._manager"))
+            ], path
+
+
+def test_create_memory_manager_takes_what_create_takes() -> None:
+    assert (
+        inspect.signature(create_memory_manager).parameters
+        == inspect.signature(MemoryManager.create).parameters
+    )
+
+
+async def test_create_memory_manager_passes_the_consolidator_on() -> None:
+    class Mine:
+        name = "mine"
+
+        async def consolidate(
+            self, turns: Sequence[Turn], context: ConsolidationContext
+        ) -> list[ConsolidatedMemory]:
+            return [ConsolidatedMemory("The user drinks green tea.")]
+
+    given = Mine()
+    async with create_memory_manager(CFG, store=InMemoryStore(), consolidator=given) as mm:
+        assert mm.consolidator is given
+        await mm.store_turn("ag", "s", "I drink green tea.", "Noted.")
+        (memory_id,) = await mm.consolidate_session("ag", "s")
+        memory = await mm.get_memory("ag", memory_id)
+        assert memory is not None and memory.metadata["consolidator"] == "mine"
 
 
 # -- bad input (README, "Bad input"): a typed error, and nothing written ---------------------------

@@ -1,5 +1,6 @@
-"""The layers of :class:`actrone_pg.manager.MemoryManager`, one concern a module.
+"""The collaborators of :class:`actrone_pg.manager.MemoryManager`, one concern a module.
 
-Each module holds one layer, a class the next one builds on; :mod:`actrone_pg.manager` puts them
-together and says which is which. Nothing here is public: import from :mod:`actrone_pg`.
+The manager builds one :class:`~actrone_pg._manager.context.ManagerContext` and hands it to each
+collaborator; its public methods are theirs, forwarded (:mod:`actrone_pg._manager.forward`).
+Nothing here is public: import from :mod:`actrone_pg`.
 """

@@ -1,8 +1,9 @@
-"""The manager's consolidation layer (spec §9.1): sessions' turns become memories, under a lock.
+"""The manager's consolidation schedule (spec §9.1): sessions' turns become memories, under a lock.
 
-Consolidation runs when asked (:meth:`Consolidating.consolidate_session`), in the background after
+Consolidation runs when asked (:meth:`Consolidation.consolidate_session`), in the background after
 ``consolidate_after_turns`` turns, before a turn restarts an expired session, and when the
-sweeper removes one; the work itself is :mod:`actrone_pg.consolidation.run`'s.
+sweeper removes one; the work itself is :mod:`actrone_pg.consolidation.run`'s, which reads and
+writes memories through a :class:`~actrone_pg.consolidation.run.MemoryAccess` (the manager).
 """
 
 from __future__ import annotations
@@ -14,13 +15,11 @@ import time
 import uuid
 
 from actrone_pg import _validation as v
-from actrone_pg._manager.base import utc_now
-from actrone_pg._manager.memories import Memories
-from actrone_pg._manager.retrieval import Retrieval
+from actrone_pg._manager.context import ManagerContext, utc_now
 from actrone_pg.consolidation import run as consolidation
 from actrone_pg.errors import ActroneError, ConfigurationError, ConsolidationError
 
-__all__ = ["Consolidating"]
+__all__ = ["Consolidation"]
 
 logger = logging.getLogger("actrone_pg.manager")
 
@@ -41,12 +40,27 @@ _LIVE_MARGIN_MAX_SECONDS = 60.0
 _LIVE_SESSIONS_KEPT = 100_000
 
 
-class Consolidating(Memories, Retrieval):
+class Consolidation:
     """Consolidate sessions into memories: on request, in the background, and the agents' locks.
 
-    It builds on the write and retrieval layers: a consolidator searches the agent's memories
-    and its proposals are written through :meth:`inject_memories` and :meth:`update_memory`.
+    A consolidator searches the agent's memories and its proposals are written through
+    ``memories`` (the manager's public ``search_memories``, ``inject_memories`` and
+    ``update_memory``, each guarded and traced as a caller's call is).
     """
+
+    def __init__(self, ctx: ManagerContext, memories: consolidation.MemoryAccess) -> None:
+        self.ctx = ctx
+        self._memories = memories
+        # Background consolidation: turns stored through this manager since the session was
+        # last consolidated, the running task of each session, and when to look again.
+        self._new_turns: dict[tuple[str, str], int] = {}
+        self._consolidating: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._not_before: dict[tuple[str, str], float] = {}
+        # (agent, session) -> monotonic time until which this process knows the session is live
+        # (it wrote a turn less than a TTL before): store_turn then skips the expiry check.
+        self._live_until: dict[tuple[str, str], float] = {}
+        # Set by close(): no new background consolidation starts.
+        self._closed = False
 
     async def consolidate_session(self, agent_id: str, session_id: str) -> list[str]:
         """Turn the session's turns not yet consolidated into long-term memories (spec §9.1).
@@ -60,11 +74,11 @@ class Consolidating(Memories, Retrieval):
         """
         v.check_id("agent_id", agent_id)
         v.check_id("session_id", session_id)
-        if self.consolidator is None:
+        if self.ctx.consolidator is None:
             raise ConfigurationError(
                 "consolidator", "is 'none': set 'extractive' or 'llm' to consolidate sessions"
             )
-        ids = await self._consolidate_locked(agent_id, session_id, expired=False)
+        ids = await self.consolidate_locked(agent_id, session_id, expired=False)
         self._new_turns.pop((agent_id, session_id), None)
         return ids
 
@@ -80,7 +94,7 @@ class Consolidating(Memories, Retrieval):
         v.check_id("name", name)
         ttl = v.check_ttl("ttl_seconds", ttl_seconds)
         token = str(uuid.uuid4())
-        ok = await self.store.acquire_lock(agent_id, name, token, ttl)
+        ok = await self.ctx.store.acquire_lock(agent_id, name, token, ttl)
         return token if ok else None
 
     async def release_lock(self, agent_id: str, token: str, name: str = "maintenance") -> bool:
@@ -88,9 +102,9 @@ class Consolidating(Memories, Retrieval):
         v.check_id("agent_id", agent_id)
         v.check_id("token", token)
         v.check_id("name", name)
-        return await self.store.release_lock(agent_id, name, token)
+        return await self.ctx.store.release_lock(agent_id, name, token)
 
-    async def _consolidate_locked(
+    async def consolidate_locked(
         self, agent_id: str, session_id: str, *, expired: bool, min_turns: int = 1
     ) -> list[str]:
         """Consolidate the session's pending turns under the agent's maintenance lock.
@@ -99,9 +113,9 @@ class Consolidating(Memories, Retrieval):
         whatever its age and its marker is not written. Fewer than ``min_turns`` pending turns:
         nothing.
         """
-        assert self.consolidator is not None
+        assert self.ctx.consolidator is not None
         token = str(uuid.uuid4())
-        if not await self.store.acquire_lock(
+        if not await self.ctx.store.acquire_lock(
             agent_id, "maintenance", token, _CONSOLIDATION_LOCK_SECONDS
         ):
             raise ConsolidationError(
@@ -109,26 +123,26 @@ class Consolidating(Memories, Retrieval):
                 "(its maintenance lock is held); try again later"
             )
         try:
-            ttl = _READ_EXPIRED_TTL if expired else self.config.session_ttl_seconds
-            info = await self.store.get_session(agent_id, session_id, ttl_seconds=ttl)
+            ttl = _READ_EXPIRED_TTL if expired else self.ctx.config.session_ttl_seconds
+            info = await self.ctx.store.get_session(agent_id, session_id, ttl_seconds=ttl)
             if info is None:
                 return []
-            turns = await self.store.recent_turns(
+            turns = await self.ctx.store.recent_turns(
                 agent_id, session_id, limit=max(info.turn_count, 1), ttl_seconds=ttl
             )
             pending = consolidation.pending_turns(turns, info.metadata.get(consolidation.MARKER))
             if len(pending) < min_turns:
                 return []
             ids = await consolidation.consolidate_turns(
-                self, self.consolidator, agent_id, session_id, pending
+                self._memories, self.ctx.consolidator, agent_id, session_id, pending
             )
             if not expired:
                 marker = consolidation.marker_for(pending[-1], utc_now())
-                await self.store.set_session_metadata(
+                await self.ctx.store.set_session_metadata(
                     agent_id,
                     session_id,
                     {consolidation.MARKER: marker},
-                    ttl_seconds=self.config.session_ttl_seconds,
+                    ttl_seconds=self.ctx.config.session_ttl_seconds,
                 )
             logger.info(
                 "consolidated %d turn(s) of session %r of agent %r into %d memor%s",
@@ -140,9 +154,9 @@ class Consolidating(Memories, Retrieval):
             )
             return ids
         finally:
-            await self.store.release_lock(agent_id, "maintenance", token)
+            await self.ctx.store.release_lock(agent_id, "maintenance", token)
 
-    async def _consolidate_before_restart(self, agent_id: str, session_id: str) -> None:
+    async def consolidate_before_restart(self, agent_id: str, session_id: str) -> None:
         """Consolidate an expired session's pending turns before a new turn restarts it.
 
         A turn in a session idle longer than its TTL starts the session afresh, and the store
@@ -153,12 +167,12 @@ class Consolidating(Memories, Retrieval):
         key = (agent_id, session_id)
         if time.monotonic() < self._live_until.get(key, 0.0):
             return
-        info = await self.store.get_session(agent_id, session_id, ttl_seconds=_READ_EXPIRED_TTL)
-        ttl = self.config.session_ttl_seconds
+        info = await self.ctx.store.get_session(agent_id, session_id, ttl_seconds=_READ_EXPIRED_TTL)
+        ttl = self.ctx.config.session_ttl_seconds
         if info is None or (utc_now() - info.last_active_at).total_seconds() <= ttl:
             return
         try:
-            await self._consolidate_locked(agent_id, session_id, expired=True)
+            await self.consolidate_locked(agent_id, session_id, expired=True)
         except ActroneError as exc:
             logger.warning(
                 "session %r of agent %r had expired and a new turn restarts it; consolidating "
@@ -168,15 +182,15 @@ class Consolidating(Memories, Retrieval):
                 exc,
             )
 
-    def _mark_live(self, agent_id: str, session_id: str) -> None:
+    def mark_live(self, agent_id: str, session_id: str) -> None:
         """Remember that the session is live for a TTL from now (less a margin for clocks)."""
         if len(self._live_until) >= _LIVE_SESSIONS_KEPT:
             self._live_until.clear()
-        ttl = self.config.session_ttl_seconds
+        ttl = self.ctx.config.session_ttl_seconds
         margin = min(ttl * _LIVE_MARGIN_SHARE, _LIVE_MARGIN_MAX_SECONDS)
         self._live_until[(agent_id, session_id)] = time.monotonic() + ttl - margin
 
-    def _note_turn(self, agent_id: str, session_id: str) -> None:
+    def note_turn(self, agent_id: str, session_id: str) -> None:
         """Count a stored turn; start a background consolidation when the session is due.
 
         Due means ``consolidate_after_turns`` new turns, and not within the cooldown of the last
@@ -184,13 +198,13 @@ class Consolidating(Memories, Retrieval):
         ``max_session_turns`` cap. The count is this process's; the task checks the session's
         marker, shared by every process, before it consolidates.
         """
-        after = self.config.consolidate_after_turns
-        if self.consolidator is None or after == 0 or self._closed:
+        after = self.ctx.config.consolidate_after_turns
+        if self.ctx.consolidator is None or after == 0 or self._closed:
             return
         key = (agent_id, session_id)
         count = self._new_turns.get(key, 0) + 1
         self._new_turns[key] = count
-        trimming = count >= self.config.max_session_turns - 1
+        trimming = count >= self.ctx.config.max_session_turns - 1
         if count < after or key in self._consolidating:
             return
         if not trimming and time.monotonic() < self._not_before.get(key, 0.0):
@@ -203,22 +217,24 @@ class Consolidating(Memories, Retrieval):
     async def _background_consolidation(self, key: tuple[str, str]) -> None:
         agent_id, session_id = key
         try:
-            info = await self.store.get_session(
-                agent_id, session_id, ttl_seconds=self.config.session_ttl_seconds
+            info = await self.ctx.store.get_session(
+                agent_id, session_id, ttl_seconds=self.ctx.config.session_ttl_seconds
             )
             marker = info.metadata.get(consolidation.MARKER) if info is not None else None
             last = consolidation.last_run(marker)
-            cooldown = self.config.consolidate_cooldown_seconds
+            cooldown = self.ctx.config.consolidate_cooldown_seconds
             waited = (utc_now() - last).total_seconds() if last is not None else math.inf
-            trimming = self._new_turns.get(key, 0) >= self.config.max_session_turns - 1
+            trimming = self._new_turns.get(key, 0) >= self.ctx.config.max_session_turns - 1
             if waited < cooldown and not trimming:
                 self._not_before[key] = time.monotonic() + cooldown - waited
                 return
-            await self._consolidate_locked(
+            await self.consolidate_locked(
                 agent_id,
                 session_id,
                 expired=False,
-                min_turns=min(self.config.consolidate_after_turns, self.config.max_session_turns),
+                min_turns=min(
+                    self.ctx.config.consolidate_after_turns, self.ctx.config.max_session_turns
+                ),
             )
             self._new_turns.pop(key, None)
             self._not_before[key] = time.monotonic() + cooldown
@@ -238,8 +254,9 @@ class Consolidating(Memories, Retrieval):
         finally:
             self._consolidating.pop(key, None)
 
-    async def _finish_background(self) -> None:
-        """Let running background consolidations finish (a short grace), then cancel them."""
+    async def close(self) -> None:
+        """Start no more; let running background consolidations finish (a grace), then cancel."""
+        self._closed = True
         tasks = list(self._consolidating.values())
         if not tasks:
             return

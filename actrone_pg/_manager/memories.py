@@ -1,4 +1,4 @@
-"""The manager's L2 write layer: injecting, updating, listing and deleting long-term memories."""
+"""The manager's L2 writes: injecting, updating, listing and deleting long-term memories."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from actrone_pg import _validation as v
-from actrone_pg._manager.base import Base, utc_now
+from actrone_pg._manager.context import ManagerContext, utc_now
 from actrone_pg.errors import MemoryNotFoundError, StoreError, ValidationError
 from actrone_pg.models import STORED_MEMORY_FIELDS, Memory, MemoryPage
 from actrone_pg.ranking import micros
@@ -31,8 +31,11 @@ _MEMORY_FIELDS = frozenset(STORED_MEMORY_FIELDS) - _SET_BY_MANAGER | {"memory_id
 _UPDATE_ATTEMPTS = 5
 
 
-class Memories(Base):
+class Memories:
     """Write long-term memories and manage their lifecycle: versions, expiry, erasure."""
+
+    def __init__(self, ctx: ManagerContext) -> None:
+        self.ctx = ctx
 
     async def inject_memory(
         self,
@@ -108,12 +111,12 @@ class Memories(Base):
                     f"memory id {m.id!r} is given twice in one batch with different content"
                 )
             unique[m.id] = m
-        vectors = await self._embed([m.content for m in unique.values()])
+        vectors = await self.ctx.embed([m.content for m in unique.values()])
         records = [
             MemoryRecord(memory=m, vector=vec)
             for m, vec in zip(unique.values(), vectors, strict=True)
         ]
-        await self.store.upsert_memories(records)
+        await self.ctx.store.upsert_memories(records)
         return [m.id for m in memories]
 
     def _build_memory(
@@ -130,7 +133,7 @@ class Memories(Base):
             raise ValidationError(f"item {index}: unknown field(s) {sorted(unknown)}")
         if "content" not in item:
             raise ValidationError(f"item {index}: 'content' is required")
-        limit = self.config.max_text_chars
+        limit = self.ctx.config.max_text_chars
         try:
             content = v.check_text("content", item["content"], limit)
             session_id = item.get("session_id")
@@ -157,8 +160,8 @@ class Memories(Base):
                 sensitivity=v.check_label("sensitivity", item.get("sensitivity", "none")),
                 created_at=created_at,
                 metadata=v.check_metadata(item.get("metadata"), max_chars=limit),
-                embedder=self.embedder.name,
-                token_count=self.count_tokens(content),
+                embedder=self.ctx.embedder.name,
+                token_count=self.ctx.count_tokens(content),
                 expires_at=_check_expiry(item.get("expires_at"), now),
                 source_turn_ids=v.check_turn_ids(item.get("source_turn_ids", ())),
                 valid_from=now,
@@ -170,14 +173,14 @@ class Memories(Base):
         """Delete one of the agent's memories; ``False`` if the agent has no such memory."""
         v.check_id("agent_id", agent_id)
         v.check_id("memory_id", memory_id)
-        return await self.store.delete_memory(agent_id, memory_id)
+        return await self.ctx.store.delete_memory(agent_id, memory_id)
 
     async def get_memory(self, agent_id: str, memory_id: str) -> Memory | None:
         """The current version of one of the agent's memories, or ``None`` (also once expired)."""
         v.check_id("agent_id", agent_id)
         v.check_id("memory_id", memory_id)
-        found = self._live(await self.store.get_memory(agent_id, memory_id), utc_now())
-        return None if found is None else self._shown(found)
+        found = self.ctx.live(await self.ctx.store.get_memory(agent_id, memory_id), utc_now())
+        return None if found is None else self.ctx.shown(found)
 
     async def update_memory(
         self,
@@ -208,7 +211,7 @@ class Memories(Base):
         """
         v.check_id("agent_id", agent_id)
         v.check_id("memory_id", memory_id)
-        limit = self.config.max_text_chars
+        limit = self.ctx.config.max_text_chars
         changes: dict[str, Any] = {}
         if content is not None:
             changes["content"] = v.check_text("content", content, limit)
@@ -234,23 +237,25 @@ class Memories(Base):
         # writes only over the version we read, so re-read and apply the change again.
         for _ in range(_UPDATE_ATTEMPTS):
             now = utc_now()
-            current = self._live(await self.store.get_memory(agent_id, memory_id), now)
+            current = self.ctx.live(await self.ctx.store.get_memory(agent_id, memory_id), now)
             if current is None:
                 raise MemoryNotFoundError(f"agent {agent_id!r} has no memory {memory_id!r}")
             text = changes.get("content", current.content)
             new = replace(
                 current,
                 **changes,
-                embedder=self.embedder.name,
-                token_count=self.count_tokens(text),
+                embedder=self.ctx.embedder.name,
+                token_count=self.ctx.count_tokens(text),
                 version=current.version + 1,
                 valid_from=max(now, current.valid_from or now),
                 valid_to=None,
                 explain=None,
             )
-            (vector,) = await self._embed([text])
-            if await self.store.replace_memory(MemoryRecord(new, vector), version=current.version):
-                return self._shown(new)
+            (vector,) = await self.ctx.embed([text])
+            if await self.ctx.store.replace_memory(
+                MemoryRecord(new, vector), version=current.version
+            ):
+                return self.ctx.shown(new)
         raise StoreError(
             f"memory {memory_id!r} kept changing under {_UPDATE_ATTEMPTS} attempts to update it;"
             " try again"
@@ -264,10 +269,10 @@ class Memories(Base):
         """
         v.check_id("agent_id", agent_id)
         v.check_id("memory_id", memory_id)
-        versions = await self.store.memory_history(agent_id, memory_id)
-        if not versions or self._live(versions[-1], utc_now()) is None:
+        versions = await self.ctx.store.memory_history(agent_id, memory_id)
+        if not versions or self.ctx.live(versions[-1], utc_now()) is None:
             return []
-        return [self._shown(m) for m in versions]
+        return [self.ctx.shown(m) for m in versions]
 
     async def list_memories(
         self,
@@ -286,27 +291,27 @@ class Memories(Base):
         """
         v.check_id("agent_id", agent_id)
         v.check_limit("limit", limit)
-        flt = v.check_filters(filters, max_chars=self.config.max_text_chars)
+        flt = v.check_filters(filters, max_chars=self.ctx.config.max_text_chars)
         after = None if cursor is None else _decode_cursor(cursor)
-        found = await self.store.list_memories(
+        found = await self.ctx.store.list_memories(
             agent_id, now=utc_now(), limit=limit + 1, after=after, filter=flt
         )
         items = found[:limit]
         more = len(found) > limit
         return MemoryPage(
-            items=[self._shown(m) for m in items],
+            items=[self.ctx.shown(m) for m in items],
             next_cursor=_encode_cursor(items[-1]) if more else None,
         )
 
     async def count_memories(self, agent_id: str) -> int:
         """How many memories the agent has."""
         v.check_id("agent_id", agent_id)
-        return await self.store.count_memories(agent_id)
+        return await self.ctx.store.count_memories(agent_id)
 
     async def erase_agent(self, agent_id: str) -> None:
         """Remove every turn, session, memory, statistic and lock of the agent."""
         v.check_id("agent_id", agent_id)
-        await self.store.erase_agent(agent_id)
+        await self.ctx.store.erase_agent(agent_id)
 
     async def sweep_expired(self, limit: int = 10_000) -> int:
         """Delete up to ``limit`` memories whose ``expires_at`` has passed (every agent).
@@ -317,7 +322,7 @@ class Memories(Base):
         deleted; call again while it returns ``limit``.
         """
         v.check_limit("limit", limit)
-        return await self.store.sweep_expired_memories(limit=limit)
+        return await self.ctx.store.sweep_expired_memories(limit=limit)
 
 
 def _encode_cursor(m: Memory) -> str:

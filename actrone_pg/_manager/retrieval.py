@@ -1,17 +1,18 @@
-"""The manager's retrieval layer: L2 search, and the context of L1 and L2 inside a token budget."""
+"""The manager's retrieval: L2 search, and the context of L1 and L2 inside a token budget."""
 
 from __future__ import annotations
 
 import asyncio
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from actrone_pg import _validation as v
-from actrone_pg._manager.base import Base, utc_now
+from actrone_pg._manager.context import ManagerContext, utc_now
 from actrone_pg.budget import pack_turns, split_budget
 from actrone_pg.errors import RerankerError
 from actrone_pg.models import Memory, RetrievedContext, ScoredMemory, Turn, Vector
@@ -21,8 +22,13 @@ from actrone_pg.ranking import query_terms
 __all__ = ["Retrieval"]
 
 
-class Retrieval(Base):
+class Retrieval:
     """Search the agent's memories and assemble its context (the ranking is the pipeline's)."""
+
+    def __init__(self, ctx: ManagerContext) -> None:
+        self.ctx = ctx
+        # Query text -> its vector, least recently used first (``query_cache_size`` at most).
+        self._query_cache: OrderedDict[str, Vector] = OrderedDict()
 
     async def search_memories(
         self,
@@ -40,9 +46,9 @@ class Retrieval(Base):
         rankings and the fusion are those of the filtered set.
         """
         v.check_id("agent_id", agent_id)
-        v.check_text("query", query, self.config.max_text_chars)
+        v.check_text("query", query, self.ctx.config.max_text_chars)
         v.check_limit("limit", limit)
-        flt = v.check_filters(filters, max_chars=self.config.max_text_chars)
+        flt = v.check_filters(filters, max_chars=self.ctx.config.max_text_chars)
         packed = await self._search(agent_id, query, None, limit, flt)
         return [self._present(h, explain) for h in packed.hits]
 
@@ -64,29 +70,31 @@ class Retrieval(Base):
         """
         v.check_id("agent_id", agent_id)
         v.check_id("session_id", session_id)
-        v.check_text("query", query, self.config.max_text_chars)
+        v.check_text("query", query, self.ctx.config.max_text_chars)
         v.check_budget(token_budget)
-        flt = v.check_filters(filters, max_chars=self.config.max_text_chars)
+        flt = v.check_filters(filters, max_chars=self.ctx.config.max_text_chars)
         started = time.perf_counter()
         shares = split_budget(
-            token_budget, self.config.budget_fraction_session, self.config.budget_fraction_episodic
+            token_budget,
+            self.ctx.config.budget_fraction_session,
+            self.ctx.config.budget_fraction_episodic,
         )
         async with asyncio.TaskGroup() as tg:
             l1 = tg.create_task(
-                self._telemetry.step(
+                self.ctx.telemetry.step(
                     "actrone.l1",
-                    self.store.recent_turns(
+                    self.ctx.store.recent_turns(
                         agent_id,
                         session_id,
-                        limit=self.config.max_session_turns,
-                        ttl_seconds=self.config.session_ttl_seconds,
+                        limit=self.ctx.config.max_session_turns,
+                        ttl_seconds=self.ctx.config.session_ttl_seconds,
                     ),
                 )
             )
             l2 = tg.create_task(self._search(agent_id, query, shares.episodic, None, flt))
         turns = l1.result()
         packed = l2.result()
-        with self._telemetry.span("actrone.l1.pack"):
+        with self.ctx.telemetry.span("actrone.l1.pack"):
             recent, session_used = pack_turns(
                 list(reversed(turns)), self._turn_tokens, shares.session
             )
@@ -103,19 +111,19 @@ class Retrieval(Base):
             session_tokens=session_used,
             episodic_tokens=packed.tokens,
             retrieval_ms=(time.perf_counter() - started) * 1000.0,
-            relevance_threshold=self._threshold,
+            relevance_threshold=self.ctx.threshold,
             candidates_considered=packed.candidates_considered,
         )
 
     def _turn_tokens(self, turn: Turn) -> int:
         # A custom counter recounts: the stored count may come from another manager's counter.
-        if not self._custom_counter:
+        if not self.ctx.custom_counter:
             return turn.token_count
-        return self._count_turn(turn.user_message, turn.assistant_message, turn.tool_results)
+        return self.ctx.count_turn(turn.user_message, turn.assistant_message, turn.tool_results)
 
     def _memory_tokens(self, hit: ScoredMemory) -> int:
         m = hit.memory
-        return self.count_tokens(m.content) if self._custom_counter else m.token_count
+        return self.ctx.count_tokens(m.content) if self.ctx.custom_counter else m.token_count
 
     def _present(self, hit: ScoredMemory, explain: bool) -> Memory:
         m = hit.memory
@@ -123,34 +131,12 @@ class Retrieval(Base):
         if (
             not explain
             and m.explain is None
-            and not self._custom_counter
-            and m.sensitivity not in self._redacted
+            and not self.ctx.custom_counter
+            and m.sensitivity not in self.ctx.redacted
         ):
             return m
-        # The constructor directly: dataclasses.replace is ~4x slower (docs/benchmarks.md).
-        content = m.content
-        if m.sensitivity in self._redacted:
-            content = f"[redacted: {m.sensitivity}]"
-        return Memory(
-            id=m.id,
-            agent_id=m.agent_id,
-            session_id=m.session_id,
-            content=content,
-            content_type=m.content_type,
-            importance=m.importance,
-            tags=m.tags,
-            source=m.source,
-            sensitivity=m.sensitivity,
-            created_at=m.created_at,
-            metadata=m.metadata,
-            embedder=m.embedder,
-            token_count=self._memory_tokens(hit),
-            expires_at=m.expires_at,
-            source_turn_ids=m.source_turn_ids,
-            version=m.version,
-            valid_from=m.valid_from,
-            valid_to=m.valid_to,
-            explain=hit.explain if explain else None,
+        return self.ctx.shown(
+            m, token_count=self._memory_tokens(hit), explain=hit.explain if explain else None
         )
 
     async def _search(
@@ -168,19 +154,19 @@ class Retrieval(Base):
         chosen. Otherwise it returns the hits to rerank (the top ``rerank_top_k``) or to recount
         (all of them), and they are packed here.
         """
-        reorder = self.reranker is not None
-        repack = reorder or (budget is not None and self._custom_counter)
-        step = self._telemetry.step
+        reorder = self.ctx.reranker is not None
+        repack = reorder or (budget is not None and self.ctx.custom_counter)
+        step = self.ctx.telemetry.step
         if not repack:
             request = await self._request(agent_id, query, budget, max_hits, flt)
-            return await step("actrone.l2.search", self.store.search(request))
-        top = self.config.rerank_top_k if reorder else None
+            return await step("actrone.l2.search", self.ctx.store.search(request))
+        top = self.ctx.config.rerank_top_k if reorder else None
         request = await self._request(agent_id, query, None, top, flt)
-        found = await step("actrone.l2.search", self.store.search(request))
+        found = await step("actrone.l2.search", self.ctx.store.search(request))
         hits = found.hits
         if reorder and hits:
             hits = await step("actrone.rerank", self._rerank(query, hits))
-        with self._telemetry.span("actrone.l2.pack"):
+        with self.ctx.telemetry.span("actrone.l2.pack"):
             return pack_hits(hits, self._memory_tokens, budget, max_hits)
 
     async def _request(
@@ -194,12 +180,12 @@ class Retrieval(Base):
         return SearchRequest(
             agent_id=agent_id,
             query=query,
-            terms=tuple(query_terms(query, self.config.text_analyzer)),
+            terms=tuple(query_terms(query, self.ctx.config.text_analyzer)),
             vector=await self._embed_query(query),
-            embedder=self.embedder.name,
-            threshold=self._threshold,
-            limit=self.config.max_episodic_memories,
-            params=self._params,
+            embedder=self.ctx.embedder.name,
+            threshold=self.ctx.threshold,
+            limit=self.ctx.config.max_episodic_memories,
+            params=self.ctx.params,
             now=utc_now(),
             budget=budget,
             max_hits=max_hits,
@@ -207,9 +193,9 @@ class Retrieval(Base):
         )
 
     async def _rerank(self, query: str, hits: list[ScoredMemory]) -> list[ScoredMemory]:
-        assert self.reranker is not None
-        top = hits[: self.config.rerank_top_k]
-        raw = await self.reranker.score(query, [h.memory.content for h in top])
+        assert self.ctx.reranker is not None
+        top = hits[: self.ctx.config.rerank_top_k]
+        raw = await self.ctx.reranker.score(query, [h.memory.content for h in top])
         try:
             scores = [float(s) for s in np.asarray(raw, dtype=np.float64).reshape(-1)]
         except (TypeError, ValueError):
@@ -228,8 +214,8 @@ class Retrieval(Base):
         if cached is not None:
             self._query_cache.move_to_end(query)
             return cached
-        (vector,) = await self._embed([query])
+        (vector,) = await self.ctx.embed([query])
         self._query_cache[query] = vector
-        if len(self._query_cache) > self.config.query_cache_size:
+        if len(self._query_cache) > self.ctx.config.query_cache_size:
             self._query_cache.popitem(last=False)
         return vector

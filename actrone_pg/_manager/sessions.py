@@ -1,4 +1,4 @@
-"""The manager's L1 layer: a session's turns and bookkeeping, and the sweep of expired ones."""
+"""The manager's L1: a session's turns and bookkeeping, and the sweep of expired sessions."""
 
 from __future__ import annotations
 
@@ -8,18 +8,22 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from actrone_pg import _validation as v
-from actrone_pg._manager.base import utc_now
-from actrone_pg._manager.consolidating import Consolidating
+from actrone_pg._manager.consolidating import Consolidation
+from actrone_pg._manager.context import ManagerContext, utc_now
 from actrone_pg.errors import ActroneError, ValidationError
 from actrone_pg.models import SessionInfo, Turn
 
-__all__ = ["Sessions"]
+__all__ = ["SessionTurns"]
 
 logger = logging.getLogger("actrone_pg.manager")
 
 
-class Sessions(Consolidating):
+class SessionTurns:
     """Store and read a session's turns; a stored turn may start a consolidation."""
+
+    def __init__(self, ctx: ManagerContext, consolidation: Consolidation) -> None:
+        self.ctx = ctx
+        self._consolidation = consolidation
 
     async def store_turn(
         self,
@@ -37,7 +41,7 @@ class Sessions(Consolidating):
         if any) together. Pass the same ``turn_id`` when retrying after a timeout: the store keeps
         one copy.
         """
-        limit = self.config.max_text_chars
+        limit = self.ctx.config.max_text_chars
         v.check_id("agent_id", agent_id)
         v.check_id("session_id", session_id)
         v.check_text("user_message", user_message, limit, allow_empty=True)
@@ -61,17 +65,17 @@ class Sessions(Consolidating):
             assistant_message=assistant_message,
             tool_results=results,
             created_at=utc_now(),
-            token_count=self._count_turn(user_message, assistant_message, results),
+            token_count=self.ctx.count_turn(user_message, assistant_message, results),
         )
-        if self.consolidator is not None:
-            await self._consolidate_before_restart(agent_id, session_id)
-        await self.store.append_turn(
+        if self.ctx.consolidator is not None:
+            await self._consolidation.consolidate_before_restart(agent_id, session_id)
+        await self.ctx.store.append_turn(
             turn,
-            max_turns=self.config.max_session_turns,
-            ttl_seconds=self.config.session_ttl_seconds,
+            max_turns=self.ctx.config.max_session_turns,
+            ttl_seconds=self.ctx.config.session_ttl_seconds,
         )
-        self._mark_live(agent_id, session_id)
-        self._note_turn(agent_id, session_id)
+        self._consolidation.mark_live(agent_id, session_id)
+        self._consolidation.note_turn(agent_id, session_id)
         return turn
 
     async def get_recent_turns(
@@ -80,17 +84,17 @@ class Sessions(Consolidating):
         """The session's newest turns (at most ``max_session_turns``), oldest first."""
         v.check_id("agent_id", agent_id)
         v.check_id("session_id", session_id)
-        n = self.config.max_session_turns if limit is None else v.check_limit("limit", limit)
-        return await self.store.recent_turns(
-            agent_id, session_id, limit=n, ttl_seconds=self.config.session_ttl_seconds
+        n = self.ctx.config.max_session_turns if limit is None else v.check_limit("limit", limit)
+        return await self.ctx.store.recent_turns(
+            agent_id, session_id, limit=n, ttl_seconds=self.ctx.config.session_ttl_seconds
         )
 
     async def get_session(self, agent_id: str, session_id: str) -> SessionInfo | None:
         """The session's bookkeeping, or ``None`` if it does not exist or has expired."""
         v.check_id("agent_id", agent_id)
         v.check_id("session_id", session_id)
-        return await self.store.get_session(
-            agent_id, session_id, ttl_seconds=self.config.session_ttl_seconds
+        return await self.ctx.store.get_session(
+            agent_id, session_id, ttl_seconds=self.ctx.config.session_ttl_seconds
         )
 
     async def list_sessions(self, agent_id: str) -> list[SessionInfo]:
@@ -99,7 +103,9 @@ class Sessions(Consolidating):
         An expired session is not listed, even before the sweeper removes it.
         """
         v.check_id("agent_id", agent_id)
-        return await self.store.list_sessions(agent_id, ttl_seconds=self.config.session_ttl_seconds)
+        return await self.ctx.store.list_sessions(
+            agent_id, ttl_seconds=self.ctx.config.session_ttl_seconds
+        )
 
     async def set_session_metadata(
         self, agent_id: str, session_id: str, metadata: Mapping[str, Any]
@@ -107,16 +113,16 @@ class Sessions(Consolidating):
         """Merge ``metadata`` (a JSON object) into the session's metadata."""
         v.check_id("agent_id", agent_id)
         v.check_id("session_id", session_id)
-        data = v.check_metadata(metadata, max_chars=self.config.max_text_chars)
-        await self.store.set_session_metadata(
-            agent_id, session_id, data, ttl_seconds=self.config.session_ttl_seconds
+        data = v.check_metadata(metadata, max_chars=self.ctx.config.max_text_chars)
+        await self.ctx.store.set_session_metadata(
+            agent_id, session_id, data, ttl_seconds=self.ctx.config.session_ttl_seconds
         )
 
     async def clear_session(self, agent_id: str, session_id: str) -> None:
         """Forget the session's turns (its memories stay)."""
         v.check_id("agent_id", agent_id)
         v.check_id("session_id", session_id)
-        await self.store.clear_session(agent_id, session_id)
+        await self.ctx.store.clear_session(agent_id, session_id)
 
     async def sweep_expired_sessions(self, limit: int = 10_000) -> int:
         """Remove up to ``limit`` sessions idle longer than ``session_ttl_hours``, with their turns.
@@ -132,13 +138,15 @@ class Sessions(Consolidating):
         fails (or whose agent's maintenance lock is held) stays, and the next sweep tries again.
         """
         v.check_limit("limit", limit)
-        ttl = self.config.session_ttl_seconds
-        if self.consolidator is None:
-            return await self.store.sweep_expired_sessions(ttl_seconds=ttl, limit=limit)
+        ttl = self.ctx.config.session_ttl_seconds
+        if self.ctx.consolidator is None:
+            return await self.ctx.store.sweep_expired_sessions(ttl_seconds=ttl, limit=limit)
         removed = 0
-        for agent_id, session_id in await self.store.expired_sessions(ttl_seconds=ttl, limit=limit):
+        for agent_id, session_id in await self.ctx.store.expired_sessions(
+            ttl_seconds=ttl, limit=limit
+        ):
             try:
-                await self._consolidate_locked(agent_id, session_id, expired=True)
+                await self._consolidation.consolidate_locked(agent_id, session_id, expired=True)
             except ActroneError as exc:
                 logger.warning(
                     "kept expired session %r of agent %r: consolidating it failed (%s); "
@@ -148,6 +156,6 @@ class Sessions(Consolidating):
                     exc,
                 )
                 continue
-            if await self.store.delete_expired_session(agent_id, session_id, ttl_seconds=ttl):
+            if await self.ctx.store.delete_expired_session(agent_id, session_id, ttl_seconds=ttl):
                 removed += 1
         return removed

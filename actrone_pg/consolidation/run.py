@@ -13,22 +13,57 @@ it was, and the same turns are offered again next time.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from actrone_pg.consolidation.base import ConsolidatedMemory, ConsolidationContext, Consolidator
 from actrone_pg.errors import ConsolidationError, MemoryNotFoundError, ValidationError
-from actrone_pg.models import Turn
+from actrone_pg.models import Memory, Turn
 
-if TYPE_CHECKING:
-    from actrone_pg._manager.consolidating import Consolidating
-
-__all__ = ["MARKER", "consolidate_turns", "marker_for", "memory_id", "pending_turns"]
+__all__ = [
+    "MARKER",
+    "MemoryAccess",
+    "consolidate_turns",
+    "marker_for",
+    "memory_id",
+    "pending_turns",
+]
 
 #: The session metadata key that remembers the newest consolidated turn and when that was.
 MARKER = "actrone_consolidated"
 _NAMESPACE = uuid.UUID("0b6f1c5e-7d54-4b8e-a3c1-5e2d9f7a4c61")
+
+
+class MemoryAccess(Protocol):
+    """What consolidating needs of the agent's memories: the manager's methods of these names.
+
+    They validate, embed and write as a caller's calls do, so a proposal the manager would
+    refuse from a caller is refused here too.
+    """
+
+    async def search_memories(self, agent_id: str, query: str, limit: int = 10) -> list[Memory]:
+        """The agent's memories nearest to ``query``, best first."""
+        ...
+
+    async def inject_memories(
+        self, agent_id: str, items: Iterable[Mapping[str, Any] | str]
+    ) -> list[str]:
+        """Write new memories in one batch; their ids."""
+        ...
+
+    async def update_memory(
+        self,
+        agent_id: str,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        tags: Iterable[str] | None = None,
+        importance: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Memory:
+        """Write a new version of a current memory (``MemoryNotFoundError`` if there is none)."""
+        ...
 
 
 def pending_turns(turns: Sequence[Turn], marker: Any) -> list[Turn]:
@@ -75,7 +110,7 @@ def memory_id(agent_id: str, source_turn_ids: Sequence[str], content: str) -> st
 
 
 async def consolidate_turns(
-    mm: Consolidating,
+    mm: MemoryAccess,
     consolidator: Consolidator,
     agent_id: str,
     session_id: str,

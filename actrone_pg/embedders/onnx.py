@@ -35,6 +35,8 @@ from actrone_pg._onnx import HOW_TO_GET_A_MODEL as _HOW_TO
 from actrone_pg._onnx import find_onnx as _find_onnx
 from actrone_pg._onnx import hub_snapshot, models_dir
 from actrone_pg._onnx import import_runtime as _import_runtime
+from actrone_pg._onnx import inference_session as _inference_session
+from actrone_pg._onnx import load_tokenizer as _load_tokenizer
 from actrone_pg._onnx import looks_like_path as _looks_like_path
 from actrone_pg._onnx import max_length as _max_length
 from actrone_pg._onnx import read_json as _read_json
@@ -182,15 +184,7 @@ class OnnxEmbedder:
         self.max_length = max_length
         self.batch_size = batch_size
         self.model_path = Path(model_path)
-        try:
-            tokenizer = tokenizers.Tokenizer.from_file(str(tokenizer_path))
-        except Exception as exc:
-            raise ModelNotAvailableError(
-                f"cannot load the tokenizer {tokenizer_path}: {exc}"
-            ) from None
-        # The file may carry its own settings (MiniLM's pads every text to 128); ours win.
-        tokenizer.no_padding()
-        tokenizer.no_truncation()
+        tokenizer = _load_tokenizer(tokenizers, tokenizer_path, what="tokenizer")
         tokenizer.enable_truncation(max_length=max_length)
         pad_id = tokenizer.token_to_id("[PAD]")
         pad_token = "[PAD]"
@@ -199,29 +193,9 @@ class OnnxEmbedder:
             pad_token = "<pad>"
         tokenizer.enable_padding(pad_id=pad_id or 0, pad_token=pad_token)
         self._tokenizer = tokenizer
-        options = ort.SessionOptions()
-        if threads:
-            options.intra_op_num_threads = threads
-        # One request at a time per call; parallelism comes from intra-op threads.
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        try:
-            self._session = ort.InferenceSession(
-                str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
-            )
-        except Exception as exc:
-            raise ModelNotAvailableError(
-                f"cannot load the ONNX model {model_path}: {exc}"
-            ) from None
-        self._inputs = [i.name for i in self._session.get_inputs()]
-        for required in self._inputs:
-            if required not in ("input_ids", "attention_mask", "token_type_ids"):
-                raise ModelNotAvailableError(
-                    f"the ONNX model {model_path} needs an input {required!r}; only input_ids, "
-                    "attention_mask and token_type_ids are supported"
-                )
-        if "input_ids" not in self._inputs:
-            raise ModelNotAvailableError(f"the ONNX model {model_path} has no input_ids input")
+        self._session, self._inputs = _inference_session(
+            ort, model_path, threads=threads, what="ONNX model"
+        )
         self._output, self._pooled = self._pick_output()
         self.dimensions = int(self._embed_sync(["dimension probe"]).shape[1])
         preset = _preset_for(model_id)

@@ -47,38 +47,15 @@ class CrossEncoderReranker:
         self.name = name
         self.max_length = max_length
         self.batch_size = batch_size
-        try:
-            tokenizer = tokenizers.Tokenizer.from_file(str(tokenizer_path))
-        except Exception as exc:
-            raise ModelNotAvailableError(
-                f"cannot load the reranker tokenizer {tokenizer_path}: {exc}"
-            ) from None
-        tokenizer.no_padding()
-        tokenizer.no_truncation()
+        tokenizer = _onnx.load_tokenizer(tokenizers, tokenizer_path, what="reranker tokenizer")
         # Long memories lose their tail, not the query: longest_first trims the longer side.
         tokenizer.enable_truncation(max_length=max_length, strategy="longest_first")
         pad_id = tokenizer.token_to_id("[PAD]")
         tokenizer.enable_padding(pad_id=pad_id or 0, pad_token="[PAD]" if pad_id else "<pad>")
         self._tokenizer = tokenizer
-        options = ort.SessionOptions()
-        if threads:
-            options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        try:
-            self._session = ort.InferenceSession(
-                str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
-            )
-        except Exception as exc:
-            raise ModelNotAvailableError(
-                f"cannot load the reranker model {model_path}: {exc}"
-            ) from None
-        self._inputs = [i.name for i in self._session.get_inputs()]
-        unknown = set(self._inputs) - {"input_ids", "attention_mask", "token_type_ids"}
-        if unknown or "input_ids" not in self._inputs:
-            raise ModelNotAvailableError(
-                f"the reranker model {model_path} has inputs {self._inputs}; expected input_ids "
-                "and optionally attention_mask and token_type_ids"
-            )
+        self._session, self._inputs = _onnx.inference_session(
+            ort, model_path, threads=threads, what="reranker model"
+        )
         self._output = self._session.get_outputs()[0].name
 
     @classmethod
@@ -175,6 +152,7 @@ class CrossEncoderReranker:
 
 def from_config(config: MemoryConfig) -> CrossEncoderReranker:
     """The reranker ``rerank_model`` names: a directory, else a hub id (cache, then download)."""
+    _onnx.import_runtime()  # a missing extra is reported before any search or download
     model = config.rerank_model.strip()
     kwargs: dict[str, Any] = {
         "batch_size": config.rerank_top_k,

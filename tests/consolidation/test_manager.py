@@ -47,8 +47,8 @@ async def talk(mm: MemoryManager, session: str, lines: Sequence[str], agent: str
 
 async def settle(mm: MemoryManager) -> None:
     """Wait for the background consolidations running now."""
-    while mm._consolidating:
-        await asyncio.gather(*mm._consolidating.values(), return_exceptions=True)
+    while mm._consolidation._consolidating:
+        await asyncio.gather(*mm._consolidation._consolidating.values(), return_exceptions=True)
 
 
 async def all_memories(mm: MemoryManager, agent: str = "ag") -> list[Memory]:
@@ -233,10 +233,10 @@ async def test_store_turn_does_not_wait_for_the_consolidation_and_close_awaits_i
     flaky = Flaky(failures=0, gate=gate)
     mm = await make(using=flaky, consolidate_after_turns=1, consolidate_cooldown_seconds=0)
     await mm.store_turn("ag", "s", FACTS[0], "Nice.", turn_id="t0")  # returns, gate closed
-    assert len(mm._consolidating) == 1
+    assert len(mm._consolidation._consolidating) == 1
     asyncio.get_running_loop().call_later(0.05, gate.set)
     await mm.close()  # waits for the run
-    assert not mm._consolidating
+    assert not mm._consolidation._consolidating
     assert await mm.store.count_memories("ag") == 1
 
 
@@ -249,7 +249,7 @@ async def test_close_cancels_a_consolidation_that_does_not_finish(
     mm = await make(store, flaky, consolidate_after_turns=1, consolidate_cooldown_seconds=0)
     await mm.store_turn("ag", "s", FACTS[0], "Nice.", turn_id="t0")
     await mm.close()
-    assert not mm._consolidating
+    assert not mm._consolidation._consolidating
     assert await store.count_memories("ag") == 0
     # The lock was released on cancellation: another manager consolidates the turn.
     other = await make(store)

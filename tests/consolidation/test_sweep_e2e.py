@@ -35,8 +35,8 @@ def line(i: int) -> str:
 
 
 async def settle(mm: MemoryManager) -> None:
-    while mm._consolidating:
-        await asyncio.gather(*mm._consolidating.values(), return_exceptions=True)
+    while mm._consolidation._consolidating:
+        await asyncio.gather(*mm._consolidation._consolidating.values(), return_exceptions=True)
 
 
 async def test_a_session_of_45_turns_swept_after_its_ttl_leaves_its_content_with_lineage(

@@ -8,7 +8,12 @@ import os
 import socket
 from typing import Any
 
-import psycopg
+from actrone_pg.errors import MissingDependencyError
+
+try:
+    import psycopg
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingDependencyError("postgres", exc.name or "psycopg") from None
 
 __all__ = ["Severance"]
 
