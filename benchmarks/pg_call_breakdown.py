@@ -57,11 +57,11 @@ from actrone_pg.bench.workload import (
     unit_rows,
 )
 from actrone_pg.budget import split_budget
-from actrone_pg.migrations._ops import pinned
+from actrone_pg.migrations._ops import pinned, pinned_names
 from actrone_pg.stores.postgres import PostgresStore, rows
 from actrone_pg.stores.postgres.context import RETRIEVE
 
-#: hybrid_search's parameters (migration 0013) in order, with their types.
+#: hybrid_search's parameters (migrations 0013 and 0015) in order, with their types.
 _PARAMS = [
     ("agent_id", "text"),
     ("embedder", "text"),
@@ -96,8 +96,9 @@ _STEPS = [
 
 
 def _body(schema: str, vector_schema: str) -> str:
-    """hybrid_search's body (migration 0013's copy), its parameters as named placeholders."""
-    text = pinned("0013", "hybrid_search")
+    """hybrid_search's body (the newest pinned copy), its parameters as named placeholders."""
+    newest = max(rev for rev, name in pinned_names() if name == "hybrid_search")
+    text = pinned(newest, "hybrid_search")
     body = text.split("AS $$", 1)[1].rsplit("$$", 1)[0]
     body = body.replace("{schema}", f'"{schema}"').replace("{vector_schema}", f'"{vector_schema}"')
     for name, kind in _PARAMS:
