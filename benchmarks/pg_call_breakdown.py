@@ -59,7 +59,11 @@ from actrone_pg.bench.workload import (
 from actrone_pg.budget import split_budget
 from actrone_pg.migrations._ops import pinned, pinned_names
 from actrone_pg.stores.postgres import PostgresStore, rows
-from actrone_pg.stores.postgres.context import RETRIEVE
+
+try:  # migration 0015's entry function; absent when the script measures older code
+    from actrone_pg.stores.postgres.context import RETRIEVE
+except ImportError:
+    RETRIEVE = None  # type: ignore[assignment]
 
 #: hybrid_search's parameters (migrations 0013 and 0015) in order, with their types.
 _PARAMS = [
@@ -191,9 +195,10 @@ async def _measure(
         p = await store._search_params(req, content=False)
         assert p is not None
         prepared[key] = p
-        entry[key] = await store._retrieve_params(
-            req, (SESSION_ID, mm.config.max_session_turns, mm.config.session_ttl_seconds)
-        )
+        if RETRIEVE is not None:
+            entry[key] = await store._retrieve_params(
+                req, (SESSION_ID, mm.config.max_session_turns, mm.config.session_ttl_seconds)
+            )
 
     # One connection held for the pieces that run on a connection already checked out.
     # (from the pool itself: _conn() would sever it at its deadline, 35 s on)
@@ -271,7 +276,7 @@ async def _measure(
             await cur.execute(search_sql, packed_params[(agent.agent_id, q)])
             return await cur.fetchall()
 
-        retrieve_sql = store._compose(RETRIEVE)
+        retrieve_sql = store._compose(RETRIEVE) if RETRIEVE is not None else None
 
         async def retrieve(agent: AgentData, q: int) -> Any:
             cur = held.cursor(row_factory=dict_row, binary=True)
@@ -322,7 +327,11 @@ async def _measure(
             ("empty query on a held connection (one round trip)", empty),
             ("search statement on a held connection (SEARCH_PACKED)", statement),
             ("  parameter adaptation (no I/O)", adapt),
-            ("retrieve() on a held connection (L1 + L2, migration 0015)", retrieve),
+            *(
+                [("retrieve() on a held connection (L1 + L2, migration 0015)", retrieve)]
+                if RETRIEVE is not None
+                else []
+            ),
             ("  decoding the rows (rows.packed, no I/O)", decode),
             ("hybrid_search alone, count(*)", function),
             *((f"body: {label}", step(i)) for i, (label, _) in enumerate(_STEPS)),
