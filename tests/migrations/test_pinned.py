@@ -61,7 +61,7 @@ LIVE: dict[str, dict[str, str]] = {
     },
     "0015": _AT_0003
     | {
-        "hybrid_search": "0015",
+        "hybrid_search": "0013",
         "pack_positions": "0010",
         "memory_versions": "0012",
         "memory_lineage": "0012",

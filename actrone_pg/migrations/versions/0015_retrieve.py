@@ -1,4 +1,4 @@
-"""retrieve(): one store call, L1 and L2, in one round trip; hybrid_search sums BM25 faster.
+"""retrieve(): one store call, L1 and L2, in one round trip.
 
 Installs ``retrieve`` as this revision pinned it (``sql/0015_retrieve.sql``): a PL/pgSQL entry
 function that reads a session's recent turns and ranks and packs the agent's memories with
@@ -6,10 +6,6 @@ function that reads a session's recent turns and ranks and packs the agent's mem
 function to call from psql). The store calls it alone, the agent first, so that on Citus the call
 can be delegated whole to the agent's worker; PL/pgSQL also keeps each of its statements' plans
 for the session.
-
-``hybrid_search`` is replaced by this revision's copy (``sql/0015_hybrid_search.sql``, the same
-arguments and results): up to 8 query terms, each candidate's BM25 sum is one expression instead
-of a subplan, bit for bit the same sum.
 
 Revision ID: 0015
 Revises: 0013 (re-chained after 0014 at merge)
@@ -34,13 +30,10 @@ ARGUMENTS = (
 
 
 def upgrade() -> None:
-    """Install both functions."""
-    install("0015", "hybrid_search")
+    """Install the function."""
     install("0015", "retrieve")
 
 
 def downgrade() -> None:
-    """Drop retrieve (the store of revision 0013 sends its own statements); 0013's
-    hybrid_search."""
+    """Drop it (the store of revision 0013 sends its own statements)."""
     drop_function("retrieve", ARGUMENTS)
-    install("0013", "hybrid_search")
