@@ -58,12 +58,7 @@ from actrone_pg.bench.workload import (
 )
 from actrone_pg.budget import split_budget
 from actrone_pg.migrations._ops import pinned, pinned_names
-from actrone_pg.stores.postgres import PostgresStore, rows
-
-try:  # migration 0015's entry function; absent when the script measures older code
-    from actrone_pg.stores.postgres.context import RETRIEVE
-except ImportError:
-    RETRIEVE = None  # type: ignore[assignment]
+from actrone_pg.stores.postgres import PostgresStore, builders, rows
 
 #: hybrid_search's parameters (migrations 0013 and 0015) in order, with their types.
 _PARAMS = [
@@ -184,21 +179,24 @@ async def _measure(
     # Requests and parameters are built once per query, outside the timings that do not
     # include them.
     requests = {}
-    prepared = {}
-    entry: dict[tuple[str, int], Any] = {}
+    prepared: dict[tuple[str, int], builders.Built] = {}
+    entry: dict[tuple[str, int], builders.Built] = {}
     for agent, q in pairs:
         key = (agent.agent_id, q)
         if key in requests:
             continue
         req = await mm._request(agent.agent_id, agent.query_texts[q], share, None, None)
         requests[key] = req
-        p = await store._search_params(req, content=False)
-        assert p is not None
-        prepared[key] = p
-        if RETRIEVE is not None:
-            entry[key] = await store._retrieve_params(
-                req, (SESSION_ID, mm.config.max_session_turns, mm.config.session_ttl_seconds)
-            )
+        terms = list(req.terms)
+        prepared[key] = builders.search(
+            req, schema=store.schema, vector_schema=vs, terms=terms, ann_dimensions=None
+        )
+        entry[key] = builders.retrieve(
+            req,
+            schema=store.schema,
+            terms=terms,
+            session=(SESSION_ID, mm.config.max_session_turns, mm.config.session_ttl_seconds),
+        )
 
     # One connection held for the pieces that run on a connection already checked out.
     # (from the pool itself: _conn() would sever it at its deadline, 35 s on)
@@ -221,12 +219,14 @@ async def _measure(
         await held.execute("SET plan_cache_mode = force_generic_plan")
         await held.execute("SET enable_nestloop = off")
         cuts = [sql.SQL(_cut(body, cte)) for _, cte in _STEPS]
-        search_sql = store._search_sql(_statement_name(True), prepared[next(iter(prepared))])
+        search_sql = prepared[next(iter(prepared))][0]
 
         def body_args(key: tuple[str, int]) -> dict[str, Any]:
-            p = prepared[key].params
-            values = (*p[:13], None, p[13], p[14], excluded[key], None, None, None)
-            return dict(zip((n for n, _ in _PARAMS), values, strict=True))
+            p = prepared[key][1]
+            names = {"agent_id": "agent"}
+            out = {n: p.get(names.get(n, n)) for n, _ in _PARAMS}
+            out.update(candidates=None, excluded=excluded[key])
+            return out
 
         hybrid_alone = (
             sql.SQL("SELECT count(*) FROM {s}.hybrid_search(").format(s=s_id)
@@ -235,10 +235,7 @@ async def _measure(
         )
         nearest_sql = sql.SQL(PLAIN_NEAREST).format(s=s_id, vs=sql.Identifier(vs))
         bare_sql = sql.SQL(BARE_READ).format(s=s_id, vs=sql.Identifier(vs))
-        packed_params = {
-            key: (*p.params, requests[key].budget, requests[key].max_hits, key[0])
-            for key, p in prepared.items()
-        }
+        packed_params = {key: built[1] for key, built in prepared.items()}
         sample_rows: dict[tuple[str, int], list[dict[str, Any]]] = {}
         for key in list(prepared)[:20]:
             cur = held.cursor(row_factory=dict_row, binary=True)
@@ -276,11 +273,9 @@ async def _measure(
             await cur.execute(search_sql, packed_params[(agent.agent_id, q)])
             return await cur.fetchall()
 
-        retrieve_sql = store._compose(RETRIEVE) if RETRIEVE is not None else None
-
         async def retrieve(agent: AgentData, q: int) -> Any:
             cur = held.cursor(row_factory=dict_row, binary=True)
-            await cur.execute(retrieve_sql, entry[(agent.agent_id, q)])
+            await cur.execute(*entry[(agent.agent_id, q)])
             return await cur.fetchall()
 
         async def adapt(agent: AgentData, q: int) -> Any:
@@ -327,11 +322,7 @@ async def _measure(
             ("empty query on a held connection (one round trip)", empty),
             ("search statement on a held connection (SEARCH_PACKED)", statement),
             ("  parameter adaptation (no I/O)", adapt),
-            *(
-                [("retrieve() on a held connection (L1 + L2, migration 0015)", retrieve)]
-                if RETRIEVE is not None
-                else []
-            ),
+            ("retrieve() on a held connection (L1 + L2, migration 0015)", retrieve),
             ("  decoding the rows (rows.packed, no I/O)", decode),
             ("hybrid_search alone, count(*)", function),
             *((f"body: {label}", step(i)) for i, (label, _) in enumerate(_STEPS)),
@@ -378,12 +369,6 @@ async def _measure(
     finally:
         await held.execute("RESET ALL")
         await pool.putconn(held)
-
-
-def _statement_name(packed: bool) -> str:
-    from actrone_pg.stores.postgres.statements import SEARCH, SEARCH_PACKED
-
-    return SEARCH_PACKED if packed else SEARCH
 
 
 if __name__ == "__main__":

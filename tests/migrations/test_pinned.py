@@ -312,6 +312,10 @@ def _built_statements(schema: str) -> dict[str, tuple[sql.Composed, dict[str, An
             out[f"search {shape} packed={packed}"] = builders.search(
                 req, schema=schema, vector_schema="public", terms=["q"], ann_dimensions=ann
             )
+    for session in (None, ("s", 50, 86400.0)):
+        out[f"retrieve session={session is not None}"] = builders.retrieve(
+            replace(request, budget=100), schema=schema, terms=["q"], session=session
+        )
     for after, flt in ((None, None), ((now, "m"), every)):
         out[f"list_memories after={after is not None}"] = builders.list_memories(
             schema, "a", now=now, limit=10, after=after, flt=flt

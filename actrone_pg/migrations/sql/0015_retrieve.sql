@@ -13,9 +13,9 @@
 -- p_max_hits stops after that many (NULL: no limit), as pack_positions does. Rows:
 --   kind 'turn':   the session's newest p_turn_limit turns, newest first (id, created_at,
 --                  token_count, user_message, assistant_message, tool_results);
---   kind 'memory': each chosen memory, best first, with `ranked` (how many were ranked), its
---                  explain columns and every stored field (metadata as text);
---   kind 'ranked': when no memory was chosen, one row with `ranked` alone.
+--   kind 'memory': each chosen memory, best first, with `candidates_considered` (how many
+--                  were ranked), its explain columns and every stored field (metadata as text);
+--   kind 'ranked': when no memory was chosen, one row with `candidates_considered` alone.
 -- The agent's expired memories that the sweeper has not deleted yet are never admitted.
 --
 -- From psql:
@@ -45,7 +45,7 @@ CREATE OR REPLACE FUNCTION {schema}.retrieve(
 )
 RETURNS TABLE (
     kind text,
-    ranked integer,
+    candidates_considered integer,
     cosine double precision,
     bm25 double precision,
     dense_rank integer,
@@ -112,13 +112,13 @@ BEGIN
     p AS MATERIALIZED (
         SELECT {schema}.pack_positions(array_agg(h.token_count ORDER BY h.position), p_budget,
                                        p_max_hits) AS taken,
-               count(*)::integer AS ranked
+               count(*)::integer AS n
         FROM h
     ),
     c AS MATERIALIZED (
         SELECT h.* FROM h WHERE h.position = ANY ((SELECT p.taken FROM p)::integer[])
     )
-    SELECT CASE WHEN c.id IS NULL THEN 'ranked' ELSE 'memory' END, p.ranked, c.cosine, c.bm25,
+    SELECT CASE WHEN c.id IS NULL THEN 'ranked' ELSE 'memory' END, p.n, c.cosine, c.bm25,
            c.dense_rank::integer, c.lexical_rank::integer, c.recency_rank::integer,
            c.fused_score, f.id::text, f.session_id::text, f.content, f.content_type,
            f.importance, f.tags, f.source, f.sensitivity, f.created_at, f.metadata::text,

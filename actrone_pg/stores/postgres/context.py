@@ -14,20 +14,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from psycopg import sql
+
 from actrone_pg.models import Turn
 from actrone_pg.pipeline import PackedSearch, SearchRequest
 from actrone_pg.stores.base import check_query_dimensions
-from actrone_pg.stores.postgres import rows
+from actrone_pg.stores.postgres import builders, rows
 from actrone_pg.stores.postgres.search import Search
 from actrone_pg.stores.postgres.sessions import Sessions
 
 __all__ = ["Context"]
-
-#: The entry function, called alone (the agent first: Citus delegates the call by it).
-RETRIEVE = (
-    "SELECT * FROM {s}.retrieve(%s, %s, %s, %s, %s, %s::text[], %s, %s, %s, %s, %s,"
-    " %s::float8[], %s, %s, %s, %s, %s, %s, %s)"
-)
 
 
 class Context(Sessions, Search):
@@ -44,15 +40,15 @@ class Context(Sessions, Search):
     ) -> tuple[list[Turn], PackedSearch]:
         """The session's recent turns (as :meth:`recent_turns`) and ``request``'s packed
         search (as :meth:`search`), in one round trip where the search allows it."""
-        params = await self._retrieve_params(request, (session_id, limit, ttl_seconds))
-        if params is None:
+        built = await self._retrieve_built(request, (session_id, limit, ttl_seconds))
+        if built is None:
             async with asyncio.TaskGroup() as tg:
                 l1 = tg.create_task(
                     self.recent_turns(agent_id, session_id, limit=limit, ttl_seconds=ttl_seconds)
                 )
                 l2 = tg.create_task(self.search(request))
             return l1.result(), l2.result()
-        found = await self._retrieve(params)
+        found = await self._retrieve(built)
         turns = [r for r in found if r["kind"] == "turn"]
         return rows.turns(agent_id, session_id, turns), _packed(agent_id, found)
 
@@ -60,21 +56,23 @@ class Context(Sessions, Search):
         """As :meth:`Search.search`; a packed search that ``retrieve()`` serves goes through it."""
         if request.budget is None and request.max_hits is None:
             return await super().search(request)
-        params = await self._retrieve_params(request, None)
-        if params is None:
+        built = await self._retrieve_built(request, None)
+        if built is None:
             return await super().search(request)
-        return _packed(request.agent_id, await self._retrieve(params))
+        return _packed(request.agent_id, await self._retrieve(built))
 
-    async def _retrieve(self, params: tuple[Any, ...]) -> list[dict[str, Any]]:
+    async def _retrieve(self, built: builders.Built) -> list[dict[str, Any]]:
+        statement, params = built
         async with self._conn() as conn:
             # Binary results parse an order of magnitude faster than text (docs/benchmarks.md).
-            return await self._fetch(conn, self._compose(RETRIEVE), params, binary=True)
+            return await self._fetch(conn, statement, params, binary=True)
 
-    async def _retrieve_params(
+    async def _retrieve_built(
         self, request: SearchRequest, session: tuple[str, int, float] | None
-    ) -> tuple[Any, ...] | None:
-        """``retrieve()``'s arguments, or ``None`` where the search needs its own statements (a
-        filter, an agent with its own HNSW index, an embedder that stored nothing)."""
+    ) -> tuple[sql.Composed, dict[str, Any]] | None:
+        """``retrieve()``'s statement (:func:`.builders.retrieve`), or ``None`` where the search
+        needs :func:`.builders.search`'s (a filter, an agent with its own HNSW index, an
+        embedder that stored nothing)."""
         if request.filter is not None or (request.budget is None and request.max_hits is None):
             return None
         expected = await self._embedder_dimensions(request.embedder)
@@ -84,29 +82,7 @@ class Context(Sessions, Search):
         if await self._ann_dimensions(request.agent_id, request.embedder, expected) is not None:
             return None
         terms = await self._query_terms(request.query, request.terms)
-        session_id, turn_limit, ttl = (None, None, None) if session is None else session
-        p = request.params
-        return (
-            request.agent_id,
-            session_id,
-            turn_limit,
-            ttl,
-            request.embedder,
-            terms,
-            request.vector,
-            float(request.threshold),
-            int(request.limit),
-            p.hybrid,
-            int(p.rrf_k),
-            [float(w) for w in p.rrf_weights],
-            float(p.relevance_weight),
-            float(p.recency_weight),
-            request.now,
-            float(p.bm25_k1),
-            float(p.bm25_b),
-            request.budget,
-            request.max_hits,
-        )
+        return builders.retrieve(request, schema=self.schema, terms=terms, session=session)
 
 
 def _packed(agent_id: str, found: list[dict[str, Any]]) -> PackedSearch:
