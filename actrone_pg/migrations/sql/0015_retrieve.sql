@@ -7,7 +7,7 @@
 -- (distributed by its first argument, colocated with the memories).
 --
 -- Being PL/pgSQL, it plans each of its statements once per session and reuses the plan
--- (force_generic_plan); the statement the store sent before was planned by every call.
+-- (force_generic_plan), whoever calls it, psql included.
 --
 -- p_session_id NULL reads no turns (search_memories). p_budget NULL takes every ranked memory;
 -- p_max_hits stops after that many (NULL: no limit), as pack_positions does. Rows:

@@ -1,9 +1,9 @@
 """The PostgreSQL store's one-call path: L1 and L2 through ``retrieve()`` (migration 0015).
 
 ``retrieve_context`` used to cost two pooled connections (L1 and L2 concurrently), each checked
-with an empty query before use, and a search statement planned by every call; the entry
-function reads the turns, ranks, packs and fetches the chosen memories in one round trip on one
-connection, with its statements' plans kept for the session (docs/benchmarks.md, "Where one
+with an empty query before use; the entry function reads the turns, ranks, packs and fetches
+the chosen memories in one round trip on one connection, its statements' plans kept for the
+session (docs/benchmarks.md, "Where one
 call's time goes"). It serves the unfiltered search of an agent scanned exactly, the common
 case; a filtered search and an agent with its own HNSW index keep the statements of
 :mod:`~actrone_pg.stores.postgres.search` (the L1 read then runs beside them).
