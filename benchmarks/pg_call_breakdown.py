@@ -185,7 +185,7 @@ async def _measure(
         key = (agent.agent_id, q)
         if key in requests:
             continue
-        req = await mm._request(agent.agent_id, agent.query_texts[q], share, None, None)
+        req = await mm._retrieval._request(agent.agent_id, agent.query_texts[q], share, None, None)
         requests[key] = req
         terms = list(req.terms)
         prepared[key] = builders.search(
@@ -248,7 +248,9 @@ async def _measure(
             )
 
         async def build(agent: AgentData, q: int) -> Any:
-            return await mm._request(agent.agent_id, agent.query_texts[q], share, None, None)
+            return await mm._retrieval._request(
+                agent.agent_id, agent.query_texts[q], share, None, None
+            )
 
         async def l1(agent: AgentData, q: int) -> Any:
             return await store.recent_turns(
