@@ -65,6 +65,7 @@ SCOPE = "actrone_pg"
 TRACED = "__actrone_traced__"
 
 T = TypeVar("T")
+U = TypeVar("U")
 C = TypeVar("C", bound=type)
 Attributes = Mapping[str, str | bool | int | float | Sequence[str]]
 
@@ -94,6 +95,13 @@ class Telemetry:
         attributes: Attributes | None = None,
     ) -> Coroutine[Any, Any, T]:
         """``awaitable`` inside a child span ``name`` (here: ``awaitable`` itself)."""
+        return awaitable
+
+    def steps(
+        self, names: tuple[str, str], awaitable: Coroutine[Any, Any, tuple[T, U]]
+    ) -> Coroutine[Any, Any, tuple[T, U]]:
+        """One call that does two steps at once (L1 and L2 in one statement), inside two
+        sibling child spans, each described by its part of the result (here: ``awaitable``)."""
         return awaitable
 
     def span(self, name: str) -> AbstractContextManager[object]:
@@ -201,6 +209,41 @@ class _OpenTelemetry(Telemetry):
             if describe is not None:
                 span.set_attributes(describe(result))
             return result
+
+    def steps(
+        self, names: tuple[str, str], awaitable: Coroutine[Any, Any, tuple[T, U]]
+    ) -> Coroutine[Any, Any, tuple[T, U]]:
+        if not _RECORDING.get():
+            return awaitable
+        return self._steps(names, awaitable)
+
+    async def _steps(
+        self, names: tuple[str, str], awaitable: Coroutine[Any, Any, tuple[T, U]]
+    ) -> tuple[T, U]:
+        # Siblings, both children of the call's span, both covering the one round trip.
+        spans = [
+            self._tracer.start_span(
+                name,
+                attributes=dict(self._retrieval if name == "actrone.l2.search" else self._base),
+                record_exception=False,
+                set_status_on_exception=False,
+            )
+            for name in names
+        ]
+        try:
+            result = await awaitable
+            for span, name, part in zip(spans, names, result, strict=True):
+                describe = _STEP_RESULTS.get(name)
+                if describe is not None:
+                    span.set_attributes(describe(part))
+            return result
+        except Exception as exc:
+            for span in spans:
+                self._failed(span, exc)
+            raise
+        finally:
+            for span in spans:
+                span.end()
 
     def span(self, name: str) -> AbstractContextManager[object]:
         if not _RECORDING.get():

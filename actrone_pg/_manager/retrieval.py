@@ -18,6 +18,7 @@ from actrone_pg.errors import RerankerError
 from actrone_pg.models import Memory, RetrievedContext, ScoredMemory, Turn, Vector
 from actrone_pg.pipeline import MemoryFilter, PackedSearch, SearchRequest, pack_hits, rerank
 from actrone_pg.ranking import query_terms
+from actrone_pg.stores.base import ContextStore
 
 __all__ = ["Retrieval"]
 
@@ -79,21 +80,27 @@ class Retrieval:
             self.ctx.config.budget_fraction_session,
             self.ctx.config.budget_fraction_episodic,
         )
-        async with asyncio.TaskGroup() as tg:
-            l1 = tg.create_task(
-                self.ctx.telemetry.step(
-                    "actrone.l1",
-                    self.ctx.store.recent_turns(
-                        agent_id,
-                        session_id,
-                        limit=self.ctx.config.max_session_turns,
-                        ttl_seconds=self.ctx.config.session_ttl_seconds,
-                    ),
-                )
+        if isinstance(self.ctx.store, ContextStore):
+            # L1 and L2 in one statement (spec §3.2): the store reads both at once.
+            turns, packed = await self._fetch_together(
+                agent_id, session_id, query, shares.episodic, flt
             )
-            l2 = tg.create_task(self._search(agent_id, query, shares.episodic, None, flt))
-        turns = l1.result()
-        packed = l2.result()
+        else:
+            async with asyncio.TaskGroup() as tg:
+                l1 = tg.create_task(
+                    self.ctx.telemetry.step(
+                        "actrone.l1",
+                        self.ctx.store.recent_turns(
+                            agent_id,
+                            session_id,
+                            limit=self.ctx.config.max_session_turns,
+                            ttl_seconds=self.ctx.config.session_ttl_seconds,
+                        ),
+                    )
+                )
+                l2 = tg.create_task(self._search(agent_id, query, shares.episodic, None, flt))
+            turns = l1.result()
+            packed = l2.result()
         with self.ctx.telemetry.span("actrone.l1.pack"):
             recent, session_used = pack_turns(
                 list(reversed(turns)), self._turn_tokens, shares.session
@@ -149,23 +156,64 @@ class Retrieval:
     ) -> PackedSearch:
         """The best ranked memories that fit ``budget`` tokens (at most ``max_hits``).
 
-        One store call. The store packs when each memory costs its stored token count and no
-        reranker reorders the ranking: it can then skip building, or fetching, the memories not
-        chosen. Otherwise it returns the hits to rerank (the top ``rerank_top_k``) or to recount
-        (all of them), and they are packed here.
+        One store call (what it is asked for: :meth:`_l2_asks`); hits returned unpacked are
+        reranked and packed here.
+        """
+        asked, limit, repack = self._l2_asks(budget, max_hits)
+        request = await self._request(agent_id, query, asked, limit, flt)
+        found = await self.ctx.telemetry.step("actrone.l2.search", self.ctx.store.search(request))
+        if not repack:
+            return found
+        return await self._l2_repack(query, found, budget, max_hits)
+
+    async def _fetch_together(
+        self,
+        agent_id: str,
+        session_id: str,
+        query: str,
+        budget: int,
+        flt: MemoryFilter | None,
+    ) -> tuple[list[Turn], PackedSearch]:
+        """L1 and L2 from one store call (a :class:`ContextStore`), L2 as :meth:`_search`."""
+        store = self.ctx.store
+        assert isinstance(store, ContextStore)
+        asked, limit, repack = self._l2_asks(budget, None)
+        request = await self._request(agent_id, query, asked, limit, flt)
+        turns, found = await self.ctx.telemetry.steps(
+            ("actrone.l1", "actrone.l2.search"),
+            store.fetch_context(
+                agent_id,
+                session_id,
+                limit=self.ctx.config.max_session_turns,
+                ttl_seconds=self.ctx.config.session_ttl_seconds,
+                request=request,
+            ),
+        )
+        if repack:
+            found = await self._l2_repack(query, found, budget, None)
+        return turns, found
+
+    def _l2_asks(
+        self, budget: int | None, max_hits: int | None
+    ) -> tuple[int | None, int | None, bool]:
+        """What to ask the store for: (budget, hit limit, whether the manager packs itself).
+
+        The store packs when each memory costs its stored token count and no reranker reorders
+        the ranking: it can then skip building, or fetching, the memories not chosen. Otherwise
+        it returns the hits to rerank (the top ``rerank_top_k``) or to recount (all of them).
         """
         reorder = self.ctx.reranker is not None
-        repack = reorder or (budget is not None and self.ctx.custom_counter)
-        step = self.ctx.telemetry.step
-        if not repack:
-            request = await self._request(agent_id, query, budget, max_hits, flt)
-            return await step("actrone.l2.search", self.ctx.store.search(request))
-        top = self.ctx.config.rerank_top_k if reorder else None
-        request = await self._request(agent_id, query, None, top, flt)
-        found = await step("actrone.l2.search", self.ctx.store.search(request))
+        if not (reorder or (budget is not None and self.ctx.custom_counter)):
+            return budget, max_hits, False
+        return None, (self.ctx.config.rerank_top_k if reorder else None), True
+
+    async def _l2_repack(
+        self, query: str, found: PackedSearch, budget: int | None, max_hits: int | None
+    ) -> PackedSearch:
+        """Rerank (with a reranker) and pack the hits the store returned unpacked."""
         hits = found.hits
-        if reorder and hits:
-            hits = await step("actrone.rerank", self._rerank(query, hits))
+        if self.ctx.reranker is not None and hits:
+            hits = await self.ctx.telemetry.step("actrone.rerank", self._rerank(query, hits))
         with self.ctx.telemetry.span("actrone.l2.pack"):
             return pack_hits(hits, self._memory_tokens, budget, max_hits)
 

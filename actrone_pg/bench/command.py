@@ -202,7 +202,7 @@ async def _run_one(
             task = progress.add_task(f"ingest ({mm.backend})", total=dataset.total_memories)
             floor = floor_for(mm, dataset, mm.config.max_episodic_memories)
             nearest = nearest_for(mm, dataset, mm.config.max_episodic_memories)
-            passes = 2 + (floor is not None) + (nearest is not None)
+            passes = 3 + (floor is not None) + (nearest is not None)
             passes += (len(FILTER_TAGS) if args.filters else 0) + (2 if args.versions else 0)
             timed = progress.add_task("timed queries", total=passes * args.queries * args.repeat)
             result = await run_benchmark(
@@ -295,7 +295,7 @@ def _fmt(value: float, digits: int = 2) -> str:
 
 
 def _runs(values: list[float]) -> str:
-    return " / ".join(f"{v:.1f}" for v in values) if values else "—"
+    return " / ".join(f"{v:.2f}" if v < 10 else f"{v:.1f}" for v in values) if values else "—"
 
 
 def _result_table(results: list[BenchResult], title: str) -> Any:
@@ -313,8 +313,16 @@ def _result_table(results: list[BenchResult], title: str) -> Any:
         ("retrieve_context p50 (ms)", [_fmt(r.retrieve.p50) for r in results]),
         ("retrieve_context p99 (ms)", [_fmt(r.retrieve.p99) for r in results]),
         ("retrieve_context mean (ms)", [_fmt(r.retrieve.mean) for r in results]),
-        ("search_memories p50 (ms)", [_fmt(r.search.p50) for r in results]),
-        ("search_memories p99 (ms)", [_fmt(r.search.p99) for r in results]),
+        ("search_memories p50 (ms), limit=500", [_fmt(r.search.p50) for r in results]),
+        ("search_memories p99 (ms), limit=500", [_fmt(r.search.p99) for r in results]),
+        (
+            "search_memories p50 (ms), limit=10",
+            [_stat(r.search_default, "p50") for r in results],
+        ),
+        (
+            "search_memories p99 (ms), limit=10",
+            [_stat(r.search_default, "p99") for r in results],
+        ),
         ("retrieve p50 per pass (ms)", [_runs(r.retrieve.p50_runs) for r in results]),
         ("search p50 per pass (ms)", [_runs(r.search.p50_runs) for r in results]),
         (
@@ -355,8 +363,17 @@ def _floor_rows(results: list[BenchResult]) -> list[tuple[str, list[str]]]:
     if any(r.floor is not None for r in results):
         rows += [
             ("floor p50 (ms)", [_stat(r.floor, "p50") for r in results]),
+            ("floor p99 (ms)", [_stat(r.floor, "p99") for r in results]),
+            (
+                "floor p50 per pass (ms)",
+                [_runs(r.floor.p50_runs if r.floor else []) for r in results],
+            ),
             ("  floor", [r.floor_name or "—" for r in results]),
             ("retrieve_context p50 ÷ floor p50", [_ratio(r.retrieve, r.floor) for r in results]),
+            (
+                "  the same ratio per pass",
+                [" / ".join(f"{x:.2f}" for x in r.retrieve_floor_ratios) or "—" for r in results],
+            ),
         ]
     if any(r.nearest is not None for r in results):
         rows += [
@@ -652,7 +669,7 @@ def _result_fields(data: dict[str, Any]) -> dict[str, Any]:
     out["retrieve_filtered"] = {
         k: LatencyStats(**v) for k, v in data.get("retrieve_filtered", {}).items()
     }
-    for key in ("retrieve_versioned", "search_versioned", "floor", "nearest"):
+    for key in ("retrieve_versioned", "search_versioned", "search_default", "floor", "nearest"):
         if data.get(key) is not None:
             out[key] = LatencyStats(**data[key])
     return out

@@ -393,12 +393,18 @@ class BenchResult:
     search_versioned: LatencyStats | None = None
     #: Share of timed searches whose candidates after the updates equal those before.
     versioned_same_candidates: float | None = None
-    #: The backend's physical floor (:mod:`actrone_pg.bench.floor`), timed over the same queries
-    #: after the unfiltered passes; ``None`` where the spec names none.
+    #: ``search_memories`` with its default ``limit`` (10), what users call most; ``search`` is
+    #: ``limit=max_episodic_memories`` (every admitted candidate, for recall).
+    search_default: LatencyStats | None = None
+    #: The backend's physical floor (:mod:`actrone_pg.bench.floor`), timed over the same queries,
+    #: each call right after the store's calls of the same query; ``None`` where the spec names
+    #: none.
     floor_name: str = ""
     floor: LatencyStats | None = None
+    #: Each pass's retrieve_context p50 ÷ floor p50: the spread of the ratio (spec §7: ±20 %).
+    retrieve_floor_ratios: list[float] = field(default_factory=list)
     #: PostgreSQL's plain nearest-neighbour query (:func:`actrone_pg.bench.floor.nearest_for`),
-    #: timed right after the floor.
+    #: timed like the floor.
     nearest_name: str = ""
     nearest: LatencyStats | None = None
 
@@ -482,16 +488,18 @@ async def run_benchmark(
 ) -> BenchResult:
     """Ingest ``dataset`` through ``mm``, then time retrieval and measure recall.
 
-    The timed passes (every query through ``retrieve_context``, then through
-    ``search_memories``) run ``repeats`` times; recall is measured on the first pass.
+    The timed passes run ``repeats`` times; in each, every query goes through
+    ``retrieve_context``, ``search_memories`` with ``limit=max_episodic_memories`` and with the
+    default limit, then ``floor`` and ``nearest`` (if given), back to back. Recall is measured
+    on the first pass.
     ``after_ingest`` (untimed) runs between ingest and the queries, for example ``ANALYZE``.
     ``progress`` is called with the memories of each ingested batch, ``query_progress`` with 1
-    after each timed call (``2 × queries × repeats`` in all, plus ``len(FILTER_TAGS) × queries ×
-    repeats`` with ``filtered`` and ``2 × queries × repeats`` with ``versions``).
+    after each timed call (``3 × queries × repeats`` in all, ``queries × repeats`` more for each
+    of ``floor`` and ``nearest``, plus ``len(FILTER_TAGS) × queries × repeats`` with
+    ``filtered`` and ``2 × queries × repeats`` with ``versions``).
 
     ``filtered`` and ``versions`` add the passes described in the module doc, after the
-    unfiltered ones. ``floor``, then ``nearest``, are timed over the same queries right after the
-    unfiltered passes (``queries × repeats`` more calls each).
+    unfiltered ones.
 
     ``mm`` must use ``embedder`` and the dataset's threshold. With ``clean`` every agent of the
     dataset is erased first (the benchmark's agent ids start with ``bench-agent-``).
@@ -540,8 +548,23 @@ async def run_benchmark(
             await retrieve(agent, q)
             await search(agent, q)
 
-        retrieve_runs: list[list[float]] = []
-        search_runs: list[list[float]] = []
+        async def search_default(agent: AgentData, q: int) -> Any:
+            return await mm.search_memories(agent.agent_id, agent.query_texts[q])
+
+        # Every timed call of a query runs back to back with the others of the same query
+        # (floor and plain query included), so a busy second of the machine slows them alike
+        # and their ratios hold; timed one pass after another, the floor once read 0.15 ms in
+        # one run and 12 ms in the next of the same command.
+        calls: list[tuple[str, Callable[[AgentData, int], Awaitable[Any]]]] = [
+            ("retrieve", retrieve),
+            ("search", search),
+            ("search_default", search_default),
+        ]
+        if floor is not None:
+            calls.append(("floor", floor.call))
+        if nearest is not None:
+            calls.append(("nearest", nearest.call))
+        runs: dict[str, list[list[float]]] = {name: [] for name, _ in calls}
         context_sizes: list[int] = []
         recalls: list[float] = []
         admitted: list[int] = []
@@ -549,39 +572,28 @@ async def run_benchmark(
         found: list[tuple[str, ...]] = []
         pairs = _agents_of(dataset, schedule(dataset, queries))
         for rep in range(repeats):
-            retrieve_ms: list[float] = []
+            samples: dict[str, list[float]] = {name: [] for name, _ in calls}
             for agent, q in pairs:
-                t0 = time.perf_counter_ns()
-                ctx = await retrieve(agent, q)
-                retrieve_ms.append((time.perf_counter_ns() - t0) / 1e6)
-                if rep == 0:
-                    context_sizes.append(len(ctx.episodic_memories))
-                if query_progress is not None:
-                    query_progress(1)
-            retrieve_runs.append(retrieve_ms)
-
-            search_ms: list[float] = []
-            for agent, q in pairs:
-                t0 = time.perf_counter_ns()
-                hits = await search(agent, q)
-                search_ms.append((time.perf_counter_ns() - t0) / 1e6)
-                if rep == 0:
-                    # A tuple of strings, not a set: the collector stops tracking such tuples,
-                    # whereas 1,000 live sets of 500 ids made every full collection walk 500,000
-                    # entries, pauses that became search_memories' p99 (docs/benchmarks.md).
-                    found.append(tuple(h.id for h in hits))
-                if query_progress is not None:
-                    query_progress(1)
-            search_runs.append(search_ms)
-
-        floor_stats = None
-        if floor is not None:
-            floor_runs, _ = await _timed_runs(floor.call, pairs, repeats, query_progress)
-            floor_stats = LatencyStats.of_runs(floor_runs)
-        nearest_stats = None
-        if nearest is not None:
-            nearest_runs, _ = await _timed_runs(nearest.call, pairs, repeats, query_progress)
-            nearest_stats = LatencyStats.of_runs(nearest_runs)
+                for name, call in calls:
+                    t0 = time.perf_counter_ns()
+                    out = await call(agent, q)
+                    samples[name].append((time.perf_counter_ns() - t0) / 1e6)
+                    if rep == 0 and name == "retrieve":
+                        context_sizes.append(len(out.episodic_memories))
+                    elif rep == 0 and name == "search":
+                        # A tuple of strings, not a set: the collector stops tracking such
+                        # tuples, whereas 1,000 live sets of 500 ids made every full collection
+                        # walk 500,000 entries, pauses that became search_memories' p99
+                        # (docs/benchmarks.md).
+                        found.append(tuple(h.id for h in out))
+                    del out
+                    if query_progress is not None:
+                        query_progress(1)
+            for name, taken in samples.items():
+                runs[name].append(taken)
+        retrieve_runs, search_runs = runs["retrieve"], runs["search"]
+        floor_stats = LatencyStats.of_runs(runs["floor"]) if floor is not None else None
+        nearest_stats = LatencyStats.of_runs(runs["nearest"]) if nearest is not None else None
 
         extra = await _filter_and_version_passes(
             mm, dataset, pairs, found, filtered, versions, repeats, query_progress
@@ -614,6 +626,8 @@ async def run_benchmark(
             ingest_rate=dataset.total_memories / seconds if seconds > 0 else math.inf,
             retrieve=LatencyStats.of_runs(retrieve_runs),
             search=LatencyStats.of_runs(search_runs),
+            search_default=LatencyStats.of_runs(runs["search_default"]),
+            retrieve_floor_ratios=_pass_ratios(retrieve_runs, runs.get("floor")),
             recall_mean=statistics.fmean(recalls),
             recall_min=min(recalls),
             recall_queries=len(recalls),
@@ -632,6 +646,17 @@ async def run_benchmark(
         )
     finally:
         gc.unfreeze()
+
+
+def _pass_ratios(runs: list[list[float]], floor: list[list[float]] | None) -> list[float]:
+    """Each pass's p50 of ``runs`` ÷ the same pass's p50 of ``floor``."""
+    if not floor:
+        return []
+    return [
+        LatencyStats.of(a).p50 / LatencyStats.of(b).p50
+        for a, b in zip(runs, floor, strict=True)
+        if a and b and LatencyStats.of(b).p50 > 0
+    ]
 
 
 async def _timed_runs(

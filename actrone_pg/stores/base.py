@@ -29,6 +29,7 @@ from actrone_pg.pipeline import (
 )
 
 __all__ = [
+    "ContextStore",
     "MemoryRecord",
     "PackedSearch",
     "SearchRequest",
@@ -181,6 +182,27 @@ class Store(Protocol):
         manager attaches it to the memories it returns). A store may skip building, or reading,
         the memories not chosen (PostgreSQL fetches only their rows).
         """
+
+
+@runtime_checkable
+class ContextStore(Protocol):
+    """A store that can fetch L1 and L2 together (spec §3.2: one statement, one round trip).
+
+    Optional: the manager uses it when the store has it (``isinstance(store, ContextStore)``),
+    and otherwise calls :meth:`Store.recent_turns` and :meth:`Store.search` concurrently.
+    """
+
+    async def fetch_context(
+        self,
+        agent_id: str,
+        session_id: str,
+        *,
+        limit: int,
+        ttl_seconds: float,
+        request: SearchRequest,
+    ) -> tuple[list[Turn], PackedSearch]:
+        """What :meth:`Store.recent_turns` and :meth:`Store.search` return for the same
+        arguments, read together."""
 
 
 def dimension_mismatch(embedder: str, stored: int, got: int) -> DimensionMismatchError:

@@ -55,6 +55,10 @@ def test_bench_json_structure_and_exact_recall(capsys: pytest.CaptureFixture[str
     assert result["floor_name"] == "numpy top-500"
     assert result["floor"]["n"] == 40 and len(result["floor"]["p50_runs"]) == 2
     assert 0 < result["floor"]["min"] <= result["floor"]["p50"] <= result["floor"]["max"]
+    # each pass's ratio to the floor, and search_memories at its default limit (10) too
+    assert len(result["retrieve_floor_ratios"]) == 2
+    assert all(r > 0 for r in result["retrieve_floor_ratios"])
+    assert result["search_default"]["n"] == 40
 
 
 def test_bench_tables(capsys: pytest.CaptureFixture[str]) -> None:
@@ -273,7 +277,8 @@ async def test_the_numpy_floor_is_the_exact_top_of_the_same_vectors() -> None:
         assert nearest_for(mm, dataset, 50) is None  # the numpy floor already is a bare top-50
         agent = dataset.agents[0]
         top = np.asarray(await floor.call(agent, 1))
-        scores = unit_rows(agent.vectors) @ agent.query_vectors[1]
+        # the store's own arithmetic: chunked float32 products of the normalised query
+        scores = unit_rows(agent.vectors) @ unit_rows(agent.query_vectors[1:2])[0]
         assert list(top) == list(np.argsort(-scores, kind="stable")[:50])
     finally:
         await mm.close()

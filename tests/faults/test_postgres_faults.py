@@ -18,6 +18,7 @@ import pytest
 
 from actrone_pg.errors import StoreUnavailableError
 from actrone_pg.stores.postgres import PostgresStore
+from actrone_pg.stores.postgres.connection import _CHECKED_RECENTLY
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -55,11 +56,28 @@ async def test_a_statement_on_a_frozen_server_fails_at_the_bound_without_a_cance
 async def test_a_checkout_from_a_frozen_server_fails_within_the_connect_timeout(
     frozen_store: PostgresStore, private_postgres: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
+    # Past the window in which a connection a call just used is trusted without a check.
+    await asyncio.sleep(_CHECKED_RECENTLY * 2)
     private_postgres.freeze()
     with caplog.at_level(logging.WARNING, logger="psycopg"):
         # The pooled connection's checkout check waits on the frozen server; it is cut off at
         # the connect timeout, not left to the whole call's deadline.
         with pytest.raises(StoreUnavailableError, match=r"no PostgreSQL connection within 1.0 s"):
+            await frozen_store.count_memories("a")
+    assert cancel_requests(caplog) == []
+    private_postgres.thaw()
+    assert await frozen_store.count_memories("a") == 0
+
+
+async def test_a_connection_used_just_now_is_not_checked_and_fails_at_the_calls_bound(
+    frozen_store: PostgresStore, private_postgres: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Within the window the checkout skips its check (one round trip less per call): a server
+    # frozen right then is found by the statement, at the call's bound, still typed.
+    assert await frozen_store.count_memories("a") == 0
+    private_postgres.freeze()
+    with caplog.at_level(logging.WARNING, logger="psycopg"):
+        with pytest.raises(StoreUnavailableError, match=r"within 3 s .*connection was closed"):
             await frozen_store.count_memories("a")
     assert cancel_requests(caplog) == []
     private_postgres.thaw()

@@ -59,6 +59,14 @@ LIVE: dict[str, dict[str, str]] = {
         "memory_versions": "0012",
         "memory_lineage": "0012",
     },
+    "0015": _AT_0003
+    | {
+        "hybrid_search": "0013",
+        "pack_positions": "0010",
+        "memory_versions": "0012",
+        "memory_lineage": "0012",
+        "retrieve": "0015",
+    },
 }
 #: hybrid_search's argument count at each revision that has it (0006 and 0007 each add one,
 #: 0011 two).
@@ -74,6 +82,7 @@ ARITY = {
     "0011": 16,
     "0012": 16,
     "0013": 20,
+    "0015": 20,
 }
 #: hybrid_search's SET clauses (0005 adds enable_nestloop, 0009 plan_cache_mode).
 _NESTLOOP = ["jit=off", "enable_nestloop=off"]
@@ -90,6 +99,7 @@ SETTINGS = {
     "0011": _GENERIC,
     "0012": _GENERIC,
     "0013": _GENERIC,
+    "0015": _GENERIC,
 }
 
 
@@ -302,6 +312,10 @@ def _built_statements(schema: str) -> dict[str, tuple[sql.Composed, dict[str, An
             out[f"search {shape} packed={packed}"] = builders.search(
                 req, schema=schema, vector_schema="public", terms=["q"], ann_dimensions=ann
             )
+    for session in (None, ("s", 50, 86400.0)):
+        out[f"retrieve session={session is not None}"] = builders.retrieve(
+            replace(request, budget=100), schema=schema, terms=["q"], session=session
+        )
     for after, flt in ((None, None), ((now, "m"), every)):
         out[f"list_memories after={after is not None}"] = builders.list_memories(
             schema, "a", now=now, limit=10, after=after, flt=flt

@@ -160,3 +160,23 @@ def test_list_memories_builds_its_keyset_and_filter_by_name() -> None:
         "f_session_id": "s1",
     }
     assert 'FROM "mem".memories AS m' in text and _AGENT not in text
+
+
+@pytest.mark.parametrize("session", [None, ("session-5d2b", 50, 86400.0)])
+def test_retrieve_names_the_agent_first_and_binds_every_value_once(
+    session: tuple[str, int, float] | None,
+) -> None:
+    statement, params = builders.retrieve(
+        _request(budget=300, max_hits=7), schema="mem", terms=["green", "tea"], session=session
+    )
+    text = statement.as_string(None)
+    assert _placeholders(text) == set(params)
+    # Called alone, the agent its first argument: Citus delegates the call by it.
+    assert text.startswith('SELECT * FROM "mem".retrieve(%(agent)s, %(session)s,')
+    assert params["agent"] == _AGENT and params["terms"] == ["green", "tea"]
+    assert (params["budget"], params["max_hits"]) == (300, 7)
+    assert (params["session"], params["turn_limit"], params["session_ttl"]) == (
+        session or (None, None, None)
+    )
+    for value in (_AGENT, _EMBEDDER, "session-5d2b"):
+        assert value not in text

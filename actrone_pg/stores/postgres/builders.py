@@ -29,6 +29,7 @@ from actrone_pg.stores.postgres.statements import (
     FILTERED_STATS,
     LIST_AFTER,
     LIST_MEMORIES,
+    RETRIEVE,
     SEARCH,
     SEARCH_PACKED,
     UNFILTERED,
@@ -40,7 +41,14 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("postgres", exc.name or "psycopg") from None
 
-__all__ = ["Built", "filter_conditions", "list_memories", "search", "served_by_an_index"]
+__all__ = [
+    "Built",
+    "filter_conditions",
+    "list_memories",
+    "retrieve",
+    "search",
+    "served_by_an_index",
+]
 
 #: A statement and its parameters by name, as ``cursor.execute`` takes them.
 Built = tuple[sql.Composed, dict[str, Any]]
@@ -146,6 +154,49 @@ def search(
     if ann_dimensions is not None:
         params["ann_limit"] = math.ceil(request.limit * ANN_OVERFETCH)
     return _unfiltered_text(schema, vector_schema, packed, ann_dimensions), params
+
+
+def retrieve(
+    request: SearchRequest,
+    *,
+    schema: str,
+    terms: list[str],
+    session: tuple[str, int, float] | None,
+) -> Built:
+    """``retrieve()`` (migration 0015): ``session``'s recent turns (its id, how many turns, its
+    TTL in seconds; ``None``: no turns) and ``request``'s packed search, in one statement.
+
+    For an unfiltered search of an agent scanned exactly, with a budget or a hit limit; the
+    store sends :func:`search`'s statement otherwise.
+    """
+    session_id, turn_limit, ttl = (None, None, None) if session is None else session
+    p = request.params
+    return _retrieve_text(schema), {
+        "agent": request.agent_id,
+        "session": session_id,
+        "turn_limit": turn_limit,
+        "session_ttl": ttl,
+        "embedder": request.embedder,
+        "terms": terms,
+        "vector": request.vector,
+        "threshold": float(request.threshold),
+        "limit": int(request.limit),
+        "hybrid": p.hybrid,
+        "rrf_k": int(p.rrf_k),
+        "rrf_weights": [float(w) for w in p.rrf_weights],
+        "relevance_weight": float(p.relevance_weight),
+        "recency_weight": float(p.recency_weight),
+        "now": request.now,
+        "bm25_k1": float(p.bm25_k1),
+        "bm25_b": float(p.bm25_b),
+        "budget": request.budget,
+        "max_hits": request.max_hits,
+    }
+
+
+@functools.lru_cache(maxsize=64)
+def _retrieve_text(schema: str) -> sql.Composed:
+    return sql.SQL(RETRIEVE).format(s=sql.Identifier(schema))
 
 
 # The composed text depends only on these arguments (values are parameters): composed once.

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import math
 import re
+import weakref
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -67,6 +68,12 @@ _Conn = psycopg.AsyncConnection[TupleRow]
 #: Seconds after a call's deadline at which asyncio cancels it, should severing its connection
 #: not have ended it (see _conn).
 _CANCEL_GRACE = 1.0
+#: A connection handed back by a call that succeeded less than this many seconds ago is used
+#: without the empty-query check (one round trip of every call, docs/benchmarks.md, "Where one
+#: call's time goes"): a server restart takes longer than this, so a connection it left dead has
+#: been idle longer. One killed within the window fails its call with StoreUnavailableError, and
+#: the next call checks again (see _checkout).
+_CHECKED_RECENTLY = 0.25
 
 
 class Connection:
@@ -124,6 +131,8 @@ class Connection:
         self._recovery = asyncio.Lock()
         self._in_use = 0
         self._retired: set[asyncio.Future[None]] = set()
+        # Each pooled connection's last successful use (event loop time), for _checkout.
+        self._used_at: weakref.WeakKeyDictionary[_Conn, float] = weakref.WeakKeyDictionary()
         self._dimensions: dict[str, int] = {}
         self._sql: dict[str, sql.Composed] = {}
         self._ann_ef_search = ann_ef_search
@@ -330,6 +339,7 @@ class Connection:
                 severance = Severance(conn, deadline)
                 try:
                     yield conn
+                    self._used_at[conn] = loop.time()
                 finally:
                     severance.cancel()
                     self._in_use -= 1
@@ -373,9 +383,10 @@ class Connection:
     async def _checkout(self, by: float) -> tuple[AsyncConnectionPool[_Conn], _Conn]:
         """A connection that answers, and its pool, by ``by`` (event loop time).
 
-        Each connection is checked (an empty query, cut off at ``by``) before it is used; one
-        that fails goes back to the pool, which replaces it at once, and the next is tried
-        without a pause. (The pool's own check paused a second after the second failure in a
+        Each connection is checked (an empty query, cut off at ``by``) before it is used, unless
+        a call used it successfully within the last ``_CHECKED_RECENTLY`` seconds; one that
+        fails goes back to the pool, which replaces it at once, and the next is tried without a
+        pause. (The pool's own check paused a second after the second failure in a
         row: after a restart, with a few dead connections pooled, the first call ran out of
         time although the server answered.)
         """
@@ -387,6 +398,14 @@ class Connection:
             if pool is None:
                 raise StoreError("the store is not set up (call setup() first) or already closed")
             conn = await pool.getconn(timeout=max(0.0, by - loop.time()))
+            used = self._used_at.pop(conn, None)
+            if (
+                used is not None
+                and loop.time() - used < _CHECKED_RECENTLY
+                and not self._server_lost
+                and not conn.broken
+            ):
+                return pool, conn
             severance = Severance(conn, by)
             try:
                 await conn.execute("")

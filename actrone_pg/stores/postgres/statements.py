@@ -270,6 +270,17 @@ SEARCH_PACKED = (
     " ORDER BY c.position"
 )
 
+# The entry function of migration 0015, called alone (the agent first: Citus delegates the call
+# by it): L1's recent turns and the packed search in one round trip (context.py).
+RETRIEVE = (
+    "SELECT * FROM {s}.retrieve(%(agent)s, %(session)s, %(turn_limit)s::int,"
+    " %(session_ttl)s::float8, %(embedder)s, %(terms)s::text[], %(vector)s,"
+    " %(threshold)s::float8, %(limit)s::int, %(hybrid)s::bool, %(rrf_k)s::int,"
+    " %(rrf_weights)s::float8[], %(relevance_weight)s::float8, %(recency_weight)s::float8,"
+    " %(now)s::timestamptz, %(bm25_k1)s::float8, %(bm25_b)s::float8, %(budget)s::bigint,"
+    " %(max_hits)s::int)"
+)
+
 # -- large agents: an HNSW index of their own (docs/postgres.md, "Large agents") --
 ANN_INDEX_STATE = (
     "SELECT i.indisvalid FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid"

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from actrone_pg.stores.postgres.search import Search
-from actrone_pg.stores.postgres.sessions import Sessions
+from actrone_pg.stores.postgres.context import Context
 from actrone_pg.stores.postgres.writes import Writes
 
 if TYPE_CHECKING:
@@ -14,7 +13,7 @@ if TYPE_CHECKING:
 __all__ = ["PostgresStore", "from_config"]
 
 
-class PostgresStore(Sessions, Writes, Search):
+class PostgresStore(Writes, Context):
     """A store in PostgreSQL with pgvector (see :mod:`actrone_pg.stores.postgres`).
 
     ``dsn`` is a libpq connection string or URI; ``None`` starts the embedded server in

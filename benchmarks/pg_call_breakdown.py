@@ -1,0 +1,377 @@
+"""Where one ``retrieve_context`` call's time goes on PostgreSQL: client side and server side.
+
+The data, threshold and queries are those of ``actrone-pg bench`` (the same seed and sizes give
+the same memories), loaded through a ``MemoryManager`` on the postgres backend, then
+``VACUUM (ANALYZE)`` as ``--analyze`` does. Every part below is timed over the same queries,
+round-robin over the agents, **interleaved** (each query runs every part back to back, so a busy
+moment of the machine slows them all alike), and reported as p50 / p99 in milliseconds:
+
+- the whole call (``retrieve_context``) and its two halves as the store runs them (L1:
+  ``recent_turns``; L2: ``search`` of the request the manager builds), and the request's build;
+- the client's pieces: one pool checkout with its connection check (``_conn``), an empty query
+  (one round trip), the search statement sent on a connection already held, the parameters'
+  adaptation (psycopg's query conversion, no I/O) and the rows' decoding (``rows.packed``);
+- the server's pieces: the store's search statement, ``hybrid_search`` alone, and its body run as
+  a prepared statement cut after each step (candidate scan, BM25 statistics, the candidates'
+  rows, BM25, the three rankings and fusion, the final order), so that each step's cost is the
+  difference of two cumulative times; the plain ``ORDER BY embedding <=> q LIMIT 500`` and the
+  bare read of ``actrone-pg bench`` beside them; the planning time of the body.
+
+    python benchmarks/pg_call_breakdown.py [--dsn DSN] [--agents 5] [--per-agent 1000]
+        [--queries 300] [--repeat 2] [--plans]
+
+``--plans`` also prints ``EXPLAIN (ANALYZE, BUFFERS)`` of the body for the first query.
+docs/benchmarks.md, "Where one call's time goes", has the tables this printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import atexit
+import contextlib
+import re
+import statistics
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from psycopg import sql
+from psycopg._queries import PostgresQuery
+from psycopg.adapt import Transformer
+from psycopg.rows import dict_row
+
+from actrone_pg import MemoryConfig, MemoryManager
+from actrone_pg._embedded import given_or_temporary_server
+from actrone_pg.bench.floor import BARE_READ, PLAIN_NEAREST
+from actrone_pg.bench.workload import (
+    SESSION_ID,
+    TOKEN_BUDGET,
+    AgentData,
+    DatasetSpec,
+    FixedVectorEmbedder,
+    build_dataset,
+    ingest,
+    schedule,
+    unit_rows,
+)
+from actrone_pg.budget import split_budget
+from actrone_pg.migrations._ops import pinned, pinned_names
+from actrone_pg.stores.postgres import PostgresStore, builders, rows
+
+#: hybrid_search's parameters (migrations 0013 and 0015) in order, with their types.
+_PARAMS = [
+    ("agent_id", "text"),
+    ("embedder", "text"),
+    ("terms", "text[]"),
+    ("vector", "{vs}.vector"),
+    ("threshold", "float8"),
+    ("limit", "int"),
+    ("hybrid", "bool"),
+    ("rrf_k", "int"),
+    ("rrf_weights", "float8[]"),
+    ("relevance_weight", "float8"),
+    ("recency_weight", "float8"),
+    ("now", "timestamptz"),
+    ("content", "bool"),
+    ("candidates", "text[]"),
+    ("bm25_k1", "float8"),
+    ("bm25_b", "float8"),
+    ("excluded", "text[]"),
+    ("n_docs", "bigint"),
+    ("total_length", "bigint"),
+    ("doc_freqs", "int[]"),
+]
+#: The body cut after each step: (label, the CTE whose rows are counted; None: the whole body).
+_STEPS = [
+    ("candidate scan, admission, nearest 500 sorted", "candidates"),
+    ("+ BM25 statistics (agent_stats, term_stats probes)", "term_idf"),
+    ("+ the candidates' rows by primary key", "docs"),
+    ("+ BM25 sums", "lexical"),
+    ("+ three rankings and fusion", "fused"),
+    ("+ final order and output (whole body)", None),
+]
+
+
+def _body(schema: str, vector_schema: str) -> str:
+    """hybrid_search's body (the newest pinned copy), its parameters as named placeholders."""
+    newest = max(rev for rev, name in pinned_names() if name == "hybrid_search")
+    text = pinned(newest, "hybrid_search")
+    body = text.split("AS $$", 1)[1].rsplit("$$", 1)[0]
+    body = body.replace("{schema}", f'"{schema}"').replace("{vector_schema}", f'"{vector_schema}"')
+    for name, kind in _PARAMS:
+        body = re.sub(
+            rf"\bp_{name}\b", f"(%({name})s::{kind.replace('{vs}', vector_schema)})", body
+        )
+    return body
+
+
+def _cut(body: str, cte: str | None) -> str:
+    if cte is None:
+        return f"SELECT count(*) FROM ({body}) AS q"
+    head = body[: body.rindex("\nSELECT")]
+    return f"{head}\nSELECT count(*) FROM {cte}"
+
+
+def _pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(q * len(s)) - 1))]
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dsn")
+    ap.add_argument("--agents", type=int, default=5)
+    ap.add_argument("--per-agent", type=int, default=1000)
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--plans", action="store_true")
+    args = ap.parse_args()
+    stack = contextlib.ExitStack()
+    atexit.register(stack.close)
+    dsn = stack.enter_context(given_or_temporary_server(args.dsn, prefix="actrone-bench-"))
+    schema = f"breakdown_{uuid.uuid4().hex[:8]}"
+    spec = DatasetSpec(agents=args.agents, per_agent=args.per_agent, queries=args.queries)
+    dataset = build_dataset(spec)
+    embedder = FixedVectorEmbedder(spec.dimensions)
+    config = MemoryConfig(
+        backend="postgres",
+        postgres_dsn=dsn,
+        postgres_schema=schema,
+        relevance_threshold=dataset.threshold,
+        embedding_batch_size=1000,
+    )
+    mm = await MemoryManager.create(config, embedder=embedder)
+    store = mm.store
+    assert isinstance(store, PostgresStore)
+    try:
+        for agent in dataset.agents:
+            embedder.add(agent.texts, agent.vectors)
+            embedder.add(agent.query_texts, agent.query_vectors)
+        await ingest(mm, dataset)
+        for agent in dataset.agents:
+            for j, (user, assistant) in enumerate(agent.turns):
+                await mm.store_turn(
+                    agent.agent_id, SESSION_ID, user, assistant, turn_id=f"{agent.agent_id}-t{j}"
+                )
+        await store.wait_for_indexes()
+        await store._analyze()
+        await _measure(mm, store, dataset.agents, args, dataset)
+    finally:
+        async with store._conn() as conn:
+            await conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+        await mm.close()
+
+
+async def _measure(
+    mm: MemoryManager, store: PostgresStore, agents: list[AgentData], args: Any, dataset: Any
+) -> None:
+    vs = store._vector_schema
+    s_id = sql.Identifier(store.schema)
+    share = split_budget(
+        TOKEN_BUDGET, mm.config.budget_fraction_session, mm.config.budget_fraction_episodic
+    ).episodic
+    limit = mm.config.max_episodic_memories
+    pairs = [(dataset.agents[a], q) for a, q in schedule(dataset, args.queries)]
+    unit = {a.agent_id: unit_rows(a.query_vectors) for a in agents}
+    body = _body(store.schema, vs)
+    # Requests and parameters are built once per query, outside the timings that do not
+    # include them.
+    requests = {}
+    prepared: dict[tuple[str, int], builders.Built] = {}
+    entry: dict[tuple[str, int], builders.Built] = {}
+    for agent, q in pairs:
+        key = (agent.agent_id, q)
+        if key in requests:
+            continue
+        req = await mm._retrieval._request(agent.agent_id, agent.query_texts[q], share, None, None)
+        requests[key] = req
+        terms = list(req.terms)
+        prepared[key] = builders.search(
+            req, schema=store.schema, vector_schema=vs, terms=terms, ann_dimensions=None
+        )
+        entry[key] = builders.retrieve(
+            req,
+            schema=store.schema,
+            terms=terms,
+            session=(SESSION_ID, mm.config.max_session_turns, mm.config.session_ttl_seconds),
+        )
+
+    # One connection held for the pieces that run on a connection already checked out.
+    # (from the pool itself: _conn() would sever it at its deadline, 35 s on)
+    pool = store._pool
+    assert pool is not None
+    held: Any = await pool.getconn()
+    try:
+        excluded = {}
+        for agent, q in pairs:
+            key = (agent.agent_id, q)
+            if key not in excluded:
+                cur = await held.execute(
+                    sql.SQL(
+                        "SELECT array_agg(e.id) FROM {s}.memories AS e WHERE e.agent_id = %s"
+                        " AND e.expires_at <= %s"
+                    ).format(s=s_id),
+                    (agent.agent_id, requests[key].now),
+                )
+                excluded[key] = (await cur.fetchone())[0]
+        await held.execute("SET plan_cache_mode = force_generic_plan")
+        await held.execute("SET enable_nestloop = off")
+        cuts = [sql.SQL(_cut(body, cte)) for _, cte in _STEPS]
+        search_sql = prepared[next(iter(prepared))][0]
+
+        def body_args(key: tuple[str, int]) -> dict[str, Any]:
+            p = prepared[key][1]
+            names = {"agent_id": "agent"}
+            out = {n: p.get(names.get(n, n)) for n, _ in _PARAMS}
+            out.update(candidates=None, excluded=excluded[key])
+            return out
+
+        hybrid_alone = (
+            sql.SQL("SELECT count(*) FROM {s}.hybrid_search(").format(s=s_id)
+            + sql.SQL(", ".join(["%s"] * len(_PARAMS)))
+            + sql.SQL(")")
+        )
+        nearest_sql = sql.SQL(PLAIN_NEAREST).format(s=s_id, vs=sql.Identifier(vs))
+        bare_sql = sql.SQL(BARE_READ).format(s=s_id, vs=sql.Identifier(vs))
+        packed_params = {key: built[1] for key, built in prepared.items()}
+        sample_rows: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        for key in list(prepared)[:20]:
+            cur = held.cursor(row_factory=dict_row, binary=True)
+            await cur.execute(search_sql, packed_params[key])
+            sample_rows[key] = await cur.fetchall()
+
+        async def whole(agent: AgentData, q: int) -> Any:
+            return await mm.retrieve_context(
+                agent.agent_id, SESSION_ID, agent.query_texts[q], TOKEN_BUDGET
+            )
+
+        async def build(agent: AgentData, q: int) -> Any:
+            return await mm._retrieval._request(
+                agent.agent_id, agent.query_texts[q], share, None, None
+            )
+
+        async def l1(agent: AgentData, q: int) -> Any:
+            return await store.recent_turns(
+                agent.agent_id,
+                SESSION_ID,
+                limit=mm.config.max_session_turns,
+                ttl_seconds=mm.config.session_ttl_seconds,
+            )
+
+        async def l2(agent: AgentData, q: int) -> Any:
+            return await store.search(requests[(agent.agent_id, q)])
+
+        async def checkout(agent: AgentData, q: int) -> Any:
+            async with store._conn():
+                pass
+
+        async def empty(agent: AgentData, q: int) -> Any:
+            await held.execute("")
+
+        async def statement(agent: AgentData, q: int) -> Any:
+            cur = held.cursor(row_factory=dict_row, binary=True)
+            await cur.execute(search_sql, packed_params[(agent.agent_id, q)])
+            return await cur.fetchall()
+
+        async def retrieve(agent: AgentData, q: int) -> Any:
+            cur = held.cursor(row_factory=dict_row, binary=True)
+            await cur.execute(*entry[(agent.agent_id, q)])
+            return await cur.fetchall()
+
+        async def adapt(agent: AgentData, q: int) -> Any:
+            pq = PostgresQuery(Transformer(held))
+            pq.convert(search_sql, packed_params[(agent.agent_id, q)])
+
+        keys = list(sample_rows)
+
+        async def decode(agent: AgentData, q: int) -> Any:
+            key = keys[q % len(keys)]
+            return rows.packed(key[0], sample_rows[key])
+
+        async def function(agent: AgentData, q: int) -> Any:
+            args = tuple(body_args((agent.agent_id, q)).values())
+            cur = await held.execute(hybrid_alone, args, binary=True)
+            return await cur.fetchone()
+
+        def step(i: int) -> Callable[[AgentData, int], Awaitable[Any]]:
+            async def run(agent: AgentData, q: int) -> Any:
+                # prepared by psycopg after the first calls: planned once (generic plan)
+                cur = await held.execute(
+                    cuts[i], body_args((agent.agent_id, q)), binary=True, prepare=True
+                )
+                return await cur.fetchone()
+
+            return run
+
+        async def nearest(agent: AgentData, q: int) -> Any:
+            cur = await held.execute(
+                nearest_sql, (agent.agent_id, mm.embedder.name, unit[agent.agent_id][q], limit)
+            )
+            return await cur.fetchall()
+
+        async def bare(agent: AgentData, q: int) -> Any:
+            cur = await held.execute(bare_sql, (agent.agent_id, mm.embedder.name))
+            return await cur.fetchone()
+
+        parts: list[tuple[str, Callable[[AgentData, int], Awaitable[Any]]]] = [
+            ("retrieve_context (manager, whole call)", whole),
+            ("  request build (terms, cached query vector)", build),
+            ("  L1: store.recent_turns (checkout included)", l1),
+            ("  L2: store.search (checkout included)", l2),
+            ("pool checkout + connection check (_conn)", checkout),
+            ("empty query on a held connection (one round trip)", empty),
+            ("search statement on a held connection (SEARCH_PACKED)", statement),
+            ("  parameter adaptation (no I/O)", adapt),
+            ("retrieve() on a held connection (L1 + L2, migration 0015)", retrieve),
+            ("  decoding the rows (rows.packed, no I/O)", decode),
+            ("hybrid_search alone, count(*)", function),
+            *((f"body: {label}", step(i)) for i, (label, _) in enumerate(_STEPS)),
+            ("plain ORDER BY embedding <=> q LIMIT 500", nearest),
+            ("bare read of the candidate index", bare),
+        ]
+        for agent, q in pairs[:30]:  # warm-up
+            for _, call in parts:
+                await call(agent, q)
+        samples: dict[str, list[float]] = {name: [] for name, _ in parts}
+        for _ in range(args.repeat):
+            for agent, q in pairs:
+                for name, call in parts:
+                    t0 = time.perf_counter_ns()
+                    await call(agent, q)
+                    samples[name].append((time.perf_counter_ns() - t0) / 1e6)
+        print(
+            f"{args.agents} agents × {args.per_agent:,}, threshold {dataset.threshold}, "
+            f"{len(pairs) * args.repeat} calls of each part, interleaved"
+        )
+        print("| part | p50 ms | p99 ms |\n| --- | ---: | ---: |")
+        for name, _ in parts:
+            v = samples[name]
+            print(f"| {name} | {statistics.median(v):.3f} | {_pct(v, 0.99):.3f} |")
+        # planning: the body planned for each call (custom plan) against the generic plan
+        await held.execute("SET plan_cache_mode = force_custom_plan")
+        plan_ms = []
+        for agent, q in pairs[:50]:
+            cur = await held.execute(
+                sql.SQL("EXPLAIN (ANALYZE, TIMING OFF, SUMMARY ON, FORMAT JSON) ") + cuts[-1],
+                body_args((agent.agent_id, q)),
+            )
+            plan = (await cur.fetchone())[0][0]
+            plan_ms.append(float(plan["Planning Time"]))
+        print(f"planning the body afresh (custom plan): p50 {statistics.median(plan_ms):.3f} ms")
+        if args.plans:
+            await held.execute("SET plan_cache_mode = force_generic_plan")
+            agent, q = pairs[0]
+            cur = await held.execute(
+                sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + cuts[-1], body_args((agent.agent_id, q))
+            )
+            for (line,) in await cur.fetchall():
+                print(line)
+    finally:
+        await held.execute("RESET ALL")
+        await pool.putconn(held)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
