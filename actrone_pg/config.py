@@ -150,7 +150,7 @@ class MemoryConfig:
     text_analyzer: str = "english"
     #: BM25's term-frequency saturation and length normalisation (measured: docs/quality.md).
     bm25_k1: float = 1.2
-    bm25_b: float = 0.75
+    bm25_b: float = 0.3
     relevance_weight: float = 0.7
     recency_weight: float = 0.3
     rerank_enabled: bool = False

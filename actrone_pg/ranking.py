@@ -71,8 +71,9 @@ __all__ = [
 ]
 
 BM25_K1 = 1.2
-#: b as the BM25 contract states it; 0.3 ranked LoCoMo better (docs/quality.md: bm25_b=0.3).
-BM25_B = 0.75
+#: Length normalisation: 0.3, not the textbook 0.75, because a dialog turn's length says little
+#: about how much of it is about a query (spec §3.5 and §11; measured: docs/quality.md).
+BM25_B = 0.3
 #: Used when neither the config nor the embedder declares a threshold.
 DEFAULT_RELEVANCE_THRESHOLD = 0.72
 #: The classic blend's recency reaches 0 at this age (30 days).
