@@ -189,8 +189,8 @@ def _print(report: EvalReport, console: Any) -> None:
         "recall@10",
         "hit@5",
         "MRR",
-        "session R@5",
         "session R@10",
+        "session hit@10",
         "p50 ms",
     ):
         table.add_column(name, justify="right")
@@ -203,8 +203,8 @@ def _print(report: EvalReport, console: Any) -> None:
             f"{s.recall_at_10:.3f}",
             f"{s.hit_at_5:.3f}",
             f"{s.mrr:.3f}",
-            f"{s.session_recall_at_5:.3f}",
             f"{s.session_recall_at_10:.3f}",
+            f"{s.session_hit_at_10:.3f}",
             f"{c.p50_search_ms:.2f}",
         )
     console.print(table)
@@ -219,7 +219,8 @@ def _print(report: EvalReport, console: Any) -> None:
         per.add_row(cat, str(base.questions), *cells)
     console.print(per)
     console.print(
-        "session R@k: share of the sessions holding evidence among the sessions of the first k; "
+        "session R@10 / hit@10: share of the sessions holding evidence among the sessions of "
+        "the first 10 / whether any is; "
         "p50 ms: median search_memories time, query embedding excluded (embedded beforehand)"
     )
 

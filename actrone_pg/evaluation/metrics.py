@@ -1,7 +1,8 @@
 """Scores of evidence retrieval: recall@k, hit@k and reciprocal rank, averaged per category.
 
 Session recall@k (spec §11) is the share of the sessions holding evidence that are among the
-sessions of the first k memories returned: the coarser measure some systems publish for LoCoMo.
+sessions of the first k memories returned, session hit@k whether any of them is: the coarser
+measures some systems publish for LoCoMo (docs/quality.md says which).
 
 All pure functions of a ranked list of ids and the set of relevant ids; no I/O.
 """
@@ -97,6 +98,7 @@ class Scores:
     mrr: float
     session_recall_at_5: float = 0.0
     session_recall_at_10: float = 0.0
+    session_hit_at_10: float = 0.0
 
     def as_dict(self) -> dict[str, float | int]:
         """The scores as a JSON-ready dict."""
@@ -108,6 +110,7 @@ class Scores:
             "mrr": self.mrr,
             "session_recall@5": self.session_recall_at_5,
             "session_recall@10": self.session_recall_at_10,
+            "session_hit@10": self.session_hit_at_10,
         }
 
 
@@ -135,6 +138,9 @@ def score(results: Sequence[QueryResult]) -> dict[str, Scores]:
             ),
             session_recall_at_10=_mean(
                 session_recall_at(r.ranked_sessions, r.relevant_sessions, 10) for r in rs
+            ),
+            session_hit_at_10=_mean(
+                1.0 if r.relevant_sessions.intersection(r.ranked_sessions[:10]) else 0.0 for r in rs
             ),
         )
     return out

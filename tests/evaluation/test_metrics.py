@@ -62,4 +62,10 @@ def test_session_recall_counts_the_sessions_of_the_first_k() -> None:
     )  # fmt: skip
     s = score([r])[OVERALL]
     assert (s.recall_at_10, s.session_recall_at_5, s.session_recall_at_10) == (0.0, 1.0, 1.0)
+    two = QueryResult(
+        "c", "x", frozenset({"t9"}), ("a", "b"), 0.0,
+        relevant_sessions=frozenset({"s2", "s7"}), ranked_sessions=("s1", "s2"),
+    )  # fmt: skip
+    both = score([two])[OVERALL]
+    assert (both.session_recall_at_10, both.session_hit_at_10) == (0.5, 1.0)
     assert s.as_dict()["session_recall@10"] == 1.0
