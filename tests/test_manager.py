@@ -225,6 +225,18 @@ async def test_inject_is_idempotent_and_replaceable() -> None:
     assert got is not None and got.content == "The user likes coffee"
 
 
+@pytest.mark.parametrize("drop", [True, False])
+async def test_question_words_do_not_match_memories_by_default(drop: bool) -> None:
+    texts = ["What a day it was", "Green tea in the morning", "What tea?"]
+    emb = FixedEmbedder({t: [1, 0, 0, 0] for t in texts})  # every memory admitted
+    mm = await make(emb, relevance_threshold=0.5, drop_question_words=drop)
+    await mm.inject_memories("ag", texts[:2])
+    hits = await mm.search_memories("ag", "What tea?", explain=True)
+    ranks = {h.content: h.explain.lexical_rank for h in hits if h.explain is not None}
+    assert ranks["Green tea in the morning"] == 1
+    assert ranks["What a day it was"] == (None if drop else 2)
+
+
 async def test_an_embedding_context_goes_into_the_vector_only() -> None:
     emb = FixedEmbedder()
     mm = await make(emb)
