@@ -150,7 +150,10 @@ class MemoryConfig:
     text_analyzer: str = "english"
     #: BM25's term-frequency saturation and length normalisation (measured: docs/quality.md).
     bm25_k1: float = 1.2
-    bm25_b: float = 0.75
+    bm25_b: float = 0.3
+    #: Leave a query's question words ("what", "did", "when", ...: ranking.QUESTION_WORDS) out
+    #: of its BM25 terms, unless nothing else remains (measured: docs/quality.md).
+    drop_question_words: bool = True
     relevance_weight: float = 0.7
     recency_weight: float = 0.3
     rerank_enabled: bool = False

@@ -21,7 +21,9 @@ of Unicode letters and digits (``[^\\W_]+``); everything else separates terms. `
 me!"`` gives ``["don", "t", "e", "mail", "me"]``. An :class:`Analyzer` then turns the tokens into
 terms (``english``, the default: each token's Snowball English stem; ``simple``: the tokens as
 they are). Every backend gets its terms from here, and each store records the analyzer its
-stored terms were built with. A query's terms are its distinct terms.
+stored terms were built with. A query's terms are its distinct terms; with
+``drop_question_words`` (the manager's default) the tokens of :data:`QUESTION_WORDS` are left
+out of them first, unless nothing else would remain. Documents keep every token.
 
 **BM25**: ``k1`` and ``b`` from :class:`RankingParams` (by default ``BM25_K1`` and
 ``BM25_B``); ``idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))`` where ``N``
@@ -51,6 +53,7 @@ __all__ = [
     "BM25_K1",
     "DEFAULT_ANALYZER",
     "DEFAULT_RELEVANCE_THRESHOLD",
+    "QUESTION_WORDS",
     "Analyzer",
     "RECENCY_HORIZON_SECONDS",
     "CorpusStats",
@@ -71,14 +74,26 @@ __all__ = [
 ]
 
 BM25_K1 = 1.2
-#: b as the BM25 contract states it; 0.3 ranked LoCoMo better (docs/quality.md: bm25_b=0.3).
-BM25_B = 0.75
+#: Length normalisation: 0.3, not the textbook 0.75, because a dialog turn's length says little
+#: about how much of it is about a query (spec §3.5 and §11; measured: docs/quality.md).
+BM25_B = 0.3
 #: Used when neither the config nor the embedder declares a threshold.
 DEFAULT_RELEVANCE_THRESHOLD = 0.72
 #: The classic blend's recency reaches 0 at this age (30 days).
 RECENCY_HORIZON_SECONDS = 30 * 24 * 3600.0
 
 _TOKEN = re.compile(r"[^\W_]+")
+
+#: What makes a query a question rather than what it asks about: the English interrogatives and
+#: the auxiliary and modal verbs that form questions ("What did ...", "When was ..."). Left out
+#: of a query's BM25 terms, they no longer match the turns that are themselves questions, which
+#: in a conversation are rarely what is asked for (measured: docs/quality.md, "Question words").
+#: "may" stays: it is also a month. A closed class of the language, not a list fitted to data.
+QUESTION_WORDS = frozenset(
+    "what when where which who whom whose why how "
+    "do does did is are was were am be been has have had "
+    "can could will would shall should might must".split()
+)
 
 
 def tokenize(text: str) -> list[str]:
@@ -133,9 +148,17 @@ class Analyzer:
         """The terms of ``text``, in order (repeats kept)."""
         return self.terms_of(tokenize(text))
 
-    def query_terms(self, text: str) -> list[str]:
-        """The distinct terms of a query, in order of first appearance."""
-        return list(dict.fromkeys(self.terms(text)))
+    def query_terms(self, text: str, *, drop_question_words: bool = False) -> list[str]:
+        """The distinct terms of a query, in order of first appearance.
+
+        ``drop_question_words`` leaves the tokens of :data:`QUESTION_WORDS` out, unless the
+        query has no other token.
+        """
+        tokens = tokenize(text)
+        if drop_question_words:
+            content = [t for t in tokens if t not in QUESTION_WORDS]
+            tokens = content or tokens
+        return list(dict.fromkeys(self.terms_of(tokens)))
 
     def term_counts(self, text: str) -> tuple[Counter[str], int]:
         """Term frequencies and length (in terms) of a document."""
@@ -164,9 +187,12 @@ def analyzer_mismatch(store: str, recorded: str, configured: str) -> Configurati
     )
 
 
-def query_terms(text: str, analyzer_name: str = DEFAULT_ANALYZER) -> list[str]:
-    """The distinct terms of a query, in order of first appearance."""
-    return analyzer(analyzer_name).query_terms(text)
+def query_terms(
+    text: str, analyzer_name: str = DEFAULT_ANALYZER, *, drop_question_words: bool = False
+) -> list[str]:
+    """The distinct terms of a query, in order of first appearance (see
+    :meth:`Analyzer.query_terms`)."""
+    return analyzer(analyzer_name).query_terms(text, drop_question_words=drop_question_words)
 
 
 @dataclass(frozen=True, slots=True)

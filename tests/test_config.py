@@ -33,6 +33,7 @@ def test_defaults_match_the_spec() -> None:
     assert (c.embedding_provider, c.max_session_turns, c.session_ttl_hours) == ("local", 50, 24)
     assert (c.relevance_threshold, c.max_episodic_memories, c.hybrid_retrieval) == (None, 500, True)
     assert (c.rrf_k, c.rrf_weights) == (60, (1.0, 4.0, 0.1))
+    assert (c.bm25_k1, c.bm25_b, c.drop_question_words) == (1.2, 0.3, True)
     assert (c.relevance_weight, c.recency_weight) == (0.7, 0.3)
     assert (c.rerank_enabled, c.rerank_top_k) == (False, 20)
     assert (c.budget_fraction_session, c.budget_fraction_episodic) == (0.35, 0.25)
@@ -52,6 +53,9 @@ def test_environment_sets_every_kind_of_field(monkeypatch: pytest.MonkeyPatch) -
     assert c.relevance_threshold == 0.5
     assert c.backend == "postgres"
     assert c.postgres_dsn == "postgresql://x@y/z"
+    assert (
+        MemoryConfig.from_env({"ACTRONE_DROP_QUESTION_WORDS": "false"}).drop_question_words is False
+    )
 
 
 def test_code_wins_over_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,6 +105,7 @@ def test_from_env_with_explicit_mapping() -> None:
         ({"rrf_weights": (1.0, 1.0)}, "rrf_weights"),
         ({"max_session_turns": "ten"}, "max_session_turns"),
         ({"hybrid_retrieval": "yes"}, "hybrid_retrieval"),
+        ({"drop_question_words": 1}, "drop_question_words"),
         ({"session_ttl_hours": 0}, "session_ttl_hours"),
         ({"no_such_field": 1}, "no_such_field"),
     ],
@@ -117,6 +122,7 @@ def test_invalid_values_name_the_field(kwargs: dict[str, object], field: str) ->
     ("var", "value"),
     [
         ("ACTRONE_RERANK_ENABLED", "maybe"),
+        ("ACTRONE_DROP_QUESTION_WORDS", "perhaps"),
         ("ACTRONE_RERANK_TOP_K", "twenty"),
         ("ACTRONE_RRF_WEIGHTS", "[1, 1]"),
         ("ACTRONE_RRF_WEIGHTS", "nonsense"),

@@ -225,6 +225,43 @@ async def test_inject_is_idempotent_and_replaceable() -> None:
     assert got is not None and got.content == "The user likes coffee"
 
 
+@pytest.mark.parametrize("drop", [True, False])
+async def test_question_words_do_not_match_memories_by_default(drop: bool) -> None:
+    texts = ["What a day it was", "Green tea in the morning", "What tea?"]
+    emb = FixedEmbedder({t: [1, 0, 0, 0] for t in texts})  # every memory admitted
+    mm = await make(emb, relevance_threshold=0.5, drop_question_words=drop)
+    await mm.inject_memories("ag", texts[:2])
+    hits = await mm.search_memories("ag", "What tea?", explain=True)
+    ranks = {h.content: h.explain.lexical_rank for h in hits if h.explain is not None}
+    assert ranks["Green tea in the morning"] == 1
+    assert ranks["What a day it was"] == (None if drop else 2)
+
+
+async def test_an_embedding_context_goes_into_the_vector_only() -> None:
+    emb = FixedEmbedder()
+    mm = await make(emb)
+    mid = await mm.inject_memory(
+        "ag", "Yes! It was amazing.", embedding_context="Ana: Did you go to the concert?"
+    )
+    assert emb.calls[-1] == ["Ana: Did you go to the concert?\nYes! It was amazing."]
+    got = await mm.get_memory("ag", mid)
+    assert got is not None and got.content == "Yes! It was amazing."
+    assert got.token_count == mm.count_tokens("Yes! It was amazing.")
+    # The same content without a context is the same memory (its id), embedded alone.
+    await mm.inject_memories("ag", [{"content": "Yes! It was amazing."}])
+    assert emb.calls[-1] == ["Yes! It was amazing."]
+
+
+@pytest.mark.parametrize("context", ["", "  ", "a\x00b", 42])
+async def test_a_bad_embedding_context_rejects_the_batch(context: object) -> None:
+    mm = await make()
+    with pytest.raises(ValidationError, match="embedding_context"):
+        await mm.inject_memories(
+            "ag", ["good one", {"content": "ok", "embedding_context": context}]
+        )
+    await assert_nothing_written(mm)
+
+
 async def test_erase_and_delete_through_the_manager() -> None:
     mm = await make()
     mid = await mm.inject_memory("A", "secret")

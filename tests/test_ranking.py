@@ -160,3 +160,21 @@ def test_rerank_orders_by_score_and_keeps_fused_order_on_ties() -> None:
 )
 def test_shares_are_exact_floors(budget: int, fraction: float, expected: int) -> None:
     assert share(budget, fraction) == expected
+
+
+def test_question_words_leave_a_query_but_never_all_of_it() -> None:
+    from actrone_pg.ranking import QUESTION_WORDS, query_terms
+
+    query = "What did Ana paint, and when was it?"
+    assert query_terms(query) == ["what", "did", "ana", "paint", "and", "when", "was", "it"]
+    assert query_terms(query, drop_question_words=True) == ["ana", "paint", "and", "it"]
+    assert query_terms("Who is who?", drop_question_words=True) == ["who", "is"]  # all of it
+    assert query_terms("Did she move in May?", drop_question_words=True) == [
+        "she",
+        "move",
+        "in",
+        "may",
+    ]
+    # Dropped before stemming: "does" is not left behind as its stem "doe".
+    assert query_terms("Where does Ben run?", "english", drop_question_words=True) == ["ben", "run"]
+    assert {"what", "did", "was", "when"} <= QUESTION_WORDS and "may" not in QUESTION_WORDS

@@ -34,7 +34,8 @@ from actrone_pg.evaluation.reference import (
     find_eval_driver,
     run_reference_eval,
 )
-from actrone_pg.evaluation.runner import DEFAULT_LABEL, consolidation_window, total_steps
+from actrone_pg.evaluation.runner import DEFAULT_LABEL, total_steps, turn_context
+from actrone_pg.evaluation.selection import LeaveOneOut, leave_one_out
 
 __all__ = ["add_arguments", "load_eval_embedder", "run"]
 
@@ -100,10 +101,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--memories",
         action="append",
         default=[],
-        metavar="raw|consolidated[:N[:S]]",
-        help="what is written: each turn as a memory ('raw', the default) or the memories the "
-        "extractive consolidator makes of each session, N turns to a memory, sentences scoring "
-        "at least S (its defaults if omitted); repeat to measure several side by side",
+        metavar="raw|context[:C]|consolidated[:N[:S]]",
+        help="what is written: each turn as a memory ('raw', the default), each turn as a "
+        "memory embedded after the C turns before it in its session ('context', C = 1 if "
+        "omitted), or the memories the extractive consolidator makes of each session, N turns "
+        "to a memory, sentences scoring at least S (its defaults if omitted); repeat to measure "
+        "several side by side",
+    )
+    parser.add_argument(
+        "--leave-one-out",
+        action="store_true",
+        help="also choose, for each conversation, the configuration (of those measured) with "
+        "the best recall@10 + MRR on the other conversations, and score it on that one",
     )
     parser.add_argument("--chart", type=Path, help="save a PNG bar chart here (needs [bench])")
     parser.add_argument("--json", action="store_true", help="print the results as JSON only")
@@ -133,7 +142,7 @@ def _configs(args: argparse.Namespace) -> list[EvalConfig]:
         out.append(EvalConfig(label, overrides, build_config(overrides, backend=args.backend)))
     kinds = list(dict.fromkeys(args.memories or ["raw"]))
     for kind in kinds:
-        consolidation_window(kind)  # a bad value fails before anything runs
+        turn_context(kind)  # a bad value fails before anything runs
     return [
         dataclasses.replace(
             ec, label=ec.label if kind == "raw" else f"{ec.label} ({kind})", memories=kind
@@ -174,7 +183,16 @@ def _print(report: EvalReport, console: Any) -> None:
     )
     table = Table(show_edge=False, pad_edge=False, title="overall")
     table.add_column("configuration", no_wrap=True)
-    for name in ("threshold", "recall@5", "recall@10", "hit@5", "MRR", "p50 ms"):
+    for name in (
+        "threshold",
+        "recall@5",
+        "recall@10",
+        "hit@5",
+        "MRR",
+        "session R@10",
+        "session hit@10",
+        "p50 ms",
+    ):
         table.add_column(name, justify="right")
     for c in report.configs:
         s = c.scores()[OVERALL]
@@ -185,6 +203,8 @@ def _print(report: EvalReport, console: Any) -> None:
             f"{s.recall_at_10:.3f}",
             f"{s.hit_at_5:.3f}",
             f"{s.mrr:.3f}",
+            f"{s.session_recall_at_10:.3f}",
+            f"{s.session_hit_at_10:.3f}",
             f"{c.p50_search_ms:.2f}",
         )
     console.print(table)
@@ -199,8 +219,35 @@ def _print(report: EvalReport, console: Any) -> None:
         per.add_row(cat, str(base.questions), *cells)
     console.print(per)
     console.print(
+        "session R@10 / hit@10: share of the sessions holding evidence among the sessions of "
+        "the first 10 / whether any is; "
         "p50 ms: median search_memories time, query embedding excluded (embedded beforehand)"
     )
+
+
+def _print_loo(loo: LeaveOneOut, console: Any) -> None:
+    from rich.table import Table
+
+    table = Table(
+        show_edge=False,
+        pad_edge=False,
+        title="leave one conversation out (chosen by recall@10 + MRR on the others)",
+    )
+    for name in ("held out", "chosen on the others", "recall@10 / MRR", f"{loo.baseline}"):
+        table.add_column(name, justify="left" if name != "recall@10 / MRR" else "right")
+    for f in loo.folds:
+        h, b = f.held_out_scores, f.baseline_scores
+        table.add_row(
+            f.held_out,
+            f.chosen,
+            f"{h.recall_at_10:.3f} / {h.mrr:.3f}",
+            f"{b.recall_at_10:.3f} / {b.mrr:.3f}",
+        )
+    p, b = loo.pooled, loo.baseline_pooled
+    table.add_row(
+        "pooled", "", f"{p.recall_at_10:.3f} / {p.mrr:.3f}", f"{b.recall_at_10:.3f} / {b.mrr:.3f}"
+    )
+    console.print(table)
 
 
 def _chart(report: EvalReport, path: Path) -> str:
@@ -255,7 +302,12 @@ def run(args: argparse.Namespace) -> int:
     ) as progress:
         task = progress.add_task(
             "embed, then search",
-            total=total_steps(conversations, len(configs), captions=captions),
+            total=total_steps(
+                conversations,
+                len(configs),
+                captions=captions,
+                memories=[c.memories for c in configs],
+            ),
         )
         report = asyncio.run(
             run_eval(
@@ -266,6 +318,7 @@ def run(args: argparse.Namespace) -> int:
                 progress=lambda n: progress.advance(task, n),
             )
         )
+    loo = leave_one_out(report.configs) if args.leave_one_out else None
     if reference:
         for threshold in [None, *args.reference_threshold]:
             with console.status("running the reference (actrone-memory)…"):
@@ -280,9 +333,17 @@ def run(args: argparse.Namespace) -> int:
                     )
                 )
     if args.json:
-        print(json.dumps(report.as_dict(), indent=2))
+        out = report.as_dict()
+        if args.leave_one_out:
+            out["leave_one_out"] = None if loo is None else loo.as_dict()
+        print(json.dumps(out, indent=2))
     else:
         _print(report, console)
+        if args.leave_one_out:
+            if loo is None:
+                console.print("leave one out: needs at least two conversations")
+            else:
+                _print_loo(loo, console)
     if args.chart is not None:
         message = _chart(report, args.chart)
         Console(stderr=True, highlight=False).print(message)

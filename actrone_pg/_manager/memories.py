@@ -26,7 +26,9 @@ _MEMORY_NAMESPACE = uuid.UUID("6f3a7d2e-5c1b-4e8a-9d0f-2b7c4e6a8f10")
 # What an item of inject_memories may set: the stored fields the manager does not fill in itself,
 # with the id as "memory_id". A version's number and validity belong to update_memory.
 _SET_BY_MANAGER = {"id", "agent_id", "embedder", "token_count", "version", "valid_from", "valid_to"}
-_MEMORY_FIELDS = frozenset(STORED_MEMORY_FIELDS) - _SET_BY_MANAGER | {"memory_id"}
+# Text embedded before an item's content but not stored (see inject_memory).
+_CONTEXT = "embedding_context"
+_MEMORY_FIELDS = frozenset(STORED_MEMORY_FIELDS) - _SET_BY_MANAGER | {"memory_id", _CONTEXT}
 # How often update_memory re-reads a memory that another writer changed under it.
 _UPDATE_ATTEMPTS = 5
 
@@ -53,6 +55,7 @@ class Memories:
         memory_id: str | None = None,
         expires_at: datetime | None = None,
         source_turn_ids: Iterable[str] = (),
+        embedding_context: str | None = None,
     ) -> str:
         """Store one long-term memory and return its id.
 
@@ -65,6 +68,13 @@ class Memories:
         storing what no read may return is a caller's mistake, not a request. ``source_turn_ids``
         records the turns the memory came from (consolidation sets it, with
         ``source="consolidated"``).
+
+        ``embedding_context`` is text embedded together with the content, before it, and not
+        stored: it gives a short memory the sense its surroundings give it (a reply such as "Yes!
+        It was amazing." embedded after the question it answers). The memory's content, terms
+        and token count stay those of ``content``; only its vector carries the context (and
+        :meth:`update_memory` with a new content embeds that content alone). Measured on
+        conversations: docs/quality.md, "Turn context".
         """
         item = {
             "content": content,
@@ -79,6 +89,7 @@ class Memories:
             "memory_id": memory_id,
             "expires_at": expires_at,
             "source_turn_ids": source_turn_ids,
+            _CONTEXT: embedding_context,
         }
         ids = await self.inject_memories(agent_id, [item])
         return ids[0]
@@ -97,31 +108,33 @@ class Memories:
         if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
             raise ValidationError("items must be a list of memories (strings or dicts)")
         now = utc_now()
-        memories = [self._build_memory(agent_id, item, i, now) for i, item in enumerate(items)]
-        if not memories:
+        built = [self._build_memory(agent_id, item, i, now) for i, item in enumerate(items)]
+        if not built:
             return []
+        memories = [m for m, _ in built]
         # An item repeated in one batch (a conversation says "Thanks!" twice) is stored once, as
         # two calls would store it; the later copy wins, as a second call's upsert would. One id
         # with two different contents is a contradiction, not a repeat.
-        unique: dict[str, Memory] = {}
-        for m in memories:
+        unique: dict[str, tuple[Memory, str]] = {}
+        for m, embedded in built:
             earlier = unique.get(m.id)
-            if earlier is not None and earlier.content != m.content:
+            if earlier is not None and earlier[0].content != m.content:
                 raise ValidationError(
                     f"memory id {m.id!r} is given twice in one batch with different content"
                 )
-            unique[m.id] = m
-        vectors = await self.ctx.embed([m.content for m in unique.values()])
+            unique[m.id] = (m, embedded)
+        vectors = await self.ctx.embed([embedded for _, embedded in unique.values()])
         records = [
             MemoryRecord(memory=m, vector=vec)
-            for m, vec in zip(unique.values(), vectors, strict=True)
+            for (m, _), vec in zip(unique.values(), vectors, strict=True)
         ]
         await self.ctx.store.upsert_memories(records)
         return [m.id for m in memories]
 
     def _build_memory(
         self, agent_id: str, item: Mapping[str, Any] | str, index: int, now: datetime
-    ) -> Memory:
+    ) -> tuple[Memory, str]:
+        """The memory an item describes, and the text to embed for it."""
         if isinstance(item, str):
             item = {"content": item}
         if not isinstance(item, Mapping):
@@ -148,7 +161,13 @@ class Memories:
                 memory_id = str(uuid.uuid5(_MEMORY_NAMESPACE, key))
             else:
                 v.check_id("memory_id", memory_id)
-            return Memory(
+            context = item.get(_CONTEXT)
+            embedded = content
+            if context is not None:
+                context = v.check_text(_CONTEXT, context, limit)
+                # One line break apart: the context reads as what came before the content.
+                embedded = f"{context}\n{content}"
+            memory = Memory(
                 id=memory_id,
                 agent_id=agent_id,
                 session_id=session_id,
@@ -168,6 +187,7 @@ class Memories:
             )
         except ValidationError as exc:
             raise type(exc)(f"item {index}: {exc}") from None
+        return memory, embedded
 
     async def delete_memory(self, agent_id: str, memory_id: str) -> bool:
         """Delete one of the agent's memories; ``False`` if the agent has no such memory."""

@@ -228,7 +228,13 @@ class Retrieval:
         return SearchRequest(
             agent_id=agent_id,
             query=query,
-            terms=tuple(query_terms(query, self.ctx.config.text_analyzer)),
+            terms=tuple(
+                query_terms(
+                    query,
+                    self.ctx.config.text_analyzer,
+                    drop_question_words=self.ctx.config.drop_question_words,
+                )
+            ),
             vector=await self._embed_query(query),
             embedder=self.ctx.embedder.name,
             threshold=self.ctx.threshold,

@@ -83,6 +83,11 @@ class DialogTurn:
     created_at: datetime
     caption: str | None = None
 
+    @property
+    def session_id(self) -> str | None:
+        """The ``session_id`` of its memory (``session-<label>``), ``None`` without a session."""
+        return f"session-{self.session}" if self.session else None
+
     def content(self, *, captions: bool = True) -> str:
         """The memory's text: who said what, and the caption of a shared photo if any."""
         text = f"{self.speaker}: {self.text}" if self.speaker else self.text
@@ -108,6 +113,10 @@ class Conversation:
     turns: tuple[DialogTurn, ...]
     questions: tuple[Question, ...]
     skipped: dict[str, int] = field(default_factory=dict)
+
+    def sessions(self) -> dict[str, str | None]:
+        """Each turn id with the ``session_id`` of its memory."""
+        return {t.id: t.session_id for t in self.turns}
 
 
 # -- LoCoMo --

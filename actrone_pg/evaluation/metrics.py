@@ -1,5 +1,9 @@
 """Scores of evidence retrieval: recall@k, hit@k and reciprocal rank, averaged per category.
 
+Session recall@k (spec §11) is the share of the sessions holding evidence that are among the
+sessions of the first k memories returned, session hit@k whether any of them is: the coarser
+measures some systems publish for LoCoMo (docs/quality.md says which).
+
 All pure functions of a ranked list of ids and the set of relevant ids; no I/O.
 """
 
@@ -9,7 +13,16 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["OVERALL", "QueryResult", "Scores", "hit_at", "recall_at", "reciprocal_rank", "score"]
+__all__ = [
+    "OVERALL",
+    "QueryResult",
+    "Scores",
+    "hit_at",
+    "recall_at",
+    "reciprocal_rank",
+    "score",
+    "session_recall_at",
+]
 
 #: The key of the scores over every question.
 OVERALL = "overall"
@@ -23,6 +36,15 @@ def recall_at(ranked: Sequence[str], relevant: frozenset[str], k: int) -> float:
 def hit_at(ranked: Sequence[str], relevant: frozenset[str], k: int) -> float:
     """1.0 if any relevant id is among the first ``k``, else 0.0."""
     return 1.0 if relevant.intersection(ranked[:k]) else 0.0
+
+
+def session_recall_at(
+    ranked_sessions: Sequence[str | None], relevant_sessions: frozenset[str], k: int
+) -> float:
+    """The share of ``relevant_sessions`` among the sessions of the first ``k`` memories."""
+    if not relevant_sessions:
+        return 0.0
+    return len(relevant_sessions.intersection(ranked_sessions[:k])) / len(relevant_sessions)
 
 
 def reciprocal_rank(ranked: Sequence[str], relevant: frozenset[str]) -> float:
@@ -40,6 +62,9 @@ class QueryResult:
     ``sources``, when given, holds each returned memory's source turn ids (consolidated
     memories): the scores then count an evidence turn as found at the rank of the first memory
     that came from it.
+
+    ``relevant_sessions`` are the sessions of the evidence turns, ``ranked_sessions`` the
+    session of each returned memory (``None`` for one without); both empty where unknown.
     """
 
     conversation: str
@@ -48,6 +73,8 @@ class QueryResult:
     ranked: tuple[str, ...]
     search_ms: float
     sources: tuple[tuple[str, ...], ...] | None = None
+    relevant_sessions: frozenset[str] = frozenset()
+    ranked_sessions: tuple[str | None, ...] = ()
 
     def first_ranks(self) -> dict[str, int]:
         """Each relevant id found, with the 1-based rank where it was first found."""
@@ -69,6 +96,9 @@ class Scores:
     recall_at_10: float
     hit_at_5: float
     mrr: float
+    session_recall_at_5: float = 0.0
+    session_recall_at_10: float = 0.0
+    session_hit_at_10: float = 0.0
 
     def as_dict(self) -> dict[str, float | int]:
         """The scores as a JSON-ready dict."""
@@ -78,6 +108,9 @@ class Scores:
             "recall@10": self.recall_at_10,
             "hit@5": self.hit_at_5,
             "mrr": self.mrr,
+            "session_recall@5": self.session_recall_at_5,
+            "session_recall@10": self.session_recall_at_10,
+            "session_hit@10": self.session_hit_at_10,
         }
 
 
@@ -100,6 +133,15 @@ def score(results: Sequence[QueryResult]) -> dict[str, Scores]:
             recall_at_10=_mean(_recall(r, f, 10) for r, f in firsts),
             hit_at_5=_mean(1.0 if any(k <= 5 for k in f.values()) else 0.0 for r, f in firsts),
             mrr=_mean(1.0 / min(f.values()) if f else 0.0 for r, f in firsts),
+            session_recall_at_5=_mean(
+                session_recall_at(r.ranked_sessions, r.relevant_sessions, 5) for r in rs
+            ),
+            session_recall_at_10=_mean(
+                session_recall_at(r.ranked_sessions, r.relevant_sessions, 10) for r in rs
+            ),
+            session_hit_at_10=_mean(
+                1.0 if r.relevant_sessions.intersection(r.ranked_sessions[:10]) else 0.0 for r in rs
+            ),
         )
     return out
 

@@ -116,8 +116,21 @@ def run_reference_eval(
     pairs = [(c, q) for c in conversations for q in c.questions]
     if len(pairs) != len(raw["results"]):
         raise ReferenceRunError("the reference driver answered a different number of questions")
+    sessions = {c.id: c.sessions() for c in conversations}
     for (conv, q), got in zip(pairs, raw["results"], strict=True):
+        session_of = sessions[conv.id]
+        ranked = tuple(got["ranked"])
         result.results.append(
-            QueryResult(conv.id, q.category, q.evidence, tuple(got["ranked"]), float(got["ms"]))
+            QueryResult(
+                conv.id,
+                q.category,
+                q.evidence,
+                ranked,
+                float(got["ms"]),
+                relevant_sessions=frozenset(
+                    s for e in q.evidence if (s := session_of.get(e)) is not None
+                ),
+                ranked_sessions=tuple(session_of.get(i) for i in ranked),
+            )
         )
     return result

@@ -7,6 +7,10 @@ ranking of the configuration in force). Texts are embedded once, before anything
 the vectors reused by every configuration (:class:`CachingEmbedder`), so the search time is the
 store's and the ranking's, without the query embedding.
 
+With ``memories="context"`` (or ``"context:C"``) each turn is still one memory, injected with the
+C turns before it in its session (1 if omitted) as its ``embedding_context``: the vector carries
+them, the stored content stays the turn.
+
 With ``memories="consolidated"`` (or ``"consolidated:N:S"``) the turns are not written as
 memories: each session's turns go through the extractive consolidator (windows of N turns, least
 sentence score S; its defaults if omitted), as
@@ -31,7 +35,7 @@ from actrone_pg.config import ENV_PREFIX, MemoryConfig
 from actrone_pg.consolidation import ExtractiveConsolidator
 from actrone_pg.embedders import Embedder, as_vectors
 from actrone_pg.errors import ConfigurationError
-from actrone_pg.evaluation.loader import Conversation
+from actrone_pg.evaluation.loader import Conversation, DialogTurn
 from actrone_pg.evaluation.metrics import OVERALL, QueryResult, Scores, score
 from actrone_pg.models import Turn
 
@@ -45,9 +49,12 @@ __all__ = [
     "EvalConfig",
     "EvalReport",
     "build_config",
+    "context_of",
+    "embedded_texts",
     "parse_overrides",
     "run_eval",
     "total_steps",
+    "turn_context",
 ]
 
 #: Memories each question asks for (recall@10 and MRR are measured on them).
@@ -108,14 +115,59 @@ class EvalConfig:
     label: str
     overrides: Mapping[str, str]
     config: MemoryConfig
-    #: "raw" (each turn a memory) or "consolidated[:N]" (see the module docstring).
+    #: "raw" (each turn a memory), "context[:C]" or "consolidated[:N[:S]]" (module docstring).
     memories: str = "raw"
+
+
+def turn_context(memories: str) -> int | None:
+    """The turns of context of ``"raw"`` (0) or ``"context[:C]"`` (C, default 1); ``None`` for
+    consolidated memories. A bad value raises :class:`ConfigurationError`."""
+    head, _, rest = memories.partition(":")
+    if head == "raw" and not rest:
+        return 0
+    if head != "context":
+        consolidation_window(memories)  # raises for anything but consolidated[:N[:S]]
+        return None
+    try:
+        turns = int(rest) if rest else 1
+        if turns < 1:
+            raise ValueError(memories)
+    except ValueError:
+        raise ConfigurationError(
+            "memories", f"expected 'context' or 'context:C' (C ≥ 1 turns), got {memories!r}"
+        ) from None
+    return turns
+
+
+def context_of(
+    turns: Sequence[DialogTurn], turns_before: int, *, captions: bool
+) -> list[str | None]:
+    """Each turn's ``embedding_context``: the ``turns_before`` turns before it in its session."""
+    out: list[str | None] = [None] * len(turns)
+    previous: dict[str, list[str]] = {}
+    # In the order they were said (a JSON Lines file may list them in any order).
+    for i in sorted(range(len(turns)), key=lambda i: turns[i].created_at):
+        t = turns[i]
+        seen = previous.setdefault(t.session, [])
+        if seen and turns_before:
+            out[i] = "\n".join(seen[-turns_before:])
+        seen.append(t.content(captions=captions))
+    return out
+
+
+def embedded_texts(turns: Sequence[DialogTurn], turns_before: int, *, captions: bool) -> list[str]:
+    """The texts the manager embeds for ``turns`` written with ``turns_before`` of context."""
+    contexts = context_of(turns, turns_before, captions=captions)
+    return [
+        t.content(captions=captions) if c is None else f"{c}\n{t.content(captions=captions)}"
+        for t, c in zip(turns, contexts, strict=True)
+    ]
 
 
 def consolidation_window(memories: str) -> tuple[int, float] | None:
     """``None`` for ``"raw"``, else the window and minimum sentence score of
     ``"consolidated[:N[:S]]"`` (defaults: the extractive consolidator's)."""
-    if memories == "raw":
+    if memories == "raw" or memories.partition(":")[0] == "context":
         return None
     head, *rest = memories.split(":")
     defaults = ExtractiveConsolidator()
@@ -129,8 +181,8 @@ def consolidation_window(memories: str) -> tuple[int, float] | None:
     except ValueError:
         raise ConfigurationError(
             "memories",
-            f"expected 'raw' or 'consolidated[:N[:S]]' (N turns a memory, S the least sentence "
-            f"score), got {memories!r}",
+            f"expected 'raw', 'context[:C]' or 'consolidated[:N[:S]]' (N turns a memory, S the "
+            f"least sentence score), got {memories!r}",
         ) from None
     return window, min_score
 
@@ -226,10 +278,28 @@ class EvalReport:
         }
 
 
-def total_steps(conversations: Sequence[Conversation], configs: int, *, captions: bool) -> int:
+def _texts(
+    conversations: Sequence[Conversation], memories: Sequence[str], *, captions: bool
+) -> list[str]:
+    """Every text a run embeds: what each kind of memory embeds, and the questions."""
+    texts = [t.content(captions=captions) for c in conversations for t in c.turns]
+    for turns_before in dict.fromkeys(turn_context(m) for m in memories):
+        if turns_before:
+            for c in conversations:
+                texts += embedded_texts(c.turns, turns_before, captions=captions)
+    texts += [q.text for c in conversations for q in c.questions]
+    return texts
+
+
+def total_steps(
+    conversations: Sequence[Conversation],
+    configs: int,
+    *,
+    captions: bool,
+    memories: Sequence[str] = ("raw",),
+) -> int:
     """Units of progress of :func:`run_eval`: texts to embed plus questions asked."""
-    texts = {t.content(captions=captions) for c in conversations for t in c.turns}
-    texts.update(q.text for c in conversations for q in c.questions)
+    texts = set(_texts(conversations, memories, captions=captions))
     return len(texts) + configs * sum(len(c.questions) for c in conversations)
 
 
@@ -249,8 +319,7 @@ async def run_eval(
     from actrone_pg.manager import MemoryManager
 
     cached = embedder if isinstance(embedder, CachingEmbedder) else CachingEmbedder(embedder)
-    texts = [t.content(captions=captions) for c in conversations for t in c.turns]
-    texts += [q.text for c in conversations for q in c.questions]
+    texts = _texts(conversations, [ec.memories for ec in configs], captions=captions)
     await cached.warm(texts, progress)
     out: list[ConfigResult] = []
     backend = configs[0].config.backend if configs else "memory"
@@ -260,20 +329,24 @@ async def run_eval(
         try:
             for conv in conversations:
                 agent = _agent_id(conv)
+                session_of = conv.sessions()
                 await mm.erase_agent(agent)
                 window = consolidation_window(ec.memories)
+                turns_before = turn_context(ec.memories)
                 if window is None:
+                    contexts = context_of(conv.turns, turns_before or 0, captions=captions)
                     await mm.inject_memories(
                         agent,
                         [
                             {
                                 "content": t.content(captions=captions),
                                 "memory_id": t.id,
-                                "session_id": f"session-{t.session}" if t.session else None,
+                                "session_id": t.session_id,
                                 "created_at": t.created_at,
                                 "source": "eval",
+                                "embedding_context": context,
                             }
-                            for t in conv.turns
+                            for t, context in zip(conv.turns, contexts, strict=True)
                         ],
                     )
                 else:
@@ -290,6 +363,10 @@ async def run_eval(
                             tuple(h.id for h in hits),
                             elapsed,
                             None if window is None else tuple(h.source_turn_ids for h in hits),
+                            relevant_sessions=frozenset(
+                                s for e in q.evidence if (s := session_of.get(e)) is not None
+                            ),
+                            ranked_sessions=tuple(h.session_id for h in hits),
                         )
                     )
                     if progress is not None:
@@ -326,7 +403,7 @@ async def _consolidate(
     )
     sessions: dict[str, list[Turn]] = {}
     for t in conv.turns:
-        session = f"session-{t.session or 0}"
+        session = t.session_id or "session-0"
         sessions.setdefault(session, []).append(
             Turn(t.id, agent, session, t.content(captions=captions), "", None, t.created_at, 0)
         )

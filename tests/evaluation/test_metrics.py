@@ -11,6 +11,7 @@ from actrone_pg.evaluation.metrics import (
     recall_at,
     reciprocal_rank,
     score,
+    session_recall_at,
 )
 
 RANKED = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j")
@@ -46,3 +47,25 @@ def test_scores_per_category_and_overall() -> None:
     assert overall.recall_at_10 == pytest.approx((1 + 1 + 0.5) / 3)
     assert overall.mrr == pytest.approx((1 + 1 / 6 + 1 / 2) / 3)
     assert s["multi-hop"].as_dict()["recall@5"] == pytest.approx(0.5)
+
+
+def test_session_recall_counts_the_sessions_of_the_first_k() -> None:
+    sessions = ("s1", "s1", "s2", None, "s3", "s4")
+    assert session_recall_at(sessions, frozenset({"s2", "s4"}), 3) == 0.5  # s2 by rank 3
+    assert session_recall_at(sessions, frozenset({"s2", "s4"}), 6) == 1.0
+    assert session_recall_at(sessions, frozenset({"s9"}), 6) == 0.0
+    assert session_recall_at(sessions, frozenset(), 6) == 0.0
+    # A memory of an evidence session counts even if it is not an evidence turn.
+    r = QueryResult(
+        "c", "x", frozenset({"t9"}), ("a", "b"), 0.0,
+        relevant_sessions=frozenset({"s2"}), ranked_sessions=("s1", "s2"),
+    )  # fmt: skip
+    s = score([r])[OVERALL]
+    assert (s.recall_at_10, s.session_recall_at_5, s.session_recall_at_10) == (0.0, 1.0, 1.0)
+    two = QueryResult(
+        "c", "x", frozenset({"t9"}), ("a", "b"), 0.0,
+        relevant_sessions=frozenset({"s2", "s7"}), ranked_sessions=("s1", "s2"),
+    )  # fmt: skip
+    both = score([two])[OVERALL]
+    assert (both.session_recall_at_10, both.session_hit_at_10) == (0.5, 1.0)
+    assert s.as_dict()["session_recall@10"] == 1.0
