@@ -107,6 +107,12 @@ def run(args: argparse.Namespace) -> int:
     if args.embedder:
         overrides["embedding_provider"] = args.embedder
     config = MemoryConfig(**overrides)
+    if config.backend == "postgres" and not config.postgres_dsn:
+        # Start the embedded server here, as every other command does, so that a start (the
+        # first, or after `server stop`) is said on stderr with how to stop it.
+        from actrone_pg._cli._pg import start_embedded
+
+        config = config.replace(postgres_dsn=start_embedded(config.postgres_data_dir, create=True))
     result = asyncio.run(_demo(config, args.query, args.budget))
     if args.json:
         print(json.dumps(result["json"], indent=2, ensure_ascii=False))
