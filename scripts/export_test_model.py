@@ -90,10 +90,14 @@ def _have_export_deps() -> bool:
     return True
 
 
+def export_venv_dir() -> Path:
+    """Where the export environment (torch, transformers: about 1.5 GB) is built."""
+    default = Path.home() / ".cache" / "actrone-pg" / "export-venv"
+    return Path(os.environ.get("ACTRONE_EXPORT_VENV", default)).expanduser()
+
+
 def _reexec_in_venv(argv: list[str]) -> int:
-    venv_dir = Path(
-        os.environ.get("ACTRONE_EXPORT_VENV", Path.home() / ".cache/actrone-pg/export-venv")
-    ).expanduser()
+    venv_dir = export_venv_dir()
     python = venv_dir / "bin" / "python"
     if not python.exists():
         print(f"creating the export virtualenv in {venv_dir}", file=sys.stderr)
