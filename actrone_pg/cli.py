@@ -36,6 +36,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "consolidate": ("actrone_pg._cli.consolidate", "turn sessions' turns into long-term memories"),
     "memories": ("actrone_pg._cli.memories", "list an agent's memories or one memory's versions"),
     "server": ("actrone_pg._cli.server", "show (status) or stop the embedded PostgreSQL server"),
+    "export": (
+        "actrone_pg._cli.export",
+        "write an agent's memories (every version) and live sessions as JSON Lines",
+    ),
+    "import": ("actrone_pg._cli.import_", "load an export into the configured store"),
 }
 
 
