@@ -271,9 +271,14 @@ async def import_agent(
             todo.append((versions, done))
     ttl = mm.config.session_ttl_seconds
     known_turns: dict[str, set[str]] = {}
-    for session_id in parsed.sessions:
+    metadata_todo: list[tuple[str, dict[str, Any]]] = []
+    for session_id, (_, metadata) in parsed.sessions.items():
         have_turns = await store.recent_turns(agent, session_id, limit=v.MAX_INT, ttl_seconds=ttl)
         known_turns[session_id] = {t.id for t in have_turns}
+        info = await store.get_session(agent, session_id, ttl_seconds=ttl)
+        held = info.metadata if info else {}
+        if any(key not in held or held[key] != value for key, value in metadata.items()):
+            metadata_todo.append((session_id, metadata))
     new_turns = [(ln, t) for ln, t in parsed.turns if t.id not in known_turns[t.session_id]]
 
     # Embed every version still to write: the importer's embedder, its token counter.
@@ -305,9 +310,8 @@ async def import_agent(
                 written_versions += 1
                 if progress and written_versions % _PROGRESS_EVERY == 0:
                     progress(f"imported {written_versions:,} memory versions")
-        for session_id, (_, metadata) in parsed.sessions.items():
-            if metadata:
-                await store.set_session_metadata(agent, session_id, metadata, ttl_seconds=ttl)
+        for session_id, metadata in metadata_todo:
+            await store.set_session_metadata(agent, session_id, metadata, ttl_seconds=ttl)
         for i, (_, turn) in enumerate(new_turns, 1):
             counted = replace(
                 turn,

@@ -146,7 +146,10 @@ async def test_a_second_import_writes_nothing(store: Store, tmp_path: Path) -> N
     first = await import_agent(mm, path, agent_id="agent-b")
     assert (first.written_memories, first.written_versions, first.written_turns) == (7, 9, 3)
     before = await _export_text(mm, "agent-b", tmp_path, "b1.jsonl")
+    sessions = await mm.list_sessions("agent-b")
     again = await import_agent(mm, path, agent_id="agent-b")
+    # not even a session's last activity moved: nothing was written
+    assert await mm.list_sessions("agent-b") == sessions
     assert (again.written_memories, again.written_versions, again.written_turns) == (0, 0, 0)
     assert (again.memories, again.versions, again.turns) == (7, 9, 3)
     after = await _export_text(mm, "agent-b", tmp_path, "b2.jsonl")
