@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from actrone_pg import _validation as v
-from actrone_pg._manager.base import utc_now
+from actrone_pg._manager.context import utc_now
 from actrone_pg.errors import ActroneError, StoreError, ValidationError
 from actrone_pg.models import DATETIME_FIELDS, STORED_MEMORY_FIELDS, Memory, Turn
 from actrone_pg.stores import MemoryRecord
@@ -286,7 +286,7 @@ async def import_agent(
     if progress and texts:
         progress(f"embedding {len(texts):,} texts with {mm.embedder.name}")
     # The manager's own embedding path: batches, checks and normalises the vectors as every write.
-    vectors = dict(zip(texts, await mm._embed(texts), strict=True))
+    vectors = dict(zip(texts, await mm._ctx.embed(texts), strict=True))
 
     def record(m: Memory) -> MemoryRecord:
         m = replace(
@@ -315,7 +315,7 @@ async def import_agent(
         for i, (_, turn) in enumerate(new_turns, 1):
             counted = replace(
                 turn,
-                token_count=mm._count_turn(
+                token_count=mm._ctx.count_turn(
                     turn.user_message, turn.assistant_message, turn.tool_results
                 ),
             )
