@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -35,6 +36,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "consolidate": ("actrone_pg._cli.consolidate", "turn sessions' turns into long-term memories"),
     "memories": ("actrone_pg._cli.memories", "list an agent's memories or one memory's versions"),
     "server": ("actrone_pg._cli.server", "show (status) or stop the embedded PostgreSQL server"),
+    "export": (
+        "actrone_pg._cli.export",
+        "write an agent's memories (every version) and live sessions as JSON Lines",
+    ),
+    "import": ("actrone_pg._cli.import_", "load an export into the configured store"),
 }
 
 
@@ -54,8 +60,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Exit code when the reader of stdout went away (``| head``): 1, as Python's documentation
+#: recommends and as rich's console (the tables of ``demo``, ``bench``) does by itself.
+BROKEN_PIPE = 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``actrone-pg``; returns the process exit code."""
+    """Entry point of ``actrone-pg``; returns the process exit code.
+
+    A reader that closes stdout early (``actrone-pg server status | head -1``) ends the command
+    quietly with exit code ``BROKEN_PIPE`` and nothing on stderr, instead of a traceback.
+    """
+    try:
+        code = _main(argv)
+        # Output still buffered would otherwise meet the closed pipe at interpreter exit, where
+        # the error can only be printed ("Exception ignored ... BrokenPipeError").
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Nothing more can reach the reader; point stdout at /dev/null so that the interpreter's
+        # own flush at exit has somewhere to write.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return BROKEN_PIPE
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

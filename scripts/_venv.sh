@@ -1,16 +1,21 @@
 # Sourced by scripts/demo and scripts/test: make .venv with the given extras installed.
 # Usage: ensure_venv "extra1,extra2"
+# Progress goes to stderr, so that a command's own output (`scripts/demo --json`) stays clean.
 ensure_venv() {
     local extras="$1"
     local stamp=".venv/.installed-${extras//,/-}"
     if [ ! -x .venv/bin/python ]; then
-        echo "==> creating .venv"
-        python3 -m venv .venv
-        .venv/bin/python -m pip install --quiet --upgrade pip
+        echo "==> creating .venv" >&2
+        python3 -m venv .venv >&2
+        .venv/bin/python -m pip install --quiet --upgrade pip >&2
+    fi
+    # The dev extra holds every other one: a venv made by scripts/test serves scripts/demo too.
+    if [ -f .venv/.installed-dev ] && [ ! pyproject.toml -nt .venv/.installed-dev ]; then
+        return 0
     fi
     if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-        echo "==> installing actrone-pg[$extras] into .venv"
-        .venv/bin/python -m pip install --quiet -e ".[$extras]"
+        echo "==> installing actrone-pg[$extras] into .venv" >&2
+        .venv/bin/python -m pip install --quiet -e ".[$extras]" >&2
         touch "$stamp"
     fi
 }

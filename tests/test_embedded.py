@@ -154,3 +154,26 @@ def test_server_status_and_stop_from_the_command_line(
     assert _embedded.server_status(data_dir).running
     assert main(["dsn", *target]) == 0
     assert capsys.readouterr().err == ""  # already running: nothing to say
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_the_demo_says_on_stderr_when_it_had_to_start_the_server(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from actrone_pg.cli import main
+
+    embedded_dsn(data_dir)  # a cluster exists, as after an earlier demo
+    stop_embedded(data_dir)  # then `actrone-pg server stop`, or a reboot
+    monkeypatch.setenv("ACTRONE_POSTGRES_DATA_DIR", str(data_dir))
+    monkeypatch.delenv("ACTRONE_POSTGRES_DSN", raising=False)
+    args = ["demo", "--backend", "postgres", "--embedder", "hashing", "--json"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["backend"] == "postgres"
+    assert f"started the embedded PostgreSQL in {data_dir.resolve()}" in captured.err
+    assert f"`actrone-pg server stop --data-dir {data_dir.resolve()}`" in captured.err
+    assert main(args) == 0  # running now: nothing to say
+    assert capsys.readouterr().err == ""

@@ -7,6 +7,7 @@ directory, where ``embedding_provider="local"``, the default, finds it).
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from actrone_pg.manager import MemoryManager
 from actrone_pg.models import RetrievedContext
 
 README = Path(__file__).parent.parent / "README.md"
+SCRIPTS = README.parent / "scripts"
 MINILM = "onnx:sentence-transformers/all-MiniLM-L6-v2"
 
 
@@ -114,3 +116,29 @@ def test_the_readme_sql_runs_on_the_demo_data(
     assert allergy[1] == pytest.approx(1.0) and allergy[2] == 1
     # the packing example gives what it says
     assert results[4] == [([1, 3],)]
+
+
+def test_the_first_hour_note_comes_before_the_demo_command_and_matches_the_scripts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    text = README.read_text()
+    section = text[text.index("## Two commands") :]
+    note = " ".join(section[: section.index("```bash")].split())
+    assert "takes about 3 minutes" in note and "about 1.5 GB" in note
+    # the places it names are the scripts' defaults (on Linux, XDG_CACHE_HOME unset)
+    spec = importlib.util.spec_from_file_location(
+        "export_test_model", SCRIPTS / "export_test_model.py"
+    )
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    monkeypatch.delenv("ACTRONE_EXPORT_VENV", raising=False)
+    venv_dir = script.export_venv_dir().relative_to(Path.home())
+    assert f"`~/{venv_dir}` (`ACTRONE_EXPORT_VENV` moves it)" in note
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    import platformdirs
+
+    models = Path(platformdirs.user_cache_dir("actrone-pg")) / "models" / "all-MiniLM-L6-v2"
+    assert f"`~/{models.relative_to(Path.home())}` on Linux" in note
+    # and the way out is one scripts/demo honours (tests/cli/test_output_streams.py runs it)
+    assert "`./scripts/demo --embedder hashing` skips all of it" in note

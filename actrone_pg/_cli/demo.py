@@ -5,6 +5,13 @@ default query is what the user would ask next; the memories it needs are the use
 allergy and Ana's lactose intolerance, and the hashing embedder and all-MiniLM-L6-v2 both admit
 them (MiniLM also the diet). Every memory left out is listed with the reason: below the
 admission threshold (its cosine), or over the L2 token share.
+
+The data stays in the store under fixed, readable ids, so that the SQL of README.md and docs/
+runs on it as written (``tests/sql/test_docs_sql.py`` runs every block): the agent
+``actrone-demo``, sessions ``last-week`` and ``today``, turns ``<session>-<n>``, and memories
+named by topic (``allergy``, ``diet``, ...). Its lifecycle shows too: ``diet`` has two
+versions, ``seats`` came from a turn of last week's session (lineage), ``piano`` expires, and
+``ana`` carries a tag and metadata. None of this changes what retrieval picks.
 """
 
 from __future__ import annotations
@@ -36,17 +43,33 @@ CONVERSATION: list[tuple[str, str, str]] = [
     ("today", "And my sister Ana is visiting on Friday.", "Great, I'll plan a dinner for two."),
 ]
 
-# (content, days ago, content type, importance)
-MEMORIES: list[tuple[str, float, str, float]] = [
-    ("Food allergies: the user is allergic to peanuts.", 40, "fact", 0.95),
-    ("Diet preferences: mostly vegetarian, eats fish on weekends.", 12, "preference", 0.8),
-    ("The user's sister Ana is lactose intolerant, so meals with her avoid dairy.", 3, "fact", 0.7),
-    ("The user prefers window seats on flights.", 9, "preference", 0.5),
-    ("The user works as a nurse and often does night shifts.", 60, "fact", 0.6),
-    ("The user dislikes coriander in food.", 1, "preference", 0.6),
-    ("The user's favourite cuisine is Thai food, mild on spice.", 20, "preference", 0.7),
-    ("The user is learning to play the piano on Sunday mornings.", 5, "fact", 0.3),
+# (id, content, days ago, content type, importance)
+MEMORIES: list[tuple[str, str, float, str, float]] = [
+    ("allergy", "Food allergies: the user is allergic to peanuts.", 40, "fact", 0.95),
+    ("diet", "Diet preferences: mostly vegetarian, eats fish on weekends.", 12, "preference", 0.8),
+    (
+        "ana",
+        "The user's sister Ana is lactose intolerant, so meals with her avoid dairy.",
+        3,
+        "fact",
+        0.7,
+    ),
+    ("seats", "The user prefers window seats on flights.", 9, "preference", 0.5),
+    ("work", "The user works as a nurse and often does night shifts.", 60, "fact", 0.6),
+    ("coriander", "The user dislikes coriander in food.", 1, "preference", 0.6),
+    ("thai", "The user's favourite cuisine is Thai food, mild on spice.", 20, "preference", 0.7),
+    ("piano", "The user is learning to play the piano on Sunday mornings.", 5, "fact", 0.3),
 ]
+# What the lifecycle adds to some of them (README.md and docs/ query it in SQL):
+#: the first version of "diet", which the demo then updates to the text above
+DIET_BEFORE = "Diet preferences: vegetarian."
+#: "seats" came from this turn (the second of last week's session)
+SEATS_FROM = ("last-week-2",)
+#: "piano" is a course that ends in this many days
+PIANO_EXPIRES_DAYS = 90
+#: "ana" is tagged and carries metadata
+ANA_TAGS = ("family",)
+ANA_METADATA = {"person": "Ana", "diet": "lactose-free"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -107,6 +130,12 @@ def run(args: argparse.Namespace) -> int:
     if args.embedder:
         overrides["embedding_provider"] = args.embedder
     config = MemoryConfig(**overrides)
+    if config.backend == "postgres" and not config.postgres_dsn:
+        # Start the embedded server here, as every other command does, so that a start (the
+        # first, or after `server stop`) is said on stderr with how to stop it.
+        from actrone_pg._cli._pg import start_embedded
+
+        config = config.replace(postgres_dsn=start_embedded(config.postgres_data_dir, create=True))
     result = asyncio.run(_demo(config, args.query, args.budget))
     if args.json:
         print(json.dumps(result["json"], indent=2, ensure_ascii=False))
@@ -118,22 +147,32 @@ def run(args: argparse.Namespace) -> int:
 async def _demo(config: MemoryConfig, query: str, budget: int) -> dict[str, Any]:
     async with await MemoryManager.create(config) as mm:
         await mm.erase_agent(AGENT)
+        count: dict[str, int] = {}
         for session, user, assistant in CONVERSATION:
-            await mm.store_turn(AGENT, session, user, assistant)
+            count[session] = count.get(session, 0) + 1
+            turn_id = f"{session}-{count[session]}"
+            await mm.store_turn(AGENT, session, user, assistant, turn_id=turn_id)
         now = datetime.now(UTC)
-        await mm.inject_memories(
-            AGENT,
-            [
-                {
-                    "content": content,
-                    "created_at": now - timedelta(days=days),
-                    "content_type": kind,
-                    "importance": importance,
-                    "source": "demo",
-                }
-                for content, days, kind, importance in MEMORIES
-            ],
-        )
+        items: list[dict[str, Any]] = []
+        for memory_id, content, days, kind, importance in MEMORIES:
+            item: dict[str, Any] = {
+                "memory_id": memory_id,
+                "content": DIET_BEFORE if memory_id == "diet" else content,
+                "created_at": now - timedelta(days=days),
+                "content_type": kind,
+                "importance": importance,
+                "source": "demo",
+            }
+            if memory_id == "seats":
+                item.update(source="consolidated", source_turn_ids=SEATS_FROM)
+            elif memory_id == "piano":
+                item["expires_at"] = now + timedelta(days=PIANO_EXPIRES_DAYS)
+            elif memory_id == "ana":
+                item.update(tags=ANA_TAGS, metadata=ANA_METADATA)
+            items.append(item)
+        await mm.inject_memories(AGENT, items)
+        diet = next(content for memory_id, content, *_ in MEMORIES if memory_id == "diet")
+        await mm.update_memory(AGENT, "diet", content=diet)  # version 2
         ctx = await mm.retrieve_context(AGENT, "today", query, budget, explain=True)
         ranked = await mm.search_memories(AGENT, query, limit=len(MEMORIES), explain=True)
         left_out = await _left_out(mm, ctx, ranked)
@@ -184,7 +223,7 @@ async def _left_out(
             )
         )
     admitted = {m.content for m in ranked}
-    contents = [c for c, *_ in MEMORIES if c not in admitted]
+    contents = [c for _, c, *_ in MEMORIES if c not in admitted]
     if contents:
         raw = np.asarray(await mm.embedder.embed_batch([ctx.query, *contents]), dtype=np.float64)
         unit = raw / np.linalg.norm(raw, axis=1, keepdims=True)

@@ -22,6 +22,7 @@ import asyncio
 from typing import Any
 
 from actrone_pg._cli._store import add_store_arguments, store_config
+from actrone_pg.errors import ValidationError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from actrone_pg.stores import create_store
 
     if args.batch < 1:
-        raise SystemExit("actrone-pg sweep: --batch must be at least 1")
+        raise ValidationError("--batch must be at least 1")
     overrides: dict[str, Any] = {}
     if args.ttl_hours is not None:
         overrides["session_ttl_hours"] = args.ttl_hours

@@ -32,6 +32,7 @@ from actrone_pg.bench.workload import (
     run_benchmark,
 )
 from actrone_pg.config import BACKENDS, MemoryConfig
+from actrone_pg.errors import ValidationError
 from actrone_pg.manager import MemoryManager
 
 __all__ = ["add_arguments", "run"]
@@ -147,6 +148,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _check_positive(args: argparse.Namespace) -> None:
+    # A ValidationError, like every other bad argument of every command: one line naming its
+    # type, exit code 2 (the CLI's entry point prints it).
     for name in (
         "agents",
         "per_agent",
@@ -158,11 +161,11 @@ def _check_positive(args: argparse.Namespace) -> None:
         "repeat",
     ):
         if getattr(args, name) < 1:
-            raise SystemExit(f"actrone-pg bench: --{name.replace('_', '-')} must be at least 1")
+            raise ValidationError(f"--{name.replace('_', '-')} must be at least 1")
     if args.warmup < 0:
-        raise SystemExit("actrone-pg bench: --warmup must be 0 or more")
+        raise ValidationError("--warmup must be 0 or more")
     if args.versions < 0:
-        raise SystemExit("actrone-pg bench: --versions must be 0 or more")
+        raise ValidationError("--versions must be 0 or more")
 
 
 def _config(args: argparse.Namespace, dsn: str | None, threshold: float) -> MemoryConfig:
@@ -604,11 +607,9 @@ async def _main(args: argparse.Namespace, dsn: str | None, console: Any) -> dict
         try:
             sizes = [int(s) for s in args.scaling_sizes.split(",") if s.strip()]
         except ValueError:
-            raise SystemExit(
-                "actrone-pg bench: --scaling-sizes takes numbers like 10000,30000"
-            ) from None
+            raise ValidationError("--scaling-sizes takes numbers like 10000,30000") from None
         if not sizes or min(sizes) < 1:
-            raise SystemExit("actrone-pg bench: --scaling-sizes needs positive sizes")
+            raise ValidationError("--scaling-sizes needs positive sizes")
         results = []
         for size in sizes:
             spec = dataclasses.replace(base, agents=1, per_agent=size)
@@ -681,9 +682,9 @@ def _run_reference_side(
     from actrone_pg.bench import reference as ref
 
     if dsn is None:
-        raise SystemExit(
-            "actrone-pg bench: --reference needs PostgreSQL; use the postgres backend "
-            "(embedded by default) or pass --dsn"
+        raise ValidationError(
+            "--reference needs PostgreSQL; use the postgres backend (embedded by default) or "
+            "pass --dsn"
         )
     venv = Path(args.reference_venv) if args.reference_venv else ref.default_reference_venv()
     if args.setup_reference:

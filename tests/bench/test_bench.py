@@ -257,9 +257,27 @@ def test_filters_and_versions_passes(capsys: pytest.CaptureFixture[str]) -> None
         assert label in out
 
 
-def test_versions_must_not_be_negative() -> None:
-    with pytest.raises(SystemExit, match="--versions"):
-        main(["bench", *TINY, "--versions", "-1"])
+def test_versions_must_not_be_negative(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", *TINY, "--versions", "-1"]) == 2
+    assert "ValidationError: --versions must be 0 or more" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--agents", "0", "--agents must be at least 1"),
+        ("--per-agent", "-5", "--per-agent must be at least 1"),
+        ("--warmup", "-1", "--warmup must be 0 or more"),
+        ("--scaling-sizes", "10,x", "--scaling-sizes takes numbers like 10000,30000"),
+    ],
+)
+def test_a_bad_number_exits_2_naming_the_error_like_every_command(
+    option: str, value: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    extra = ["--scaling"] if option == "--scaling-sizes" else []
+    assert main(["bench", *TINY, *extra, option, value]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == f"actrone-pg bench: ValidationError: {message}"
 
 
 async def test_the_numpy_floor_is_the_exact_top_of_the_same_vectors() -> None:

@@ -121,3 +121,9 @@ def test_an_unknown_revision_is_refused_before_a_cluster_is_created(
     line = _one_line(capsys.readouterr().err)
     assert "ConfigurationError: --revision: '12': Can't locate revision identified by '12'" in line
     assert not new.exists()
+
+
+def test_a_bad_sweep_batch_exits_2_naming_the_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sweep", "--backend", "postgres", "--dsn", REFUSED, "--batch", "0"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == "actrone-pg sweep: ValidationError: --batch must be at least 1"

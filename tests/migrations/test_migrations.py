@@ -11,11 +11,14 @@ import sys
 import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from actrone_pg import migrations
 from actrone_pg.errors import ConfigurationError, SchemaError, ValidationError
@@ -174,20 +177,93 @@ def test_runs_from_the_users_own_alembic_setup(
     assert migrations.current_revision(postgres_dsn, scratch_schema) == migrations.head_revision()
 
 
+SYSTEM_POSTGRES = "host=127.0.0.1 port=5432 user=postgres dbname=test connect_timeout=3"
+
+
+def pgvector_available(conn: psycopg.Connection[Any]) -> bool:
+    """True if the server could ``CREATE EXTENSION vector`` (its files are installed)."""
+    row = conn.execute(
+        "SELECT EXISTS (SELECT FROM pg_available_extensions WHERE name = 'vector')"
+    ).fetchone()
+    return bool(row and row[0])
+
+
+@contextmanager
+def database_without_pgvector(admin_dsn: str) -> Iterator[str]:
+    """A scratch database on a server without pgvector, dropped afterwards whatever is left open.
+
+    The tests that use it are about a server lacking pgvector: on one that has it (a machine
+    whose system PostgreSQL gained it) they skip, saying so, instead of failing.
+    """
+    try:
+        conn = psycopg.connect(admin_dsn, autocommit=True)
+    except psycopg.OperationalError:
+        pytest.skip("no system PostgreSQL on 127.0.0.1:5432 (scripts/test starts it)")
+    with conn:
+        if pgvector_available(conn):
+            pytest.skip(
+                "these tests need a PostgreSQL without pgvector, and the one at "
+                f"{conn.info.host}:{conn.info.port} has it installed (pg_available_extensions "
+                "lists 'vector'); point them at another server"
+            )
+        name = f"actrone_nopgv_{uuid.uuid4().hex[:8]}"
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield make_conninfo(admin_dsn, dbname=name)
+    finally:
+        # FORCE ends the sessions a failed test left open (a store's pool, a connection):
+        # without it the drop fails with ObjectInUse and the database stays behind.
+        with psycopg.connect(admin_dsn, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
 @pytest.fixture
 def system_postgres() -> Iterator[str]:
     """The system PostgreSQL 15 (no pgvector) on 127.0.0.1:5432, with a scratch database."""
-    admin = "host=127.0.0.1 port=5432 user=postgres dbname=test connect_timeout=3"
+    with database_without_pgvector(SYSTEM_POSTGRES) as dsn:
+        yield dsn
+
+
+def _scratch_databases(admin_dsn: str) -> list[str]:
+    with psycopg.connect(admin_dsn) as conn:
+        rows = conn.execute(
+            "SELECT datname FROM pg_database WHERE datname LIKE 'actrone\\_nopgv\\_%'"
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+def test_a_server_with_pgvector_skips_the_no_pgvector_tests_saying_why(
+    postgres_dsn: str,
+) -> None:
+    # The test server has pgvector: exactly the situation the premise check is for.
+    with psycopg.connect(postgres_dsn) as conn:
+        assert pgvector_available(conn)
+    with pytest.raises(pytest.skip.Exception, match="need a PostgreSQL without pgvector"):
+        with database_without_pgvector(postgres_dsn):
+            raise AssertionError("not reached: the premise does not hold")
+    assert _scratch_databases(postgres_dsn) == []
+
+
+def test_the_scratch_database_is_dropped_even_with_a_session_left_open() -> None:
+    with database_without_pgvector(SYSTEM_POSTGRES) as dsn:
+        with psycopg.connect(SYSTEM_POSTGRES) as admin:
+            assert not pgvector_available(admin)
+        left_open = psycopg.connect(dsn)  # as a store whose close() a failure skipped
     try:
-        conn = psycopg.connect(admin, autocommit=True)
+        assert _scratch_databases(SYSTEM_POSTGRES) == []
+        assert left_open.closed or left_open.broken or _is_terminated(left_open)
+    finally:
+        left_open.close()
+
+
+def _is_terminated(conn: psycopg.Connection[Any]) -> bool:
+    try:
+        conn.execute("SELECT 1")
     except psycopg.OperationalError:
-        pytest.skip("no system PostgreSQL on 127.0.0.1:5432 (scripts/test starts it)")
-    name = f"actrone_nopgv_{uuid.uuid4().hex[:8]}"
-    with conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    yield f"host=127.0.0.1 port=5432 user=postgres dbname={name} connect_timeout=3"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+        return True
+    return False
 
 
 def test_missing_pgvector_says_how_to_install_it_and_creates_nothing(
@@ -211,9 +287,11 @@ async def test_store_setup_on_a_server_without_pgvector_is_a_schema_error(
     from actrone_pg.stores.postgres import PostgresStore
 
     store = PostgresStore(system_postgres)
-    with pytest.raises(SchemaError, match="pgvector"):
-        await store.setup()
-    await store.close()
+    try:
+        with pytest.raises(SchemaError, match="pgvector"):
+            await store.setup()
+    finally:
+        await store.close()
 
 
 def test_runs_on_a_connection_the_caller_owns(postgres_dsn: str, scratch_schema: str) -> None:
