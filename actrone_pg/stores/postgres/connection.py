@@ -33,12 +33,13 @@ from actrone_pg.ranking import (
     analyzer_mismatch,
     tokenize,
 )
-from actrone_pg.stores.base import dimension_mismatch
+from actrone_pg.stores.base import Fence, dimension_mismatch, lock_lost
 from actrone_pg.stores.postgres import rows
 from actrone_pg.stores.postgres.rows import jsonb
 from actrone_pg.stores.postgres.severance import Severance
 from actrone_pg.stores.postgres.statements import (
     ANALYZE_FIRST,
+    HOLDS_LOCK,
     NORMALISE,
     RECORD_ANALYZER,
     RECORD_TS_CONFIG,
@@ -470,6 +471,17 @@ class Connection:
         cur = conn.cursor(row_factory=dict_row, binary=binary)
         await cur.execute(statement, params, prepare=prepare)
         return await cur.fetchall()
+
+    async def _check_fence(self, conn: _Conn, agent_id: str, fence: Fence | None) -> None:
+        """In the caller's transaction: refuse the write unless ``fence``'s lock is held (and
+        keep its row share-locked to the commit). The caller holds the agent's statistics row
+        first, as erase_agent does, so an erase and a fenced write never interleave."""
+        if fence is not None:
+            cur = await conn.execute(
+                self._compose(HOLDS_LOCK), (agent_id, fence.name, fence.holder)
+            )
+            if await cur.fetchone() is None:
+                raise lock_lost(agent_id, fence)
 
     # -- text search: the lexemes of the configured text search configuration --
     async def _term_counts(self, conn: _Conn, text: str) -> tuple[Counter[str], int]:
