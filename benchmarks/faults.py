@@ -718,7 +718,7 @@ async def erase_scenario(
             if path == "consolidate_session":
                 run: asyncio.Task[Any] = asyncio.create_task(mm.consolidate_session(agent, "s1"))
             else:  # the last turn started it (consolidate_after_turns)
-                run = mm._consolidating[(agent, "s1")]
+                run = mm._consolidation._consolidating[(agent, "s1")]
             await asyncio.sleep(delay)
             started = time.monotonic()
             try:

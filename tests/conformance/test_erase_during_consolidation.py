@@ -139,7 +139,7 @@ async def test_erase_during_a_background_consolidation(store: Store, other_manag
     embedder.armed = True
     await _talk(mm, AGENT)  # the last turn starts the background consolidation
     await embedder.entered.wait()
-    assert list(mm._consolidating) == [(AGENT, "s1")]
+    assert list(mm._consolidation._consolidating) == [(AGENT, "s1")]
     erase = asyncio.create_task(eraser.erase_agent(AGENT))
     if other_manager:
         await erase
@@ -149,5 +149,5 @@ async def test_erase_during_a_background_consolidation(store: Store, other_manag
         await asyncio.sleep(0)
         embedder.release.set()
         await erase
-    await asyncio.gather(*mm._consolidating.values(), return_exceptions=True)
+    await asyncio.gather(*mm._consolidation._consolidating.values(), return_exceptions=True)
     await _assert_erased(store, mm)
