@@ -41,6 +41,9 @@ ENV_PREFIX = "ACTRONE_"
 #: ``ACTRONE_*`` variables that are not settings: the test suite's servers and model
 #: (``ACTRONE_TEST_*``), the benchmark's reference interpreter, the model export script's venv.
 NOT_SETTINGS_PREFIXES = ("ACTRONE_TEST_", "ACTRONE_BENCH_", "ACTRONE_EXPORT_")
+#: Variables of the library's commands that are not MemoryConfig fields (``actrone-pg mcp``
+#: reads its bearer token from ACTRONE_MCP_TOKEN), so not reported as unknown settings.
+NOT_SETTINGS = frozenset({"ACTRONE_MCP_TOKEN"})
 
 logger = logging.getLogger("actrone_pg.config")
 
@@ -326,6 +329,7 @@ def _warn_unknown_env(fields: Mapping[str, Any], environ: Mapping[str, str]) -> 
             or var in known
             or var in _warned_env
             or var.startswith(NOT_SETTINGS_PREFIXES)
+            or var in NOT_SETTINGS
         ):
             continue
         _warned_env.add(var)

@@ -11,7 +11,9 @@ The tree::
     │                                          an optional extra is not installed
     ├── StoreError                             a backend failed
     │   ├── StoreUnavailableError              cannot reach the server (timeout, refused, lost)
-    │   └── SchemaError                        schema missing or behind, or no pgvector
+    │   ├── SchemaError                        schema missing or behind, or no pgvector
+    │   └── LockLostError                      a write made under a lock no longer held
+    │                                          (the agent was erased meanwhile); nothing written
     ├── EmbedderError                          an embedder failed or returned bad vectors
     │   └── ModelNotAvailableError             an embedding or rerank model cannot be loaded
     ├── RerankerError                          a reranker failed
@@ -31,6 +33,7 @@ __all__ = [
     "ConsolidationError",
     "DimensionMismatchError",
     "EmbedderError",
+    "LockLostError",
     "MemoryNotFoundError",
     "MissingDependencyError",
     "ModelNotAvailableError",
@@ -86,6 +89,16 @@ class StoreUnavailableError(StoreError):
 
 class SchemaError(StoreError):
     """The database schema is missing, out of date, or pgvector is not installed."""
+
+
+class LockLostError(StoreError):
+    """A write made under a lock found the lock no longer held by its writer; nothing was written.
+
+    A consolidation writes under the agent's maintenance lock, and the store checks the lock
+    in the same transaction (or script) as the write: once ``erase_agent`` has deleted the lock
+    (or it lapsed and another holder took it), the write is refused, so an erasure is never
+    undone by a consolidation that was running when it came.
+    """
 
 
 class EmbedderError(ActroneError):

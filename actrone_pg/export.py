@@ -29,7 +29,7 @@ import stopped half-way (a lost connection) is finished by running it again.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -302,11 +302,8 @@ async def import_agent(
         written_versions = len(firsts)
         for versions, done in todo:
             for m in versions[max(done, 1) :]:
-                if not await store.replace_memory(record(m), version=m.version - 1):
-                    raise StoreError(
-                        f"memory {m.id!r} of agent {agent!r} changed while it was imported; "
-                        "run the import again"
-                    )
+                if await store.update_memory(agent, m.id, _next_version(record, m, agent)) is None:
+                    raise _changed(agent, m.id)
                 written_versions += 1
                 if progress and written_versions % _PROGRESS_EVERY == 0:
                     progress(f"imported {written_versions:,} memory versions")
@@ -585,3 +582,24 @@ def _turn_of(rec: Mapping[str, Any], agent: str, max_chars: int) -> Turn:
         created_at=created,
         token_count=0,
     )
+
+
+def _changed(agent: str, memory_id: str) -> StoreError:
+    return StoreError(
+        f"memory {memory_id!r} of agent {agent!r} changed while it was imported; "
+        "run the import again"
+    )
+
+
+def _next_version(
+    record: Callable[[Memory], MemoryRecord], m: Memory, agent: str
+) -> Callable[[Memory], Awaitable[MemoryRecord]]:
+    """The store's update builds ``m`` (the file's record, its ids and validity kept) only on
+    top of the version just before it; anything else raises, and nothing is written."""
+
+    async def build(current: Memory) -> MemoryRecord:
+        if current.version != m.version - 1:
+            raise _changed(agent, m.id)
+        return record(m)
+
+    return build

@@ -69,6 +69,7 @@ class MemoryManager:
         self._memories = Memories(ctx)
         # Consolidation writes through this manager's public (guarded, traced) methods.
         self._consolidation = Consolidation(ctx, self)
+        self._memories.before_erase = self._consolidation.stop_agent
         self._sessions = SessionTurns(ctx, self._consolidation)
         self._closed = False
         # What create() built, in build order: close() closes these and nothing else.

@@ -23,7 +23,17 @@ and injects one fault:
 - ``restart_persistent`` / ``restart_volatile`` (Redis): SIGKILL and restart, with and without
   persistence: without it Redis comes back empty, so recent turns (L1, held only in Redis) are
   lost by design and counted apart; memories (L2, held by Qdrant) must all stay visible;
-- ``cancel``: a cancellation storm, random ``Task.cancel()`` of in-flight calls.
+- ``cancel``: a cancellation storm, random ``Task.cancel()`` of in-flight calls;
+- ``erase_consolidation`` (every backend, the in-memory one too): ``erase_agent`` while a
+  consolidation of the agent runs (an embedder that takes ``ERASE_EMBED_SECONDS`` per call),
+  issued at once or after a delay, from the consolidating manager or from another one (another
+  process's, which cannot stop the run), for ``consolidate_session`` and for the background
+  consolidation ``store_turn`` starts. Then it counts what of the erased agents survived, in
+  the store itself (rows, keys, points): it must be 0, and another agent's acknowledged
+  writes must all be there.
+
+A scenario that cannot run (an extra not installed, a server that does not start) is reported
+as such and the others still run; the report always shows the scenarios that finished.
 
 Then it checks every acknowledged write and prints, per backend and fault: acknowledged writes,
 missing, duplicates, cross-tenant reads, error types, time to fail (fault to the first typed
@@ -60,7 +70,7 @@ import time
 import uuid
 import warnings
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -78,8 +88,26 @@ WORDS = (
 ).split()
 #: Seconds the workload goes on after a fault, at most, waiting for a call to succeed again.
 RECOVERY_WAIT = 90.0
-POSTGRES_FAULTS = ("kill9", "freeze", "cancel")
-REDIS_FAULTS = ("restart_persistent", "restart_volatile", "freeze", "cancel")
+POSTGRES_FAULTS = ("kill9", "freeze", "cancel", "erase_consolidation")
+REDIS_FAULTS = ("restart_persistent", "restart_volatile", "freeze", "cancel", "erase_consolidation")
+MEMORY_FAULTS = ("erase_consolidation",)
+FAULTS = {"postgres": POSTGRES_FAULTS, "redis_qdrant": REDIS_FAULTS, "memory": MEMORY_FAULTS}
+#: Seconds each embedding call of the erase scenario takes (a model server's answer).
+ERASE_EMBED_SECONDS = 0.2
+#: Seconds between the start of a consolidation and the erase, in the erase scenario.
+ERASE_DELAYS = (0.0, 0.05, 0.3)
+ERASE_TURNS = (
+    "I moved to Oslo last March with my wife Anna.",
+    "My daughter Ida starts school on Monday.",
+    "I prefer green tea over coffee in the morning.",
+    "We adopted a dog named Rex in 2024.",
+    "I work as a nurse at the Ullevål hospital.",
+    "My brother Per lives in Bergen and visits in June.",
+    "I am allergic to peanuts, so no satay for me.",
+    "Our flat is on the fourth floor near Grünerløkka.",
+    "I play the violin in a small orchestra on Thursdays.",
+    "My favourite book is The Wind-Up Bird Chronicle.",
+)
 
 
 # -- servers -----------------------------------------------------------------------------------
@@ -467,6 +495,8 @@ async def scenario(
 ) -> dict[str, Any]:
     """Run one backend under one fault; return its row of the report."""
     tag = f"f{uuid.uuid4().hex[:8]}"
+    if fault == "erase_consolidation":
+        return await erase_scenario(backend, pg, redis, tag)
     if backend == "postgres":
         assert pg is not None
         config = MemoryConfig(
@@ -570,6 +600,168 @@ async def scenario(
         time_to_recover_s=_since(s.back_at, s.first_success_after_back),
     )
     row["violations"] = _violations(row, fault)
+    return row
+
+
+# -- erase during consolidation ----------------------------------------------------------------
+
+
+class SlowEmbedder:
+    """The harness's hashing embedder, taking ``seconds`` per call as a model server would."""
+
+    def __init__(self, seconds: float) -> None:
+        self.inner = HashingEmbedder(64)
+        self.name = self.inner.name
+        self.dimensions = self.inner.dimensions
+        self.relevance_threshold = self.inner.relevance_threshold
+        self.seconds = seconds
+
+    async def embed_batch(self, texts: Sequence[str]) -> Any:
+        await asyncio.sleep(self.seconds)
+        return await self.inner.embed_batch(texts)
+
+
+def _erase_config(
+    backend: str, pg: EmbeddedPostgres | None, redis: RedisServer | None, tag: str
+) -> MemoryConfig:
+    common: dict[str, Any] = {
+        "consolidator": "extractive",
+        # The background path's extra turn starts it; the other path's ten turns do not.
+        "consolidate_after_turns": len(ERASE_TURNS) + 1,
+        "consolidate_cooldown_seconds": 0,
+    }
+    if backend == "postgres":
+        assert pg is not None
+        return MemoryConfig(
+            backend="postgres", postgres_dsn=pg.dsn, postgres_schema=f"faults_{tag}", **common
+        )
+    if backend == "redis_qdrant":
+        assert redis is not None
+        return MemoryConfig(
+            backend="redis_qdrant",
+            redis_url=redis.url,
+            qdrant_url=":memory:",
+            qdrant_collection_prefix=tag,
+            **common,
+        )
+    return MemoryConfig(backend="memory", **common)
+
+
+async def survivors(mm: MemoryManager, agent: str) -> int:
+    """Rows, keys and points of ``agent`` left in the store itself (not through the API)."""
+    store: Any = mm.store
+    if store.backend == "postgres":
+        import psycopg
+        from psycopg import sql
+
+        tables = "sessions turns memories memory_history term_stats agent_stats locks".split()
+        total = 0
+        async with await psycopg.AsyncConnection.connect(store.dsn, autocommit=True) as conn:
+            for table in tables:
+                query = sql.SQL("SELECT count(*) FROM {} WHERE agent_id = %s").format(
+                    sql.Identifier(store.schema, table)
+                )
+                row = await (await conn.execute(query, (agent,))).fetchone()
+                total += int(row[0]) if row else 0
+        return total
+    if store.backend == "redis_qdrant":
+        from actrone_pg.stores.redis_qdrant.layout import AgentKeys, agent_filter
+
+        base = AgentKeys.of(store._prefix, agent).base
+        # The harness's agent ids are letters, digits and dashes: safe in a SCAN pattern.
+        keys = [k async for k in store._client_r().scan_iter(match=base + "*", count=1000)]
+        points = 0
+        for coll, _ in await store._own_collections():
+            found = await store._client_q().count(coll, count_filter=agent_filter(agent))
+            points += found.count
+        return len(keys) + points
+    kept = store._agents.get(agent)
+    return (
+        (len(kept.entries) if kept else 0)
+        + sum(1 for k in store._sessions if k[0] == agent)
+        + sum(1 for k in store._locks if k[0] == agent)
+    )
+
+
+async def erase_scenario(
+    backend: str, pg: EmbeddedPostgres | None, redis: RedisServer | None, tag: str
+) -> dict[str, Any]:
+    """Erase agents while their consolidation runs; count what of them survived."""
+    config = _erase_config(backend, pg, redis, tag)
+    mm = await MemoryManager.create(config, embedder=SlowEmbedder(ERASE_EMBED_SECONDS))
+    # Another process's manager: on PostgreSQL its own store (its own connections); the local
+    # Qdrant and the in-memory store live in one process, so there it shares the store.
+    other = await MemoryManager.create(
+        config,
+        store=None if backend == "postgres" else mm.store,
+        embedder=SlowEmbedder(ERASE_EMBED_SECONDS),
+    )
+    stats = Stats()
+    kept, kept_memories, kept_turns = f"{tag}-kept", 0, 0
+    erased: list[str] = []
+    survived = 0
+    try:
+        rounds = [
+            (path, eraser, delay)
+            for path in ("consolidate_session", "background")
+            for eraser in ("same manager", "another manager")
+            for delay in ERASE_DELAYS
+        ]
+        for n, (path, eraser, delay) in enumerate(rounds):
+            agent = f"{tag}-erased{n}"
+            lines = ERASE_TURNS + (("That is all for today.",) if path == "background" else ())
+            for i, line in enumerate(lines):
+                await mm.store_turn(agent, "s1", line, "Noted.", turn_id=f"{agent}-{i}")
+            await mm.inject_memory(kept, f"note {n} of the agent that stays")
+            await mm.store_turn(kept, f"s{n}", "hello", "hi", turn_id=f"{kept}-{n}")
+            kept_memories, kept_turns = kept_memories + 1, kept_turns + 1
+            if path == "consolidate_session":
+                run: asyncio.Task[Any] = asyncio.create_task(mm.consolidate_session(agent, "s1"))
+            else:  # the last turn started it (consolidate_after_turns)
+                run = mm._consolidation._consolidating[(agent, "s1")]
+            await asyncio.sleep(delay)
+            started = time.monotonic()
+            try:
+                await (mm if eraser == "same manager" else other).erase_agent(agent)
+                erased.append(agent)
+                stats.calls += 1
+            except Exception as exc:
+                stats.failed(exc, started)
+            try:
+                await run
+            except (ActroneError, asyncio.CancelledError):
+                pass  # the run found its lock gone (or was stopped): nothing written
+            survived += await survivors(mm, agent)
+        missing = kept_memories - await mm.count_memories(kept)
+        for n in range(len(rounds)):
+            missing += 1 - len(await mm.get_recent_turns(kept, f"s{n}"))
+    finally:
+        await other.close()
+        await mm.close()
+    row: dict[str, Any] = {
+        "backend": backend,
+        "fault": "erase_consolidation",
+        "bound_s": None,
+        "erased": len(erased),
+        "survived": survived,
+        "memories_acked": kept_memories,
+        "turns_acked": kept_turns,
+        "memories_missing": missing,
+        "memories_duplicated": 0,
+        "turns_missing": 0,
+        "turns_duplicated": 0,
+        "turns_lost_no_persistence": 0,
+        "cross_tenant": 0,
+        "calls": stats.calls,
+        "cancelled": 0,
+        "read_misses": 0,
+        "errors": dict(stats.errors),
+        "untyped": dict(stats.untyped),
+        "longest_failure_s": round(stats.longest_failure, 2),
+        "time_to_fail_s": None,
+        "time_to_recover_s": None,
+    }
+    row["violations"] = _violations(row, "erase_consolidation")
     return row
 
 
@@ -681,6 +873,12 @@ def _violations(row: dict[str, Any], fault: str) -> list[str]:
             out.append(f"{key}={row[key]}")
     if row["untyped"]:
         out.append(f"untyped errors {row['untyped']}")
+    if fault == "erase_consolidation":
+        if row["survived"]:
+            out.append(f"{row['survived']} rows, keys or points of erased agents survived")
+        if row["errors"]:
+            out.append(f"erase_agent failed: {row['errors']}")
+        return out
     if row["longest_failure_s"] > row["bound_s"] + SLACK:
         out.append(f"a call failed after {row['longest_failure_s']} s (bound {row['bound_s']} s)")
     if fault != "cancel":
@@ -721,13 +919,16 @@ COLUMNS: list[tuple[str, str | Callable[[dict[str, Any]], Any]]] = [
     ("recover s", "time_to_recover_s"),
     ("idle-tx", lambda r: r.get("idle_in_transaction", "-")),
     ("leaked", _leaked),
+    ("erased", lambda r: r.get("erased", "-")),
+    ("survived", lambda r: r.get("survived", "-")),
 ]
 
 
 def render(rows: list[dict[str, Any]]) -> str:
     """A plain-text table of the rows, then each row's error types and violations."""
     cells = [[name for name, _ in COLUMNS]]
-    for r in rows:
+    ran = [r for r in rows if "skipped" not in r]
+    for r in ran:
         line = []
         for _, get in COLUMNS:
             value = r[get] if isinstance(get, str) else get(r)
@@ -738,6 +939,9 @@ def render(rows: list[dict[str, Any]]) -> str:
     out.append("* recent turns acknowledged before Redis restarted without persistence")
     out.append("")
     for r in rows:
+        if "skipped" in r:
+            out.append(f"{r['backend']}/{r['fault']}: NOT RUN: {r['skipped']}")
+    for r in ran:
         errors = ", ".join(f"{k} {v}" for k, v in sorted(r["errors"].items())) or "none"
         untyped = ", ".join(f"{k} {v}" for k, v in sorted(r["untyped"].items()))
         out.append(
@@ -779,35 +983,54 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         statement_timeout=args.statement_timeout,
         redis_timeout=args.redis_timeout,
     )
-    rows = []
+    rows: list[dict[str, Any]] = []
+    try:
+        _run_all(args, settings, rows)
+    except KeyboardInterrupt:
+        args.interrupted = True
+    return rows
+
+
+def _run_all(args: argparse.Namespace, settings: Settings, rows: list[dict[str, Any]]) -> None:
+    """Append a row to ``rows`` per scenario as it finishes (a scenario that cannot run gets a
+    row saying why, and the next one runs)."""
     with contextlib.ExitStack() as servers:
         pg = None
         for backend in args.backends:
-            faults = POSTGRES_FAULTS if backend == "postgres" else REDIS_FAULTS
+            faults = FAULTS.get(backend, ())
             for number, fault in enumerate(f for f in faults if f in args.faults):
-                with contextlib.ExitStack() as stack:
-                    redis = None
-                    if backend == "postgres" and pg is None:
-                        # One server for every PostgreSQL scenario (each has its own schema).
-                        pg = EmbeddedPostgres()
-                        servers.callback(pg.close)
-                    elif backend == "redis_qdrant":
-                        redis = RedisServer(persistent=fault != "restart_volatile")
-                        stack.callback(redis.close)
-                    print(f"-- {backend} / {fault}", file=sys.stderr, flush=True)
-                    rows.append(
-                        asyncio.run(
-                            scenario(backend, fault, settings, pg, redis, args.seed + number)
+                print(f"-- {backend} / {fault}", file=sys.stderr, flush=True)
+                try:
+                    with contextlib.ExitStack() as stack:
+                        redis = None
+                        if backend == "postgres" and pg is None:
+                            # One server for every PostgreSQL scenario (each has its own schema).
+                            pg = EmbeddedPostgres()
+                            servers.callback(pg.close)
+                        elif backend == "redis_qdrant":
+                            redis = RedisServer(persistent=fault != "restart_volatile")
+                            stack.callback(redis.close)
+                        rows.append(
+                            asyncio.run(
+                                scenario(backend, fault, settings, pg, redis, args.seed + number)
+                            )
                         )
-                    )
-    return rows
+                except Exception as exc:
+                    # A missing extra (qdrant-client, say) or a server that would not start.
+                    reason = f"{type(exc).__name__}: {exc}"
+                    print(f"   not run: {reason}", file=sys.stderr, flush=True)
+                    rows.append({"backend": backend, "fault": fault, "skipped": reason})
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--short", action="store_true", help="a run of about 40 s (CI)")
-    parser.add_argument("--backends", nargs="+", default=["postgres", "redis_qdrant"])
-    parser.add_argument("--faults", nargs="+", default=sorted(set(POSTGRES_FAULTS + REDIS_FAULTS)))
+    parser.add_argument(
+        "--backends", nargs="+", default=["postgres", "redis_qdrant", "memory"], choices=FAULTS
+    )
+    parser.add_argument(
+        "--faults", nargs="+", default=sorted({f for fs in FAULTS.values() for f in fs})
+    )
     parser.add_argument("--writers", type=int, default=4)
     parser.add_argument("--readers", type=int, default=4)
     parser.add_argument("--agents", type=int, default=12)
@@ -833,16 +1056,19 @@ def main(argv: list[str] | None = None) -> int:
     # psycopg logs every failed reconnection and every interrupted statement (hundreds in a
     # cancellation storm); the report counts what the callers see instead.
     logging.getLogger("psycopg").setLevel(logging.ERROR)
+    # The erase scenario's consolidations log that they found their lock gone: as they must.
+    logging.getLogger("actrone_pg.manager").setLevel(logging.ERROR)
+    args.interrupted = False
     with _terminate_on_sigterm():
-        try:
-            rows = run(args)
-        except KeyboardInterrupt:
-            print("interrupted; servers removed", file=sys.stderr)
-            return 130
+        rows = run(args)
+    # The scenarios that finished are reported whatever happened to the others.
     print(render(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
-    return 1 if any(r["violations"] for r in rows) else 0
+    if args.interrupted:
+        print("interrupted; servers removed", file=sys.stderr)
+        return 130
+    return 1 if any(r.get("violations") for r in rows) else 0
 
 
 if __name__ == "__main__":

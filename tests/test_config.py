@@ -267,3 +267,16 @@ def test_variables_of_the_tests_and_scripts_are_not_reported(
     with caplog.at_level(logging.WARNING, logger="actrone_pg.config"):
         assert MemoryConfig.from_env(environ).rrf_k == 10
     assert [r for r in caplog.records if r.name == "actrone_pg.config"] == []
+
+
+@pytest.mark.usefixtures("fresh_warnings")
+def test_the_mcp_token_variable_is_not_reported_as_an_unknown_setting(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # It is the documented token of `actrone-pg mcp --transport http`, and it is enforced.
+    environ = {"ACTRONE_MCP_TOKEN": "a-token-of-enough-length-123", "ACTRONE_MCP_TOKN": "x"}
+    with caplog.at_level(logging.WARNING, logger="actrone_pg.config"):
+        MemoryConfig.from_env(environ)
+    assert [r.getMessage().split()[0] for r in caplog.records if r.name == "actrone_pg.config"] == [
+        "ACTRONE_MCP_TOKN"
+    ]

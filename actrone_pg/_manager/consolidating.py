@@ -15,16 +15,17 @@ import time
 import uuid
 
 from actrone_pg import _validation as v
-from actrone_pg._manager.context import ManagerContext, utc_now
+from actrone_pg._manager.context import ManagerContext, utc_now, write_fence
 from actrone_pg.consolidation import run as consolidation
-from actrone_pg.errors import ActroneError, ConfigurationError, ConsolidationError
+from actrone_pg.errors import ActroneError, ConfigurationError, ConsolidationError, LockLostError
+from actrone_pg.stores.base import Fence
 
 __all__ = ["Consolidation"]
 
 logger = logging.getLogger("actrone_pg.manager")
 
-# Consolidation holds the agent's maintenance lock (spec §8) this long at most; a run that takes
-# longer (a slow chat model) may overlap another, whose writes the derived ids make harmless.
+# Consolidation holds the agent's maintenance lock (spec §8) this long at most, and writes only
+# while it holds it: a run that takes longer (a slow chat model) writes nothing and is retried.
 _CONSOLIDATION_LOCK_SECONDS = 600.0
 # After a failed or lock-blocked background consolidation, wait this long before trying again.
 _CONSOLIDATION_RETRY_SECONDS = 30.0
@@ -122,39 +123,69 @@ class Consolidation:
                 f"agent {agent_id!r} is being consolidated or maintained by another process "
                 "(its maintenance lock is held); try again later"
             )
+        # Every write of the run is fenced by the lock (its memories through the contextvar
+        # that inject_memories and update_memory read, its marker here): once erase_agent has
+        # deleted the lock, here or in another process, the store refuses them.
+        fence = Fence("maintenance", token)
+        reset = write_fence.set(fence)
         try:
-            ttl = _READ_EXPIRED_TTL if expired else self.ctx.config.session_ttl_seconds
-            info = await self.ctx.store.get_session(agent_id, session_id, ttl_seconds=ttl)
-            if info is None:
-                return []
-            turns = await self.ctx.store.recent_turns(
-                agent_id, session_id, limit=max(info.turn_count, 1), ttl_seconds=ttl
-            )
-            pending = consolidation.pending_turns(turns, info.metadata.get(consolidation.MARKER))
-            if len(pending) < min_turns:
-                return []
-            ids = await consolidation.consolidate_turns(
-                self._memories, self.ctx.consolidator, agent_id, session_id, pending
-            )
-            if not expired:
-                marker = consolidation.marker_for(pending[-1], utc_now())
-                await self.ctx.store.set_session_metadata(
-                    agent_id,
-                    session_id,
-                    {consolidation.MARKER: marker},
-                    ttl_seconds=self.ctx.config.session_ttl_seconds,
-                )
-            logger.info(
-                "consolidated %d turn(s) of session %r of agent %r into %d memor%s",
-                len(pending),
-                session_id,
-                agent_id,
-                len(ids),
-                "y" if len(ids) == 1 else "ies",
-            )
-            return ids
+            return await self._consolidate_fenced(agent_id, session_id, fence, expired, min_turns)
+        except LockLostError as exc:
+            raise ConsolidationError(
+                f"agent {agent_id!r} lost its maintenance lock while session {session_id!r} was "
+                "being consolidated (the agent was erased, or the run outlasted the lock); "
+                "nothing was written"
+            ) from exc
         finally:
+            write_fence.reset(reset)
             await self.ctx.store.release_lock(agent_id, "maintenance", token)
+
+    async def _consolidate_fenced(
+        self, agent_id: str, session_id: str, fence: Fence, expired: bool, min_turns: int
+    ) -> list[str]:
+        assert self.ctx.consolidator is not None
+        ttl = _READ_EXPIRED_TTL if expired else self.ctx.config.session_ttl_seconds
+        info = await self.ctx.store.get_session(agent_id, session_id, ttl_seconds=ttl)
+        if info is None:
+            return []
+        turns = await self.ctx.store.recent_turns(
+            agent_id, session_id, limit=max(info.turn_count, 1), ttl_seconds=ttl
+        )
+        pending = consolidation.pending_turns(turns, info.metadata.get(consolidation.MARKER))
+        if len(pending) < min_turns:
+            return []
+        ids = await consolidation.consolidate_turns(
+            self._memories, self.ctx.consolidator, agent_id, session_id, pending
+        )
+        if not expired:
+            marker = consolidation.marker_for(pending[-1], utc_now())
+            await self.ctx.store.set_session_metadata(
+                agent_id,
+                session_id,
+                {consolidation.MARKER: marker},
+                ttl_seconds=self.ctx.config.session_ttl_seconds,
+                fence=fence,
+            )
+        logger.info(
+            "consolidated %d turn(s) of session %r of agent %r into %d memor%s",
+            len(pending),
+            session_id,
+            agent_id,
+            len(ids),
+            "y" if len(ids) == 1 else "ies",
+        )
+        return ids
+
+    async def stop_agent(self, agent_id: str) -> None:
+        """Cancel (and await) this manager's background runs for the agent, and forget its
+        sessions' counts: erase_agent calls it before it deletes."""
+        running = [task for (a, _), task in self._consolidating.items() if a == agent_id]
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        for state in (self._new_turns, self._not_before, self._live_until):
+            for key in [k for k in state if k[0] == agent_id]:
+                del state[key]
 
     async def consolidate_before_restart(self, agent_id: str, session_id: str) -> None:
         """Consolidate an expired session's pending turns before a new turn restarts it.

@@ -8,6 +8,7 @@ embed texts and give a stored memory the form a read returns.
 from __future__ import annotations
 
 import json
+from contextvars import ContextVar
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -21,9 +22,15 @@ from actrone_pg.models import Memory, Vector
 from actrone_pg.ranking import DEFAULT_RELEVANCE_THRESHOLD, RankingParams
 from actrone_pg.rerankers import Reranker
 from actrone_pg.stores import Store
+from actrone_pg.stores.base import Fence
 from actrone_pg.tokens import TokenCounter, heuristic_token_count
 
-__all__ = ["ManagerContext", "utc_now"]
+__all__ = ["ManagerContext", "utc_now", "write_fence"]
+
+#: The lock the running task writes under, if any: a consolidation sets it to the agent's
+#: maintenance lock for the memory writes it makes through inject_memories and update_memory,
+#: and the store refuses them once that lock is gone (erase_agent deletes it).
+write_fence: ContextVar[Fence | None] = ContextVar("actrone_write_fence", default=None)
 
 
 class ManagerContext:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from actrone_pg import _validation as v
-from actrone_pg._manager.context import ManagerContext, utc_now
-from actrone_pg.errors import MemoryNotFoundError, StoreError, ValidationError
+from actrone_pg._manager.context import ManagerContext, utc_now, write_fence
+from actrone_pg.errors import MemoryNotFoundError, ValidationError
 from actrone_pg.models import STORED_MEMORY_FIELDS, Memory, MemoryPage
 from actrone_pg.ranking import micros
 from actrone_pg.stores import MemoryRecord
@@ -29,8 +29,6 @@ _SET_BY_MANAGER = {"id", "agent_id", "embedder", "token_count", "version", "vali
 # Text embedded before an item's content but not stored (see inject_memory).
 _CONTEXT = "embedding_context"
 _MEMORY_FIELDS = frozenset(STORED_MEMORY_FIELDS) - _SET_BY_MANAGER | {"memory_id", _CONTEXT}
-# How often update_memory re-reads a memory that another writer changed under it.
-_UPDATE_ATTEMPTS = 5
 
 
 class Memories:
@@ -38,6 +36,9 @@ class Memories:
 
     def __init__(self, ctx: ManagerContext) -> None:
         self.ctx = ctx
+        #: Awaited by erase_agent before it deletes: stops this manager's runs for the agent
+        #: (the manager sets it to Consolidation.stop_agent).
+        self.before_erase: Callable[[str], Awaitable[None]] | None = None
 
     async def inject_memory(
         self,
@@ -128,7 +129,7 @@ class Memories:
             MemoryRecord(memory=m, vector=vec)
             for (m, _), vec in zip(unique.values(), vectors, strict=True)
         ]
-        await self.ctx.store.upsert_memories(records)
+        await self.ctx.store.upsert_memories(records, fence=write_fence.get())
         return [m.id for m in memories]
 
     def _build_memory(
@@ -253,33 +254,39 @@ class Memories:
             changes["expires_at"] = _check_expiry(expires_at, utc_now())
         if clear_expiry:
             changes["expires_at"] = None
-        # Another writer may update the same memory between our read and our write: the store
-        # writes only over the version we read, so re-read and apply the change again.
-        for _ in range(_UPDATE_ATTEMPTS):
+        # The store serialises the updates of one memory and hands each the current version
+        # under its lock. The text is embedded before that (the vector is all the lock would
+        # wait for): the new content, or the current one as read now, embedded again only if
+        # an update that landed meanwhile changed it.
+        ctx = self.ctx
+        found = ctx.live(await ctx.store.get_memory(agent_id, memory_id), utc_now())
+        if found is None:
+            raise MemoryNotFoundError(f"agent {agent_id!r} has no memory {memory_id!r}")
+        embedded = changes.get("content", found.content)
+        (prepared,) = await ctx.embed([embedded])
+
+        async def build(current: Memory) -> MemoryRecord:
             now = utc_now()
-            current = self.ctx.live(await self.ctx.store.get_memory(agent_id, memory_id), now)
-            if current is None:
+            if ctx.live(current, now) is None:
                 raise MemoryNotFoundError(f"agent {agent_id!r} has no memory {memory_id!r}")
             text = changes.get("content", current.content)
+            vector = prepared if text == embedded else (await ctx.embed([text]))[0]
             new = replace(
                 current,
                 **changes,
-                embedder=self.ctx.embedder.name,
-                token_count=self.ctx.count_tokens(text),
+                embedder=ctx.embedder.name,
+                token_count=ctx.count_tokens(text),
                 version=current.version + 1,
                 valid_from=max(now, current.valid_from or now),
                 valid_to=None,
                 explain=None,
             )
-            (vector,) = await self.ctx.embed([text])
-            if await self.ctx.store.replace_memory(
-                MemoryRecord(new, vector), version=current.version
-            ):
-                return self.ctx.shown(new)
-        raise StoreError(
-            f"memory {memory_id!r} kept changing under {_UPDATE_ATTEMPTS} attempts to update it;"
-            " try again"
-        )
+            return MemoryRecord(new, vector)
+
+        written = await ctx.store.update_memory(agent_id, memory_id, build, fence=write_fence.get())
+        if written is None:
+            raise MemoryNotFoundError(f"agent {agent_id!r} has no memory {memory_id!r}")
+        return ctx.shown(written)
 
     async def memory_history(self, agent_id: str, memory_id: str) -> list[Memory]:
         """Every version of the memory, oldest first, the current one last.
@@ -329,8 +336,16 @@ class Memories:
         return await self.ctx.store.count_memories(agent_id)
 
     async def erase_agent(self, agent_id: str) -> None:
-        """Remove every turn, session, memory, statistic and lock of the agent."""
+        """Remove every turn, session, memory, statistic and lock of the agent.
+
+        A consolidation of the agent that is running meanwhile writes nothing back: this
+        manager's background runs are stopped first, and any other run (a ``consolidate_session``
+        call, another process) holds the agent's maintenance lock, which the store deletes
+        here and checks with each of that run's writes (:class:`~actrone_pg.stores.base.Fence`).
+        """
         v.check_id("agent_id", agent_id)
+        if self.before_erase is not None:
+            await self.before_erase(agent_id)
         await self.ctx.store.erase_agent(agent_id)
 
     async def sweep_expired(self, limit: int = 10_000) -> int:

@@ -102,13 +102,40 @@ def _positions(labels: Sequence[str], *, wildcard: bool = False) -> dict[str, st
     return {str(i): label for i, label in enumerate(labels) if not (wildcard and label == "*")}
 
 
-def _namespace_of(memory: Memory) -> tuple[str, ...]:
-    positions = memory.metadata["namespace"]
-    return tuple(positions[str(i)] for i in range(len(positions)))
+def _item_of(memory: Memory) -> Item | None:
+    """The item a memory holds, or ``None`` if this adapter did not write it.
+
+    Any client can write a memory with ``content_type="langgraph"`` (inject_memory, an MCP
+    tool): one without the adapter's metadata, or whose id is not its (namespace, key)'s, is
+    not an item and is skipped by every read, never breaking it.
+    """
+    meta = memory.metadata
+    positions, key, value = meta.get("namespace"), meta.get("key"), meta.get("value")
+    if not isinstance(positions, Mapping) or not isinstance(key, str):
+        return None
+    if not isinstance(value, Mapping):
+        return None
+    labels = [positions.get(str(i)) for i in range(len(positions))]
+    if not labels or not all(isinstance(label, str) and label for label in labels):
+        return None
+    namespace = tuple(str(label) for label in labels)
+    if memory.id != item_id(namespace, key):
+        return None
+    return Item(
+        namespace=namespace,
+        key=key,
+        value=dict(value),
+        created_at=memory.created_at,
+        updated_at=memory.valid_from or memory.created_at,
+    )
 
 
-def _check_namespace(namespace: object, *, what: str = "namespace") -> tuple[str, ...]:
-    # BaseStore's methods check labels before batching; ops given to batch() directly do not.
+def _check_namespace(
+    namespace: object, *, what: str = "namespace", put: bool = False
+) -> tuple[str, ...]:
+    # BaseStore's methods check labels before batching; ops given to batch() directly do not,
+    # so the same rules as LangGraph's own are applied here (a dotted label, say, is refused
+    # by aget and must not be writable through abatch either).
     if not isinstance(namespace, tuple):
         raise InvalidNamespaceError(f"{what} must be a tuple of strings, got {namespace!r}")
     for label in namespace:
@@ -116,6 +143,12 @@ def _check_namespace(namespace: object, *, what: str = "namespace") -> tuple[str
             raise InvalidNamespaceError(
                 f"{what} {namespace!r}: every label must be a non-empty string"
             )
+        if "." in label or "\x00" in label:
+            raise InvalidNamespaceError(
+                f"{what} {namespace!r}: a label cannot contain a period or a NUL byte"
+            )
+    if put and namespace and namespace[0] == "langgraph":
+        raise InvalidNamespaceError(f'{what} {namespace!r}: the root label cannot be "langgraph"')
     return namespace
 
 
@@ -274,7 +307,7 @@ class ActroneStore(BaseStore):
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for op in ops:
             if isinstance(op, PutOp):
-                if not _check_namespace(op.namespace):
+                if not _check_namespace(op.namespace, put=True):
                     raise InvalidNamespaceError("an item's namespace cannot be empty")
                 puts[(op.namespace, _check_key(op.key))] = op
             elif isinstance(op, GetOp):
@@ -370,9 +403,11 @@ class ActroneStore(BaseStore):
         memory = await mm.get_memory(self.agent_id, item_id(namespace, key))
         if memory is None or memory.content_type not in (INDEXED, UNINDEXED):
             return None
-        item = _item(memory)
+        item = _item_of(memory)
         # The id is a hash of (namespace, key): check it is this item, not a colliding one.
-        return item if (item.namespace, item.key) == (namespace, key) else None
+        if item is None or (item.namespace, item.key) != (namespace, key):
+            return None
+        return item
 
     def _filters(self, prefix: Sequence[str], flt: Mapping[str, Any] | None, query: bool) -> Any:
         contains: dict[str, Any] = {}
@@ -395,10 +430,11 @@ class ActroneStore(BaseStore):
             hits = await mm.search_memories(
                 self.agent_id, op.query, offset + limit, explain=True, filters=filters
             )
-            return [_search_item(m, score=_score(m)) for m in hits[offset:]]
+            found = [(_item_of(m), _score(m)) for m in hits]
+            return [_search_item(i, score=x) for i, x in found if i is not None][offset:]
         out: list[SearchItem] = []
-        async for memory in self._each(mm, filters, offset + limit):
-            out.append(_search_item(memory))
+        async for item in self._each(mm, filters, offset + limit):
+            out.append(_search_item(item))
         return out[offset:]
 
     async def _list_namespaces(self, mm: MemoryManager, op: ListNamespacesOp) -> list[Any]:
@@ -412,24 +448,25 @@ class ActroneStore(BaseStore):
         if contains:
             filters["metadata"] = contains
         found: set[tuple[str, ...]] = set()
-        async for memory in self._each(mm, filters, None):
-            namespace = _namespace_of(memory)
+        async for item in self._each(mm, filters, None):
+            namespace = item.namespace
             if all(_matches(c, namespace) for c in conditions):
                 found.add(namespace if op.max_depth is None else namespace[: op.max_depth])
         return sorted(found)[offset : offset + limit]
 
-    async def _each(
-        self, mm: MemoryManager, filters: Any, most: int | None
-    ) -> AsyncIterator[Memory]:
-        """The agent's items matching ``filters``, newest first, page by page."""
+    async def _each(self, mm: MemoryManager, filters: Any, most: int | None) -> AsyncIterator[Item]:
+        """The agent's items matching ``filters``, newest first, page by page (at most
+        ``most``; memories that are not items are skipped and not counted)."""
         cursor: str | None = None
         seen = 0
         while True:
             size = _PAGE if most is None else min(_PAGE, most - seen)
             page = await mm.list_memories(self.agent_id, filters=filters, limit=size, cursor=cursor)
             for memory in page.items:
-                yield memory
-            seen += len(page.items)
+                item = _item_of(memory)
+                if item is not None:
+                    seen += 1
+                    yield item
             cursor = page.next_cursor
             if cursor is None or (most is not None and seen >= most):
                 return
@@ -460,18 +497,7 @@ def _score(memory: Memory) -> float | None:
     return memory.explain.fused_score
 
 
-def _item(memory: Memory) -> Item:
-    return Item(
-        namespace=_namespace_of(memory),
-        key=memory.metadata["key"],
-        value=memory.metadata["value"],
-        created_at=memory.created_at,
-        updated_at=memory.valid_from or memory.created_at,
-    )
-
-
-def _search_item(memory: Memory, *, score: float | None = None) -> SearchItem:
-    item = _item(memory)
+def _search_item(item: Item, *, score: float | None = None) -> SearchItem:
     return SearchItem(
         item.namespace, item.key, item.value, item.created_at, item.updated_at, score=score
     )

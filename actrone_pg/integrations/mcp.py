@@ -16,11 +16,18 @@ carrying its type and message, never as a crash of the server. Over HTTP every r
 
 import hmac
 import logging
+import re
 from collections.abc import Awaitable, Callable, Collection
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from actrone_pg.errors import ActroneError, ConfigurationError, MissingDependencyError
+from actrone_pg.errors import (
+    ActroneError,
+    ConfigurationError,
+    MissingDependencyError,
+    StoreError,
+    StoreUnavailableError,
+)
 from actrone_pg.filters import FILTERS
 from actrone_pg.manager import MemoryManager
 from actrone_pg.models import Turn, memory_to_dict
@@ -147,7 +154,7 @@ def build_server(
             return await work()
         except ActroneError as exc:
             # What the model can correct (a bad argument) or report (a store that is down).
-            raise ToolError(f"{type(exc).__name__}: {exc}") from None
+            raise ToolError(public_message(exc)) from None
 
     async def retrieve_context(
         agent_id: AgentId,
@@ -390,17 +397,56 @@ def build_server(
     return server
 
 
+# Where a server lives, as drivers and this library write it into error messages: libpq's
+# 'connection to server on socket "/run/.s.PGSQL.5432"' and 'at "db.internal" (10.0.0.5),
+# port 5432', URLs (redis://host:6379, http://qdrant:6333), key=value connection strings,
+# addresses with ports, and absolute paths.
+_LOCATIONS = [
+    (re.compile(r'\s*on socket "[^"]*"'), ""),
+    (re.compile(r'\s*at "[^"]*"(?: \([^)]*\))?(?:, port \d+)?'), ""),
+    (re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]+"), "<server>"),
+    (re.compile(r"\b(host|hostaddr|port|dbname|user|password|sslrootcert)=\S+"), r"\1=…"),
+    (re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?(?![\w.])"), "<address>"),
+    (re.compile(r"\[[0-9A-Fa-f:]+\](?::\d+)?"), "<address>"),
+    (re.compile(r"(?<![\w.:/<])/(?:[^\s\"',;:()]+/)*[^\s\"',;:()]*"), "<path>"),
+]
+
+
+def public_message(exc: ActroneError) -> str:
+    """What a client of the server reads about ``exc``: its type and what failed, without
+    where the database lives (no socket path, host, address, port or URL).
+
+    The full message goes to this process's log (``actrone_pg.mcp``) for its operator.
+    """
+    if not isinstance(exc, StoreError):
+        return f"{type(exc).__name__}: {exc}"
+    logger.warning("a tool call failed: %s: %s", type(exc).__name__, exc)
+    if isinstance(exc, StoreUnavailableError):
+        return (
+            f"{type(exc).__name__}: the memory store's server cannot be reached or did not "
+            "answer in time; try again later (the MCP server's log has the details)"
+        )
+    text = str(exc)
+    for pattern, replacement in _LOCATIONS:
+        text = pattern.sub(replacement, text)
+    return f"{type(exc).__name__}: {text}"
+
+
 class _BearerToken:
     """ASGI middleware: an HTTP request without ``Authorization: Bearer <token>`` gets a 401."""
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode()
+        self.expected = token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
-            if not hmac.compare_digest(given, self.expected):
+            # The scheme is case-insensitive (RFC 9110 §11.1): "bearer <token>" is as good.
+            scheme, _, credentials = given.strip().partition(b" ")
+            # Compared whatever the scheme, so the time taken says nothing about the token.
+            matches = hmac.compare_digest(credentials.strip(), self.expected)
+            if not (matches and scheme.lower() == b"bearer"):
                 body = b'{"error": "missing or wrong bearer token"}'
                 await send(
                     {

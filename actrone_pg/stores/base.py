@@ -13,12 +13,12 @@ vectors of different dimensions under one embedder name (:class:`DimensionMismat
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from actrone_pg.errors import DimensionMismatchError
+from actrone_pg.errors import DimensionMismatchError, LockLostError
 from actrone_pg.filters import MemoryFilter
 from actrone_pg.models import Memory, SessionInfo, Turn, Vector
 from actrone_pg.pipeline import (
@@ -29,7 +29,9 @@ from actrone_pg.pipeline import (
 )
 
 __all__ = [
+    "BuildVersion",
     "ContextStore",
+    "Fence",
     "MemoryRecord",
     "PackedSearch",
     "SearchRequest",
@@ -38,6 +40,7 @@ __all__ = [
     "batch_dimensions",
     "check_query_dimensions",
     "dimension_mismatch",
+    "lock_lost",
     "pack_hits",
     "stored_tokens",
 ]
@@ -49,6 +52,25 @@ class MemoryRecord:
 
     memory: Memory
     vector: Vector
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """The lock a write is made under: the agent's lock ``name``, held by ``holder``.
+
+    A store given a fence writes only if ``holder`` still holds that live lock of the written
+    agent, checked atomically with the write (the same transaction or script); otherwise it
+    raises :class:`~actrone_pg.errors.LockLostError` and writes nothing. ``erase_agent`` deletes
+    the agent's locks, so a consolidation that was running when the erase came (here or in
+    another process) cannot write the erased agent back.
+    """
+
+    name: str
+    holder: str
+
+
+#: What :meth:`Store.update_memory` is given: the current version in, the new record out.
+BuildVersion = Callable[[Memory], Awaitable[MemoryRecord]]
 
 
 @runtime_checkable
@@ -87,9 +109,18 @@ class Store(Protocol):
         code-point order; an expired session is not listed, even before it is swept."""
 
     async def set_session_metadata(
-        self, agent_id: str, session_id: str, metadata: dict[str, Any], *, ttl_seconds: float
+        self,
+        agent_id: str,
+        session_id: str,
+        metadata: dict[str, Any],
+        *,
+        ttl_seconds: float,
+        fence: Fence | None = None,
     ) -> None:
-        """Merge ``metadata`` into the session's metadata (creating the session if needed)."""
+        """Merge ``metadata`` into the session's metadata (creating the session if needed).
+
+        With ``fence``, only while its lock is held (:class:`Fence`).
+        """
 
     async def clear_session(self, agent_id: str, session_id: str) -> None:
         """Remove the session and all its turns."""
@@ -128,19 +159,36 @@ class Store(Protocol):
         """Release the lock if ``holder`` holds it; ``False`` otherwise."""
 
     # -- L2 --
-    async def upsert_memories(self, records: Sequence[MemoryRecord]) -> None:
-        """Insert or replace memories (keyed by agent and id), all or none."""
+    async def upsert_memories(
+        self, records: Sequence[MemoryRecord], *, fence: Fence | None = None
+    ) -> None:
+        """Insert or replace memories (keyed by agent and id), all or none.
+
+        With ``fence``, only while its lock is held (:class:`Fence`).
+        """
 
     async def get_memory(self, agent_id: str, memory_id: str) -> Memory | None:
         """The current version of one memory of the agent, or ``None``."""
 
-    async def replace_memory(self, record: MemoryRecord, *, version: int) -> bool:
-        """Write ``record`` as the memory's new current version, keeping the replaced one.
+    async def update_memory(
+        self,
+        agent_id: str,
+        memory_id: str,
+        build: BuildVersion,
+        *,
+        fence: Fence | None = None,
+    ) -> Memory | None:
+        """Write a new current version of the memory, serialised with every other update of it.
 
-        Atomic: only if the memory's current version is ``version`` (else ``False``, nothing
-        written; the caller re-reads and retries). The replaced version is kept, with
-        ``valid_to`` set to the new version's ``valid_from``, for :meth:`memory_history`; it
-        leaves search and the BM25 statistics, which hold current versions only.
+        Under a lock of the memory that every updater takes (a row lock, a per-memory lock),
+        the current version is read, ``build`` turns it into the new record, and that record
+        replaces it: concurrent updates of one memory all land, one after the other, each as
+        its own version (none is refused or retried for having raced another). The replaced
+        version is kept, with ``valid_to`` set to the new version's ``valid_from``, for
+        :meth:`memory_history`; it leaves search and the BM25 statistics, which hold current
+        versions only. Returns the new version, or ``None`` (nothing written) if the agent has
+        no such memory; if ``build`` raises, nothing is written. With ``fence``, only while its
+        lock is held (:class:`Fence`).
         """
 
     async def memory_history(self, agent_id: str, memory_id: str) -> list[Memory]:
@@ -210,6 +258,14 @@ def dimension_mismatch(embedder: str, stored: int, got: int) -> DimensionMismatc
     return DimensionMismatchError(
         f"embedder {embedder!r} stores {stored}-dimensional vectors; got one of {got} "
         "(a new model needs a new embedder name)"
+    )
+
+
+def lock_lost(agent_id: str, fence: Fence) -> LockLostError:
+    """The error for a write whose fence's lock is no longer held."""
+    return LockLostError(
+        f"agent {agent_id!r} no longer holds its {fence.name!r} lock (the agent was erased, or "
+        "the lock lapsed and passed to another holder); nothing was written"
     )
 
 

@@ -2,12 +2,14 @@
 
 It is also the reference backend of the ranking (README, "How retrieval works"): it hands every
 vector of the agent to :func:`actrone_pg.pipeline.search` as a candidate, and every other backend
-is tested for parity against it. Data lives only as long as the process. All methods run to
-completion without awaiting, so on one event loop each is atomic.
+is tested for parity against it. Data lives only as long as the process. All methods but
+:meth:`InMemoryStore.update_memory` run to completion without awaiting, so on one event loop each
+is atomic; updates of one memory are serialised by a lock of that memory.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -32,10 +34,13 @@ from actrone_pg.ranking import (
 )
 from actrone_pg.stores._memory_index import FilterIndex
 from actrone_pg.stores.base import (
+    BuildVersion,
+    Fence,
     MemoryRecord,
     batch_dimensions,
     check_query_dimensions,
     dimension_mismatch,
+    lock_lost,
 )
 
 if TYPE_CHECKING:
@@ -232,6 +237,8 @@ class InMemoryStore:
         self._agents: dict[str, _Agent] = {}
         self._locks: dict[tuple[str, str], tuple[str, float]] = {}
         self._dimensions: dict[str, int] = {}
+        # (agent, memory id) -> the lock its updates take, and how many hold or await it
+        self._updating: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
 
     async def setup(self) -> None:
         """Nothing to connect to."""
@@ -320,9 +327,16 @@ class InMemoryStore:
         return [_info(agent_id, session_id, session) for session_id, session in live]
 
     async def set_session_metadata(
-        self, agent_id: str, session_id: str, metadata: dict[str, Any], *, ttl_seconds: float
+        self,
+        agent_id: str,
+        session_id: str,
+        metadata: dict[str, Any],
+        *,
+        ttl_seconds: float,
+        fence: Fence | None = None,
     ) -> None:
-        """Merge metadata into the session, creating it if needed."""
+        """Merge metadata into the session, creating it if needed (if ``fence`` holds)."""
+        self._check_fence(agent_id, fence)
         self._touch(agent_id, session_id, ttl_seconds).metadata.update(metadata)
 
     async def clear_session(self, agent_id: str, session_id: str) -> None:
@@ -348,9 +362,24 @@ class InMemoryStore:
         del self._locks[key]
         return True
 
+    def _check_fence(self, agent_id: str, fence: Fence | None) -> None:
+        """Raise :class:`LockLostError` unless ``fence`` is ``None`` or its lock is held."""
+        if fence is None:
+            return
+        current = self._locks.get((agent_id, fence.name))
+        if current is None or current[0] != fence.holder or current[1] <= time.monotonic():
+            raise lock_lost(agent_id, fence)
+
     # -- L2 --
-    async def upsert_memories(self, records: Sequence[MemoryRecord]) -> None:
-        """Insert or replace; every record is checked before any is written."""
+    async def upsert_memories(
+        self, records: Sequence[MemoryRecord], *, fence: Fence | None = None
+    ) -> None:
+        """Insert or replace; every record (and the fence) is checked before any is written."""
+        for agent_id in {r.memory.agent_id for r in records}:
+            self._check_fence(agent_id, fence)
+        self._write(records)
+
+    def _write(self, records: Sequence[MemoryRecord]) -> None:
         dims = dict(self._dimensions)
         for name, size in batch_dimensions(records).items():
             if dims.setdefault(name, size) != size:
@@ -368,20 +397,51 @@ class InMemoryStore:
         entry = agent.entries.get(memory_id) if agent else None
         return entry.memory if entry else None
 
-    async def replace_memory(self, record: MemoryRecord, *, version: int) -> bool:
-        """The new current version, if the current one is ``version``; the old one kept."""
-        m = record.memory
-        agent = self._agents.get(m.agent_id)
-        entry = agent.entries.get(m.id) if agent else None
-        if agent is None or entry is None or entry.memory.version != version:
-            return False
-        expected = self._dimensions.get(m.embedder)
-        if expected is not None and expected != int(record.vector.shape[0]):
-            raise dimension_mismatch(m.embedder, expected, int(record.vector.shape[0]))
-        old = replace(entry.memory, valid_to=m.valid_from)
-        await self.upsert_memories([record])
-        agent.history.setdefault(m.id, []).append(old)
-        return True
+    async def update_memory(
+        self,
+        agent_id: str,
+        memory_id: str,
+        build: BuildVersion,
+        *,
+        fence: Fence | None = None,
+    ) -> Memory | None:
+        """The new current version built from the current one, the old one kept; one update of
+        a memory at a time (``build`` may await), in the order they came."""
+        key = (agent_id, memory_id)
+        lock, waiting = self._updating.get(key) or (asyncio.Lock(), 0)
+        self._updating[key] = (lock, waiting + 1)
+        try:
+            async with lock:
+                return await self._update(agent_id, memory_id, build, fence)
+        finally:
+            lock, waiting = self._updating[key]
+            if waiting == 1:
+                del self._updating[key]
+            else:
+                self._updating[key] = (lock, waiting - 1)
+
+    async def _update(
+        self, agent_id: str, memory_id: str, build: BuildVersion, fence: Fence | None
+    ) -> Memory | None:
+        while True:
+            agent = self._agents.get(agent_id)
+            entry = agent.entries.get(memory_id) if agent else None
+            if agent is None or entry is None:
+                return None
+            record = await build(entry.memory)
+            # Only a write that is not an update (an inject of this id, a delete) can have
+            # changed the memory while build awaited: then build again from what is there now.
+            if self._agents.get(agent_id) is not agent or agent.entries.get(memory_id) is not entry:
+                continue
+            m = record.memory
+            expected = self._dimensions.get(m.embedder)
+            if expected is not None and expected != int(record.vector.shape[0]):
+                raise dimension_mismatch(m.embedder, expected, int(record.vector.shape[0]))
+            self._check_fence(agent_id, fence)
+            old = replace(entry.memory, valid_to=m.valid_from)
+            self._write([record])
+            agent.history.setdefault(m.id, []).append(old)
+            return m
 
     async def memory_history(self, agent_id: str, memory_id: str) -> list[Memory]:
         """The replaced versions, then the current one."""

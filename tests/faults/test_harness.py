@@ -32,6 +32,9 @@ EXPECTED = {
     ("redis_qdrant", "restart_volatile"),
     ("redis_qdrant", "freeze"),
     ("redis_qdrant", "cancel"),
+    ("postgres", "erase_consolidation"),
+    ("redis_qdrant", "erase_consolidation"),
+    ("memory", "erase_consolidation"),
 }
 
 
@@ -74,16 +77,50 @@ def test_only_typed_errors_and_every_server_fault_raised_some(
 ) -> None:
     for r in short_run:
         assert r["untyped"] == {}, (r["backend"], r["fault"], r["untyped"])
-        if r["fault"] != "cancel":
+        if r["fault"] not in ("cancel", "erase_consolidation"):
             assert r["errors"], (r["backend"], r["fault"])
             assert r["time_to_fail_s"] is not None
+
+
+def test_nothing_of_an_agent_erased_during_its_consolidation_survives(
+    short_run: list[dict[str, Any]],
+) -> None:
+    rows = [r for r in short_run if r["fault"] == "erase_consolidation"]
+    assert [(r["backend"], r["erased"], r["survived"]) for r in rows] == [
+        (r["backend"], 12, 0) for r in rows
+    ]
+
+
+def test_without_qdrant_client_the_other_scenarios_run_and_are_reported(tmp_path: Path) -> None:
+    # qdrant-client made unimportable, as in an install without the [qdrant] extra.
+    out = tmp_path / "rows.json"
+    code = (
+        "import runpy, sys; sys.modules['qdrant_client'] = None; "
+        f"sys.argv = [{str(HARNESS)!r}, '--short', '--backends', 'memory', 'redis_qdrant',"
+        f" '--faults', 'erase_consolidation', 'cancel', '--json', {str(out)!r}]; "
+        f"runpy.run_path({str(HARNESS)!r}, run_name='__main__')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    assert [(r["backend"], r["fault"], "skipped" in r) for r in rows] == [
+        ("memory", "erase_consolidation", False),
+        ("redis_qdrant", "cancel", True),
+        ("redis_qdrant", "erase_consolidation", True),
+    ]
+    assert "qdrant-client" in rows[1]["skipped"]
+    table = [line.split() for line in done.stdout.splitlines()]
+    assert ["memory", "erase_consolidation"] in [line[:2] for line in table]
+    assert "redis_qdrant/cancel: NOT RUN" in done.stdout
 
 
 def test_the_same_manager_recovers_after_every_server_fault(
     short_run: list[dict[str, Any]],
 ) -> None:
     for r in short_run:
-        if r["fault"] != "cancel":
+        if r["fault"] not in ("cancel", "erase_consolidation"):
             assert r["time_to_recover_s"] is not None, (r["backend"], r["fault"])
 
 
@@ -91,7 +128,7 @@ def test_no_postgres_connection_is_left_behind_once_garbage_is_collected(
     short_run: list[dict[str, Any]],
 ) -> None:
     for r in short_run:
-        if r["backend"] == "postgres":
+        if r["backend"] == "postgres" and r["fault"] != "erase_consolidation":
             assert (r["idle_in_transaction"], r["leaked_after_gc"]) == (0, 0), r["fault"]
 
 

@@ -527,3 +527,41 @@ def test_sync_store_and_graph_on_postgres(postgres_dsn: str, scratch_schema: str
         fill(store)
         assert store.list_namespaces(prefix=("a",), max_depth=2) == [("a", "b"), ("a", "c")]
         assert sorted(keys(store.search((), filter={"kind": "food"}))) == ["k1", "k3", "k5"]
+
+
+async def test_memories_the_adapter_did_not_write_are_skipped(amm: AsyncMemoryManager) -> None:
+    # Any client can write a memory with the adapter's content type (inject_memory, an MCP
+    # tool): without the adapter's metadata, or with it but under another id, it is not an
+    # item, and every read skips it instead of raising a bare KeyError.
+    store = ActroneStore(amm, AGENT)
+    await afill(store)
+    await amm.inject_memory(AGENT, "hello", content_type=INDEXED)
+    await amm.inject_memory(AGENT, "pasta", content_type=INDEXED, metadata={"namespace": "a.b"})
+    await amm.inject_memory(
+        AGENT,
+        "tomato",
+        content_type=UNINDEXED,
+        metadata={"namespace": {"0": "a"}, "key": "forged", "value": {"text": "tomato"}},
+    )
+    lg = oracle()
+    assert await store.alist_namespaces() == await lg.alist_namespaces()
+    assert sorted(keys(await store.asearch(()))) == sorted(keys(await lg.asearch(())))
+    assert sorted(keys(await store.asearch(("a",), query="tomato pasta"))) == ["k1", "k5"]
+    assert await store.aget(("a",), "forged") is None
+    assert len(await store.asearch((), limit=2, offset=4)) == 1
+
+
+async def test_batch_refuses_the_labels_langgraph_refuses(amm: AsyncMemoryManager) -> None:
+    store = ActroneStore(amm, AGENT)
+    with pytest.raises(InvalidNamespaceError):
+        await LangGraphMemoryStore().aget(("a.b",), "k")  # LangGraph's own rule
+    for op in (
+        PutOp(("a.b",), "k", {"text": "dotted"}),
+        PutOp(("a", "x\x00y"), "k", {"text": "nul"}),
+        PutOp(("langgraph", "x"), "k", {"text": "reserved root"}),
+        GetOp(("a.b",), "k"),
+        SearchOp(("a.b",)),
+    ):
+        with pytest.raises(InvalidNamespaceError):
+            await store.abatch([op])
+    assert await amm.count_memories(AGENT) == 0

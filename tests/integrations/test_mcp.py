@@ -268,7 +268,9 @@ async def test_a_store_that_is_down_is_a_tool_error_too() -> None:
                 "get_recent_turns", {"agent_id": "a1", "session_id": "s1"}
             )
             assert result.is_error
-            assert "StoreUnavailableError: cannot reach the server" in text(result)
+            assert "StoreUnavailableError: the memory store's server cannot be reached" in text(
+                result
+            )
             # the writes and L2 still work on the same server
             ok = await client.call_tool("inject_memory", {"agent_id": "a1", "content": "x y"})
             assert not ok.is_error
@@ -356,8 +358,9 @@ def http_server(tmp_path: Path) -> Iterator[str]:
         log.close()
 
 
-async def test_over_http_with_the_token(http_server: str) -> None:
-    headers = {"Authorization": f"Bearer {TOKEN}"}
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER"])
+async def test_over_http_with_the_token(http_server: str, scheme: str) -> None:
+    headers = {"Authorization": f"{scheme} {TOKEN}"}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=30) as http,
         Client(streamable_http_client(http_server, http_client=http)) as client,
@@ -374,11 +377,14 @@ async def test_over_http_with_the_token(http_server: str) -> None:
         assert listed.structured_content == {"memories": [], "next_cursor": None}
 
 
-@pytest.mark.parametrize("token", [None, "wrong-token-0123456789abcdef", TOKEN + "x"])
+@pytest.mark.parametrize(
+    "header",
+    [None, "Bearer wrong-token-0123456789abcdef", f"Bearer {TOKEN}x", f"Basic {TOKEN}", TOKEN],
+)
 async def test_over_http_without_the_right_token_is_401(
-    http_server: str, token: str | None
+    http_server: str, header: str | None
 ) -> None:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    headers = {"Authorization": header} if header else {}
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     async with httpx2.AsyncClient(headers=headers) as http:
         response = await http.post(
@@ -410,3 +416,40 @@ def test_http_refuses_to_start_without_token_or_agents(
         monkeypatch.setenv(key, value)
     assert main(["mcp", "--transport", "http", "--port", str(free_port()), *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+async def test_with_the_database_down_errors_do_not_say_where_it_lives(tmp_path: Path) -> None:
+    from actrone_pg._embedded import stop_embedded
+
+    data_dir = tmp_path / "pg-data"
+    config = MemoryConfig(
+        backend="postgres",
+        embedding_provider="hashing",
+        postgres_data_dir=str(data_dir),
+        postgres_connect_timeout=1.0,
+        postgres_statement_timeout=1.0,
+    )
+    mm = await MemoryManager.create(config)
+    try:
+        async with Client(build_server(mm)) as client:
+            ok = await client.call_tool("inject_memory", {"agent_id": "a1", "content": "x y"})
+            assert not ok.is_error
+            assert stop_embedded(data_dir)
+            said = []
+            for tool, args in [
+                ("inject_memory", {"content": "after the server went"}),
+                ("search_memories", {"query": "x"}),
+                ("get_recent_turns", {"session_id": "s1"}),
+                ("list_memories", {}),
+            ]:
+                result = await client.call_tool(tool, {"agent_id": "a1", **args})
+                assert result.is_error, tool
+                said.append(text(result))
+    finally:
+        await mm.close()
+    for message in said:
+        assert "StoreUnavailableError" in message, message
+        for where in (str(tmp_path), ".s.PGSQL", "port", "127.0.0.1", "localhost", "socket"):
+            assert where not in message, message

@@ -631,3 +631,41 @@ async def test_json_floats_of_any_size_read_back_as_the_same_floats(
     info = await store_postgres.get_session("a", "s", ttl_seconds=3600)
     assert info is not None and info.metadata == BIG_FLOATS
     assert all(type(v) is float for v in info.metadata.values())
+
+
+async def test_new_connections_leave_psycopg_adapter_cache_flat(
+    store_postgres: PostgresStore, postgres_dsn: str, postgres_schema: str
+) -> None:
+    # The pool makes a new connection exactly so (its kwargs, then its configure callback)
+    # whenever it replaces one: hourly, and after an outage. psycopg caches every adapter class
+    # it has seen, class-wide and for ever: a registration per connection grew it (and the
+    # process, ~25 KB a connection) without bound.
+    from psycopg.adapt import AdaptersMap
+
+    pool = store_postgres._pool
+    assert pool is not None
+
+    async def churn(n: int) -> None:
+        for _ in range(n):
+            conn = await psycopg.AsyncConnection.connect(pool.conninfo, **pool.kwargs)
+            async with conn:
+                await store_postgres._configure(conn)
+                cur = await conn.execute("SELECT '[1,2,3]'::vector, %s", (np.ones(3),))
+                row = await cur.fetchone()
+                assert row is not None
+                # Vectors still load as pgvector's type, and numpy arrays still dump as vectors.
+                assert row[0].to_list() == [1.0, 2.0, 3.0] and row[1].to_list() == [1.0] * 3
+
+    await churn(3)
+    before = len(AdaptersMap._optimised)
+    await churn(40)
+    assert len(AdaptersMap._optimised) == before
+    # A second store of the same database looks the type up once more, and only once.
+    other = PostgresStore(postgres_dsn, schema=postgres_schema, pool_max_size=2)
+    await other.setup()
+    try:
+        await store_postgres.upsert_memories([record("a", "m1", "coffee", [1, 0, 0, 0])])
+        got = await other.get_memory("a", "m1")
+        assert got is not None and got.content == "coffee"
+    finally:
+        await other.close()

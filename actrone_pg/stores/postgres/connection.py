@@ -34,12 +34,13 @@ from actrone_pg.ranking import (
     analyzer_mismatch,
     tokenize,
 )
-from actrone_pg.stores.base import dimension_mismatch
+from actrone_pg.stores.base import Fence, dimension_mismatch, lock_lost
 from actrone_pg.stores.postgres import rows
 from actrone_pg.stores.postgres.rows import jsonb
 from actrone_pg.stores.postgres.severance import Severance
 from actrone_pg.stores.postgres.statements import (
     ANALYZE_FIRST,
+    HOLDS_LOCK,
     NORMALISE,
     RECORD_ANALYZER,
     RECORD_TS_CONFIG,
@@ -52,9 +53,11 @@ from actrone_pg.stores.postgres.statements import (
 
 try:
     import psycopg
-    from pgvector.psycopg import register_vector_async
+    from pgvector.psycopg.vector import register_vector_info
     from psycopg import sql
+    from psycopg.adapt import AdaptersMap
     from psycopg.rows import TupleRow, dict_row
+    from psycopg.types import TypeInfo
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("postgres", exc.name or "psycopg") from None
@@ -157,6 +160,7 @@ class Connection:
         self._maintenance = asyncio.Lock()
         self._analyze_pending = False
         self._vector_schema = "public"
+        self._adapters: AdaptersMap | None = None
 
     @property
     def dsn(self) -> str | None:
@@ -177,6 +181,8 @@ class Connection:
                 self._data_dir = Path(default_data_dir())
             self._dsn = await asyncio.to_thread(embedded_dsn, self._data_dir)
         await asyncio.to_thread(self._prepare_schema, self._dsn)
+        if self._adapters is None:
+            self._adapters = await self._vector_adapters(self._dsn)
         pool = self._new_pool(self._dsn)
         try:
             await pool.open(wait=True, timeout=self._connect_timeout)
@@ -198,6 +204,31 @@ class Connection:
             await self.close()
             raise
 
+    async def _vector_adapters(self, dsn: str) -> AdaptersMap:
+        """psycopg's adapters with pgvector's vector type, for every connection of this store.
+
+        pgvector's registration makes new dumper classes on each call, and psycopg caches every
+        class it has seen in a class-level map that is never emptied: registering per
+        connection grew the process by ~25 KB per new connection (the pool replaces them
+        hourly and after outages). So the type is looked up once (its OID is the database's)
+        and registered once, on a map each pooled connection starts from (``context=``).
+        """
+        try:
+            async with await psycopg.AsyncConnection.connect(
+                dsn, autocommit=True, connect_timeout=max(1, math.ceil(self._connect_timeout))
+            ) as conn:
+                info = await TypeInfo.fetch(conn, "vector")
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailableError(redact(f"cannot connect to PostgreSQL: {exc}")) from None
+        if info is None:
+            raise SchemaError(
+                "the database has no 'vector' type: pgvector is not installed in it "
+                "(run `actrone-pg migrate`, which installs it)"
+            )
+        adapters = AdaptersMap(psycopg.adapters)
+        register_vector_info(adapters, info)  # type: ignore[arg-type]  # an AdaptContext too
+        return adapters
+
     def _new_pool(self, dsn: str) -> AsyncConnectionPool[_Conn]:
         timeout_ms = max(1, int(self._statement_timeout * 1000))
         return AsyncConnectionPool(
@@ -209,6 +240,9 @@ class Connection:
             reconnect_timeout=max(60.0, self._connect_timeout),
             kwargs={
                 "autocommit": True,
+                # Every connection's adapters start from this map (vector included): see
+                # _vector_adapters.
+                "context": self._adapters,
                 "connect_timeout": max(1, math.ceil(self._connect_timeout)),
                 # JIT compilation costs tens of milliseconds and never pays off here.
                 # UTC: timestamps come back in the time zone the library uses.
@@ -221,10 +255,10 @@ class Connection:
         )
 
     async def _configure(self, conn: _Conn) -> None:
-        # Once per pooled connection: teach psycopg the vector type (binary, numpy in and out),
-        # and set how the HNSW index of a large agent is scanned (strict_order: iterate until
-        # the LIMIT is met, in exact distance order; only those indexes are ever scanned).
-        await register_vector_async(conn)
+        # Once per pooled connection (the vector type comes with its adapters, see
+        # _vector_adapters): how the HNSW index of a large agent is scanned (strict_order:
+        # iterate until the LIMIT is met, in exact distance order; only those indexes are ever
+        # scanned).
         await conn.execute(
             sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(self._ann_ef_search))
         )
@@ -489,6 +523,17 @@ class Connection:
         cur = conn.cursor(row_factory=dict_row, binary=binary)
         await cur.execute(statement, params, prepare=prepare)
         return await cur.fetchall()
+
+    async def _check_fence(self, conn: _Conn, agent_id: str, fence: Fence | None) -> None:
+        """In the caller's transaction: refuse the write unless ``fence``'s lock is held (and
+        keep its row share-locked to the commit). The caller holds the agent's statistics row
+        first, as erase_agent does, so an erase and a fenced write never interleave."""
+        if fence is not None:
+            cur = await conn.execute(
+                self._compose(HOLDS_LOCK), (agent_id, fence.name, fence.holder)
+            )
+            if await cur.fetchone() is None:
+                raise lock_lost(agent_id, fence)
 
     # -- text search: the lexemes of the configured text search configuration --
     async def _term_counts(self, conn: _Conn, text: str) -> tuple[Counter[str], int]:

@@ -6,6 +6,7 @@ from typing import Any
 
 from actrone_pg.errors import MissingDependencyError
 from actrone_pg.models import SessionInfo, Turn
+from actrone_pg.stores.base import Fence
 from actrone_pg.stores.postgres import rows
 from actrone_pg.stores.postgres.connection import Connection, jsonb
 from actrone_pg.stores.postgres.statements import (
@@ -13,6 +14,7 @@ from actrone_pg.stores.postgres.statements import (
     DELETE_EXPIRED_SESSION,
     DELETE_SESSION,
     INSERT_TURN,
+    LOCK_AGENT_STATS,
     RELEASE_LOCK,
     SELECT_EXPIRED_SESSIONS,
     SELECT_RECENT_TURNS,
@@ -83,10 +85,24 @@ class Sessions(Connection):
         return [rows.session(agent_id, r["session_id"], r) for r in found]
 
     async def set_session_metadata(
-        self, agent_id: str, session_id: str, metadata: dict[str, Any], *, ttl_seconds: float
+        self,
+        agent_id: str,
+        session_id: str,
+        metadata: dict[str, Any],
+        *,
+        ttl_seconds: float,
+        fence: Fence | None = None,
     ) -> None:
-        """Merge ``metadata`` into the session's (creating or restarting the session)."""
+        """Merge ``metadata`` into the session's (creating or restarting the session).
+
+        With ``fence``, under the agent's statistics row, as the fenced memory writes: an
+        erase_agent (which takes it first) then either finds the session written or makes
+        the check fail, and never lets it be recreated after its delete.
+        """
         async with self._conn() as conn, conn.transaction():
+            if fence is not None:
+                await conn.execute(self._compose(LOCK_AGENT_STATS), (agent_id,))
+                await self._check_fence(conn, agent_id, fence)
             await conn.execute(
                 self._compose(DELETE_EXPIRED_SESSION), (agent_id, session_id, ttl_seconds)
             )

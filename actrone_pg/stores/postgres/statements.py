@@ -139,6 +139,8 @@ UPDATE_AGENT_STATS = (
 SELECT_MEMORY = (
     "SELECT " + MEMORY_COLUMNS + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = %s"
 )
+# update_memory's read of the version it replaces, locked until its transaction ends.
+SELECT_MEMORY_FOR_UPDATE = SELECT_MEMORY + " FOR UPDATE"
 COUNT_MEMORIES = "SELECT count(*) FROM {s}.memories WHERE agent_id = %s"
 # -- versions (migration 0012): memories holds the current version, memory_history the others --
 _HISTORY_COLUMNS = ("agent_id", *MEMORY_FIELDS)
@@ -333,6 +335,13 @@ REINDEX_STATS = [
 NORMALISE = (
     "SELECT t.token, (SELECT min(u.lexeme) FROM unnest(to_tsvector(%s::regconfig, t.token)) AS u)"
     " AS lexeme FROM unnest(%s::text[]) AS t(token)"
+)
+# A fenced write (stores.base.Fence) goes on only if its writer still holds the live lock; the row
+# is share-locked to the end of the transaction, so neither a takeover nor erase_agent's delete
+# can come between the check and the commit.
+HOLDS_LOCK = (
+    "SELECT 1 FROM {s}.locks WHERE agent_id = %s AND name = %s AND holder = %s"
+    " AND expires_at > clock_timestamp() FOR SHARE"
 )
 ERASE = [
     "DELETE FROM {s}.memories WHERE agent_id = %s",

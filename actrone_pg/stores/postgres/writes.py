@@ -10,7 +10,7 @@ from typing import Any
 
 from actrone_pg.errors import MissingDependencyError
 from actrone_pg.models import MEMORY_FIELD_TYPES, Memory
-from actrone_pg.stores.base import MemoryRecord, batch_dimensions
+from actrone_pg.stores.base import BuildVersion, Fence, MemoryRecord, batch_dimensions
 from actrone_pg.stores.postgres import rows
 from actrone_pg.stores.postgres.connection import _Conn, jsonb
 from actrone_pg.stores.postgres.maintenance import Maintenance
@@ -32,6 +32,7 @@ from actrone_pg.stores.postgres.statements import (
     SELECT_EXPIRED,
     SELECT_HISTORY,
     SELECT_MEMORY,
+    SELECT_MEMORY_FOR_UPDATE,
     SETTLE_MIN_ROWS,
     UPDATE_AGENT_STATS,
     UPDATE_TERM_STATS,
@@ -58,60 +59,97 @@ _COPY_VALUE = {
 class Writes(Maintenance):
     """Memories in, out, counted and erased, with the agent's BM25 statistics kept exact."""
 
-    async def upsert_memories(self, records: Sequence[MemoryRecord]) -> None:
+    async def upsert_memories(
+        self, records: Sequence[MemoryRecord], *, fence: Fence | None = None
+    ) -> None:
         """Insert or replace memories and their BM25 statistics in one transaction.
 
         Rows go in through binary COPY; statistics are updated under a lock on each agent's
         statistics row (agents locked in sorted order, so concurrent batches cannot deadlock).
-        A replaced memory starts afresh: its earlier versions are dropped.
+        A replaced memory starts afresh: its earlier versions are dropped. With ``fence``, the
+        writer's lock is checked (and share-locked) in the same transaction, after the agent's
+        statistics row: erase_agent takes that row first too, so the two never interleave.
         """
-        await self._upsert(records, version=None)
-
-    async def replace_memory(self, record: MemoryRecord, *, version: int) -> bool:
-        """Archive the current version (if it is ``version``) and write the new one, atomically."""
-        return await self._upsert([record], version=version)
-
-    async def _upsert(self, records: Sequence[MemoryRecord], *, version: int | None) -> bool:
-        """Write ``records``; with ``version``, the one record replaces that version of its
-        memory, which moves to the history (``False``, nothing written, if it is not current)."""
         if not records:
-            return True
+            return
         dims = batch_dimensions(records)
         self._check_known_dimensions(dims)
         by_agent: dict[str, list[MemoryRecord]] = defaultdict(list)
         for rec in records:
             by_agent[rec.memory.agent_id].append(rec)
-        stored: dict[str, int] = {}
         sizes: dict[str, int] = {}
         async with self._conn() as conn, conn.transaction():
-            names = sorted(n for n in dims if n not in self._dimensions)
-            if names:
-                # Registry rows never change once committed, so known ones need no round trip.
-                await conn.execute(
-                    self._compose(REGISTER_EMBEDDERS), (names, [dims[n] for n in names])
-                )
-                stored = rows.dimensions(
-                    await self._fetch(conn, self._compose(SELECT_EMBEDDERS), (names,))
-                )
-                self._check_known_dimensions(dims, stored)
+            stored = await self._register(conn, dims)
             for agent_id in sorted(by_agent):
-                if version is not None:
-                    await conn.execute(self._compose(LOCK_AGENT_STATS), (agent_id,))
-                    m = records[0].memory
-                    cur = await conn.execute(
-                        self._compose(ARCHIVE_MEMORY), (m.valid_from, agent_id, m.id, version)
-                    )
-                    if await cur.fetchone() is None:
-                        return False
+                await conn.execute(self._compose(LOCK_AGENT_STATS), (agent_id,))
+                await self._check_fence(conn, agent_id, fence)
                 sizes[agent_id] = await self._write_agent(
-                    conn, agent_id, by_agent[agent_id], fresh=version is None
+                    conn, agent_id, by_agent[agent_id], fresh=True
                 )
+        await self._written_now(records, dims, stored, sizes)
+
+    async def update_memory(
+        self,
+        agent_id: str,
+        memory_id: str,
+        build: BuildVersion,
+        *,
+        fence: Fence | None = None,
+    ) -> Memory | None:
+        """One transaction: the agent's statistics row, then the memory's row, locked; the new
+        version built from the current one; the current one archived and replaced.
+
+        The statistics row comes first, as every writer of the agent's memories takes it (a
+        row lock of the memory first would deadlock with a delete or an erase waiting on it);
+        so updates of one memory queue on it, in the order they came, none refused.
+        """
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute(self._compose(LOCK_AGENT_STATS), (agent_id,))
+            await self._check_fence(conn, agent_id, fence)
+            found = await self._fetch(
+                conn, self._compose(SELECT_MEMORY_FOR_UPDATE), (agent_id, memory_id)
+            )
+            if not found:
+                return None
+            current = rows.memory(agent_id, found[0])
+            record = await build(current)
+            m = record.memory
+            dims = batch_dimensions([record])
+            self._check_known_dimensions(dims)
+            stored = await self._register(conn, dims)
+            await conn.execute(
+                self._compose(ARCHIVE_MEMORY), (m.valid_from, agent_id, m.id, current.version)
+            )
+            size = await self._write_agent(conn, agent_id, [record], fresh=False)
+        await self._written_now([record], dims, stored, {agent_id: size})
+        return m
+
+    async def _register(self, conn: _Conn, dims: dict[str, int]) -> dict[str, int]:
+        """Register the embedders this transaction writes that this store does not know yet."""
+        names = sorted(n for n in dims if n not in self._dimensions)
+        if not names:
+            # Registry rows never change once committed, so known ones need no round trip.
+            return {}
+        await conn.execute(self._compose(REGISTER_EMBEDDERS), (names, [dims[n] for n in names]))
+        stored = rows.dimensions(await self._fetch(conn, self._compose(SELECT_EMBEDDERS), (names,)))
+        self._check_known_dimensions(dims, stored)
+        return stored
+
+    async def _written_now(
+        self,
+        records: Sequence[MemoryRecord],
+        dims: dict[str, int],
+        stored: dict[str, int],
+        sizes: dict[str, int],
+    ) -> None:
+        """After a write committed: remember its embedders, schedule indexes and maintenance."""
         # Cached only once committed: a rolled-back registration must not be remembered.
         self._dimensions.update(stored)
         if self._ann_min > 0:
             for agent_id, size in sizes.items():
                 if size >= self._ann_min:
-                    for name in {r.memory.embedder for r in by_agent[agent_id]}:
+                    names = {r.memory.embedder for r in records if r.memory.agent_id == agent_id}
+                    for name in names:
                         self._start_ann_build(agent_id, name, dims[name])
         self._written += len(records)
         self._unmaintained += len(records)
@@ -123,16 +161,15 @@ class Writes(Maintenance):
             self._settle_task is None or self._settle_task.done()
         ):
             self._settle_task = asyncio.create_task(self._settle(), name="actrone-settle")
-        return True
 
     async def _write_agent(
         self, conn: _Conn, agent_id: str, recs: list[MemoryRecord], *, fresh: bool
     ) -> int:
         """Write one agent's batch and its statistics; returns the agent's memory count.
 
-        ``fresh``: the memories replaced start afresh, their earlier versions dropped.
+        ``fresh``: the memories replaced start afresh, their earlier versions dropped. The
+        caller holds the agent's statistics row (LOCK_AGENT_STATS) already.
         """
-        await conn.execute(self._compose(LOCK_AGENT_STATS), (agent_id,))
         ids = [r.memory.id for r in recs]
         gone = rows.removed(
             await self._fetch(conn, self._compose(DELETE_MEMORIES), (agent_id, ids))

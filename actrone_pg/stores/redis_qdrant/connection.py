@@ -75,6 +75,9 @@ class Connection:
         self._redis: aioredis.Redis | None = None
         self._qdrant: AsyncQdrantClient | None = None
         self._scripts: dict[str, Any] = {}
+        # (agent, memory id) -> this process's queue for the memory's update lock, and how many
+        # hold or await it (Writes.update_memory)
+        self._updating: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
         # embedder -> dimension, as registered in Redis (never changes once set)
         self._dims: dict[str, int] = {}
         self._collections: set[str] = set()  # created or checked by _ensure_collection

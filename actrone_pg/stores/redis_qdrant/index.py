@@ -15,12 +15,14 @@ from typing import Any
 
 from actrone_pg.errors import MissingDependencyError, StoreError
 from actrone_pg.ranking import analyzer_mismatch
+from actrone_pg.stores.base import Fence, lock_lost
 from actrone_pg.stores.redis_qdrant.layout import (
     INDEXED,
     SEARCH_PAYLOAD,
     AgentKeys,
     agent_filter,
     doc_entry,
+    enc,
 )
 from actrone_pg.stores.redis_qdrant.registry import Registry
 
@@ -51,11 +53,14 @@ class Prior:
 class Index(Registry):
     """The agent's memory index and BM25 statistics in Redis."""
 
-    async def _apply_entries(self, entries: list[tuple[str, str, str, str]]) -> list[Prior]:
+    async def _apply_entries(
+        self, entries: list[tuple[str, str, str, str]], fence: Fence | None = None
+    ) -> list[Prior]:
         """Set (agent, id) -> (embedder, doc) in Redis; '' embedder deletes.
 
         Returns each entry's prior state, in the order of ``entries``. On failure part-way, the
-        chunks already applied are undone before the error is raised.
+        chunks already applied are undone before the error is raised. With ``fence``, each
+        chunk's script checks the writer's lock first (:class:`LockLostError` if not held).
         """
         by_agent: dict[str, list[int]] = {}
         for pos, entry in enumerate(entries):
@@ -68,7 +73,14 @@ class Index(Registry):
                 for start in range(0, len(positions), REDIS_CHUNK):
                     chunk = positions[start : start + REDIS_CHUNK]
                     args = [x for pos in chunk for x in entries[pos][1:]]
-                    old = await self._script("set_entries", [ak.mem, ak.doc, ak.df, ak.stats], args)
+                    keys = [ak.mem, ak.doc, ak.df, ak.stats]
+                    if fence is None:
+                        old = await self._script("set_entries", keys, args)
+                    else:
+                        keys.append(ak.lock(enc(fence.name)))
+                        old = await self._script("fenced_set_entries", keys, [fence.holder, *args])
+                        if old is None:
+                            raise lock_lost(agent_id, fence)
                     for j, pos in enumerate(chunk):
                         prior = Prior(agent_id, entries[pos][1], old[2 * j], old[2 * j + 1])
                         result[pos] = prior

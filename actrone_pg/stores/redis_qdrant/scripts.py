@@ -135,9 +135,13 @@ end
 return out
 """
 
-# KEYS: turns, tids, sess, keyset, sessions. ARGV: ttl_ms, keyset member, grace_ms, sessions
-# member, then field/value pairs.
-SET_SESSION_METADATA = (
+# A fenced write (stores.base.Fence): nothing unless the writer still holds the lock, in the same
+# script as the write. Needs ``fence_key`` (the lock's key) and ``fence_holder`` set.
+FENCE = """
+if redis.call('GET', fence_key) ~= fence_holder then return false end
+"""
+
+_SET_SESSION_METADATA = (
     """
 local ttl_ms = tonumber(ARGV[1])
 local member = ARGV[2]
@@ -145,13 +149,21 @@ local grace_ms = tonumber(ARGV[3])
 local active = ARGV[4]
 """
     + TOUCH_SESSION
-    + """for i = 5, #ARGV, 2 do
+    + """for i = start, #ARGV, 2 do
   redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
 end
 """
     + EXTEND_SESSION
     + """return 1
 """
+)
+# KEYS: turns, tids, sess, keyset, sessions. ARGV: ttl_ms, keyset member, grace_ms, sessions
+# member, then field/value pairs.
+SET_SESSION_METADATA = "local start = 5\n" + _SET_SESSION_METADATA
+# The same, fenced: KEYS[6] the lock, ARGV[5] its holder, then the pairs. Returns nil if the
+# lock is not held (nothing written).
+FENCED_SET_SESSION_METADATA = (
+    "local fence_key, fence_holder, start = KEYS[6], ARGV[5], 6\n" + FENCE + _SET_SESSION_METADATA
 )
 
 # KEYS: turns, tids, sess, keyset, sessions. ARGV: keyset member, sessions member.
@@ -235,12 +247,7 @@ end
 return 0
 """
 
-# KEYS: mem (id -> embedder), doc (id -> "length term term ..."), df (term -> count),
-# stats ("len" -> total length). ARGV: triples (memory id, embedder, doc); an empty embedder
-# removes the memory. Returns the previous (embedder, doc) of each triple ('' = absent), which is
-# exactly the input that undoes the call when replayed in reverse order. Replaying the same call
-# gives the same end state, so a retry after a lost reply is harmless.
-SET_ENTRIES = """
+_SET_ENTRIES = """
 local out = {}
 local total = 0
 local function apply(doc, delta)
@@ -254,7 +261,7 @@ local function apply(doc, delta)
     end
   end
 end
-for i = 1, #ARGV, 3 do
+for i = start, #ARGV, 3 do
   local id, emb, doc = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local old_emb = redis.call('HGET', KEYS[1], id)
   local old_doc = redis.call('HGET', KEYS[2], id)
@@ -273,6 +280,17 @@ end
 if total ~= 0 then redis.call('HINCRBY', KEYS[4], 'len', total) end
 return out
 """
+# KEYS: mem (id -> embedder), doc (id -> "length term term ..."), df (term -> count),
+# stats ("len" -> total length). ARGV: triples (memory id, embedder, doc); an empty embedder
+# removes the memory. Returns the previous (embedder, doc) of each triple ('' = absent), which is
+# exactly the input that undoes the call when replayed in reverse order. Replaying the same call
+# gives the same end state, so a retry after a lost reply is harmless.
+SET_ENTRIES = "local start = 1\n" + _SET_ENTRIES
+# The same, fenced: KEYS[5] the lock, ARGV[1] its holder, then the triples. Returns nil if the
+# lock is not held (nothing written).
+FENCED_SET_ENTRIES = (
+    "local fence_key, fence_holder, start = KEYS[5], ARGV[1], 2\n" + FENCE + _SET_ENTRIES
+)
 
 # KEYS: mem, df, stats. ARGV: embedder, number of ids, the ids, then the query terms. Returns
 # {memory count, total length, "1"/"0" per id (indexed under this embedder?), df per term}. One
@@ -317,12 +335,14 @@ SCRIPTS = {
     "get_session": GET_SESSION,
     "list_sessions": LIST_SESSIONS,
     "set_meta": SET_SESSION_METADATA,
+    "fenced_set_meta": FENCED_SET_SESSION_METADATA,
     "clear": CLEAR_SESSION,
     "expired_sessions": EXPIRED_SESSIONS,
     "delete_expired": DELETE_EXPIRED_SESSION,
     "acquire": ACQUIRE_LOCK,
     "release": RELEASE_LOCK,
     "set_entries": SET_ENTRIES,
+    "fenced_set_entries": FENCED_SET_ENTRIES,
     "erase": ERASE_AGENT,
     "search_stats": SEARCH_STATS,
 }

@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from actrone_pg.models import SessionInfo, Turn
+from actrone_pg.stores.base import Fence, lock_lost
 from actrone_pg.stores.redis_qdrant.connection import Connection
 from actrone_pg.stores.redis_qdrant.layout import (
     LAYOUT,
@@ -108,14 +109,27 @@ class Sessions(Connection):
         return out
 
     async def set_session_metadata(
-        self, agent_id: str, session_id: str, metadata: dict[str, Any], *, ttl_seconds: float
+        self,
+        agent_id: str,
+        session_id: str,
+        metadata: dict[str, Any],
+        *,
+        ttl_seconds: float,
+        fence: Fence | None = None,
     ) -> None:
-        """Merge ``metadata`` into the session (one hash field per key), creating it if needed."""
+        """Merge ``metadata`` into the session (one hash field per key), creating it if needed;
+        with ``fence``, the same script checks the lock first."""
         keys, member, active = self._session(agent_id, session_id)
         args: list[Any] = [ttl_ms(ttl_seconds), member, self._grace_ms, active]
+        if fence is not None:
+            keys = [*keys, AgentKeys.of(self._prefix, agent_id).lock(enc(fence.name))]
+            args.append(fence.holder)
         for k, val in metadata.items():
             args.extend(["m:" + k, json.dumps(val, ensure_ascii=False)])
-        await self._script("set_meta", keys, args)
+        if fence is None:
+            await self._script("set_meta", keys, args)
+        elif await self._script("fenced_set_meta", keys, args) is None:
+            raise lock_lost(agent_id, fence)
 
     async def clear_session(self, agent_id: str, session_id: str) -> None:
         """Delete the session's turns, turn ids and bookkeeping."""

@@ -18,13 +18,21 @@ from typing import Any, cast
 
 import numpy as np
 
-from actrone_pg.errors import MissingDependencyError, StoreError
+from actrone_pg.errors import LockLostError, MissingDependencyError, StoreError
 from actrone_pg.models import Memory
 from actrone_pg.ranking import micros
-from actrone_pg.stores.base import MemoryRecord, batch_dimensions, dimension_mismatch
+from actrone_pg.stores.base import (
+    BuildVersion,
+    Fence,
+    MemoryRecord,
+    batch_dimensions,
+    dimension_mismatch,
+    lock_lost,
+)
 from actrone_pg.stores.redis_qdrant.index import Index, Prior
 from actrone_pg.stores.redis_qdrant.layout import (
     HISTORY,
+    INDEXED,
     AgentKeys,
     agent_filter,
     doc_entry,
@@ -44,9 +52,10 @@ __all__ = ["QDRANT_CHUNK", "Writes"]
 
 logger = logging.getLogger("actrone_pg.stores.redis_qdrant")
 
-# An update holds its memory's lock for at most this long, and waits at most this long for it.
+# An update holds its memory's lock for at most this long, and waits as long for it, asking
+# Redis again after each pause.
 _UPDATE_LOCK_TTL = 30.0
-_UPDATE_LOCK_WAIT = 10.0
+_UPDATE_LOCK_POLL = 0.01
 
 # Points per Qdrant upsert: keeps each HTTP body small; a larger batch is still all-or-nothing.
 QDRANT_CHUNK = 256
@@ -55,7 +64,9 @@ QDRANT_CHUNK = 256
 class Writes(Index):
     """Memories in, out, counted and erased, in Qdrant and the Redis index together."""
 
-    async def upsert_memories(self, records: Sequence[MemoryRecord]) -> None:
+    async def upsert_memories(
+        self, records: Sequence[MemoryRecord], *, fence: Fence | None = None
+    ) -> None:
         """Insert or replace, all or none.
 
         Order: every dimension is checked first (a mismatch writes nothing); then the Redis index
@@ -64,11 +75,18 @@ class Writes(Index):
         wrote are removed or restored from copies read beforehand and the Redis changes are
         undone, and the error is raised. If that compensation itself fails (both servers down at
         once) the original error is still raised and the log names the affected agents and ids.
+
+        With ``fence``, the index scripts check the writer's lock, and once the points are in
+        Qdrant it is checked again: an erase_agent that came in between (it deletes the lock
+        before the points) has its agent's points deleted again here, never restored.
         """
-        await self._upsert(records, {})
+        await self._upsert(records, {}, fence)
 
     async def _upsert(
-        self, records: Sequence[MemoryRecord], history: dict[tuple[str, str], list[Any]]
+        self,
+        records: Sequence[MemoryRecord],
+        history: dict[tuple[str, str], list[Any]],
+        fence: Fence | None = None,
     ) -> None:
         """:meth:`upsert_memories`, with each memory's earlier versions (``history``, by agent
         and id) kept in its point's payload; a memory not named there starts afresh."""
@@ -86,20 +104,18 @@ class Writes(Index):
         for name, size in batch_dims.items():
             if registered[name] is None:
                 await self._register_dim(name, size)
-        for agent_id in dict.fromkeys(r.memory.agent_id for r in records):
-            await self._ensure_indexed(agent_id)
-
-        priors = await self._apply_entries(
-            [
-                (
-                    r.memory.agent_id,
-                    r.memory.id,
-                    r.memory.embedder,
-                    doc_entry(r.memory.content, self.analyzer),
-                )
-                for r in records
-            ]
-        )
+        agents = list(dict.fromkeys(r.memory.agent_id for r in records))
+        try:
+            for agent_id in agents:
+                if fence is not None and not await self._holds(agent_id, fence):
+                    raise lock_lost(agent_id, fence)
+                await self._ensure_indexed(agent_id)
+            priors = await self._fenced_entries(records, fence)
+        except LockLostError:
+            # The agent was erased: the index marker that a read of it set since goes too.
+            for agent_id in agents:
+                await self._forget_empty_index(agent_id)
+            raise
         copies: dict[tuple[str, str], qm.Record] = {}
         try:
             copies = await self._copy_replaced(records, priors, collections)
@@ -111,7 +127,75 @@ class Writes(Index):
         except BaseException:
             await self._undo_upsert(records, priors, collections, copies)
             raise
+        if fence is not None:
+            for agent_id in dict.fromkeys(r.memory.agent_id for r in records):
+                if not await self._holds(agent_id, fence):
+                    await self._undo_fenced(records, priors, collections, copies)
+                    raise lock_lost(agent_id, fence)
         await self._drop_moved(records, priors)
+
+    async def _fenced_entries(
+        self, records: Sequence[MemoryRecord], fence: Fence | None
+    ) -> list[Prior]:
+        return await self._apply_entries(
+            [
+                (
+                    r.memory.agent_id,
+                    r.memory.id,
+                    r.memory.embedder,
+                    doc_entry(r.memory.content, self.analyzer),
+                )
+                for r in records
+            ],
+            fence,
+        )
+
+    async def _forget_empty_index(self, agent_id: str) -> None:
+        """Drop the "indexed" marker of an agent whose index is empty (it is set again, after a
+        look at Qdrant, by the next call that needs it)."""
+        ak = AgentKeys.of(self._prefix, agent_id)
+        r = self._client_r()
+        if not int(await self._redis_call(r.hlen(ak.mem))):
+            await self._redis_call(r.hdel(ak.stats, INDEXED))
+
+    async def _holds(self, agent_id: str, fence: Fence) -> bool:
+        """Whether the fence's writer still holds its lock."""
+        key = AgentKeys.of(self._prefix, agent_id).lock(enc(fence.name))
+        value = await self._redis_call(self._client_r().get(key))
+        return value is not None and str(value) == fence.holder
+
+    async def _undo_fenced(
+        self,
+        records: Sequence[MemoryRecord],
+        priors: list[Prior],
+        collections: dict[str, str],
+        copies: dict[tuple[str, str], qm.Record],
+    ) -> None:
+        """Undo a write whose lock went meanwhile. A memory whose index entry is gone was erased
+        (or deleted) after the index was written: its point is deleted, and neither it nor its
+        index entry is restored. The others are undone as a failed write is."""
+        gone: set[tuple[str, str]] = set()
+        for rec in records:
+            m = rec.memory
+            if await self._hget(AgentKeys.of(self._prefix, m.agent_id).mem, m.id) is None:
+                gone.add((m.agent_id, m.id))
+        kept = [
+            (r, p)
+            for r, p in zip(records, priors, strict=True)
+            if (p.agent_id, p.memory_id) not in gone
+        ]
+        await self._undo_upsert([r for r, _ in kept], [p for _, p in kept], collections, copies)
+        remove: dict[str, list[qm.ExtendedPointId]] = {}
+        for rec in records:
+            if (rec.memory.agent_id, rec.memory.id) in gone:
+                pid = point_id(rec.memory.agent_id, rec.memory.id)
+                remove.setdefault(collections[rec.memory.embedder], []).append(pid)
+        for coll, pids in remove.items():
+            await self._qdrant_call(
+                self._client_q().delete(
+                    coll, points_selector=qm.PointIdsList(points=pids), wait=True
+                )
+            )
 
     def _points_by_collection(
         self,
@@ -135,34 +219,66 @@ class Writes(Index):
             )
         return out
 
-    async def replace_memory(self, record: MemoryRecord, *, version: int) -> bool:
-        """The new version, with the replaced one appended to the payload's history.
+    async def update_memory(
+        self,
+        agent_id: str,
+        memory_id: str,
+        build: BuildVersion,
+        *,
+        fence: Fence | None = None,
+    ) -> Memory | None:
+        """The new version built from the current one, the replaced one appended to the
+        payload's history.
 
-        Two servers cannot compare-and-set together, so concurrent updates of one memory are
-        serialised by a short Redis lock of the memory; the version is compared under it.
+        Two servers cannot lock a memory together, so every update of one memory takes a short
+        Redis lock of it (``SET NX PX``; lapses if its holder dies), waiting for it rather than
+        giving up; within this process the waiters queue on a lock of their own first, in
+        order, so that only one of them polls Redis.
         """
-        m = record.memory
+        key = (agent_id, memory_id)
+        local, waiting = self._updating.get(key) or (asyncio.Lock(), 0)
+        self._updating[key] = (local, waiting + 1)
+        try:
+            async with local:
+                return await self._update_locked(agent_id, memory_id, build, fence)
+        finally:
+            local, waiting = self._updating[key]
+            if waiting == 1:
+                del self._updating[key]
+            else:
+                self._updating[key] = (local, waiting - 1)
+
+    async def _update_locked(
+        self, agent_id: str, memory_id: str, build: BuildVersion, fence: Fence | None
+    ) -> Memory | None:
         holder = str(uuid.uuid4())
-        name = "version\x00" + m.id
-        deadline = time.monotonic() + _UPDATE_LOCK_WAIT
-        ak = AgentKeys.of(self._prefix, m.agent_id)
-        n = enc(name)
+        ak = AgentKeys.of(self._prefix, agent_id)
+        n = enc("version\x00" + memory_id)
         lock_keys = [ak.lock(n), ak.keyset]
+        # A holder keeps the lock for one read, one embedding at most and one write; waiting as
+        # long as the lock can live means only a holder that died (and left it to lapse) or a
+        # server that stopped answering makes this give up.
+        deadline = time.monotonic() + _UPDATE_LOCK_TTL
         while not int(
             await self._script("acquire", lock_keys, [holder, ttl_ms(_UPDATE_LOCK_TTL), "l:" + n])
         ):
             if time.monotonic() > deadline:
-                raise StoreError(f"memory {m.id!r} is being updated by someone else; try again")
-            await asyncio.sleep(0.02)
+                raise StoreError(
+                    f"memory {memory_id!r} stayed locked by another update for "
+                    f"{_UPDATE_LOCK_TTL:g} s; try again"
+                )
+            await asyncio.sleep(_UPDATE_LOCK_POLL)
         try:
-            payload = await self._payload(m.agent_id, m.id)
-            if payload is None or int(payload.get("version", 1)) != version:
-                return False
+            payload = await self._payload(agent_id, memory_id)
+            if payload is None:
+                return None
             earlier = list(payload.pop(HISTORY, None) or [])
+            record = await build(from_payload(payload))
+            m = record.memory
             payload["valid_to"] = None if m.valid_from is None else m.valid_from.isoformat()
             earlier.append(payload)
-            await self._upsert([record], {(m.agent_id, m.id): earlier})
-            return True
+            await self._upsert([record], {(agent_id, memory_id): earlier}, fence)
+            return m
         finally:
             await self._script("release", lock_keys, [holder, "l:" + n])
 
@@ -351,12 +467,19 @@ class Writes(Index):
         return n
 
     async def erase_agent(self, agent_id: str) -> None:
-        """Delete the agent's points in every collection, then all its Redis keys.
+        """Delete the agent's Redis keys, then its points in every collection, then its keys
+        again.
 
-        Points go first: if Redis fails afterwards, a retry finds nothing left in Qdrant and
-        finishes the job; no other agent's key or point is touched (the filter and the keys
-        carry the agent id).
+        The keys go first, its locks with them: a consolidation writing under its lock
+        (:class:`~actrone_pg.stores.base.Fence`) either wrote its points before the points are
+        deleted here, or finds its lock gone when it checks after writing them and deletes them
+        itself. The second pass removes what a write that was not fenced added in between. A
+        failure part-way is finished by a retry; no other agent's key or point is touched (the
+        filter and the keys carry the agent id).
         """
+        ak = AgentKeys.of(self._prefix, agent_id)
+        keys = [ak.keyset, ak.mem, ak.doc, ak.df, ak.stats, self._sessions_key]
+        await self._script("erase", keys, [ak.base, enc(agent_id)])
         # Every collection of this prefix that exists, not only those the Redis registry names:
         # after a Redis loss the registry may be empty while Qdrant still holds the points.
         for coll, _ in await self._own_collections():
@@ -367,9 +490,4 @@ class Writes(Index):
                     wait=True,
                 )
             )
-        ak = AgentKeys.of(self._prefix, agent_id)
-        await self._script(
-            "erase",
-            [ak.keyset, ak.mem, ak.doc, ak.df, ak.stats, self._sessions_key],
-            [ak.base, enc(agent_id)],
-        )
+        await self._script("erase", keys, [ak.base, enc(agent_id)])
