@@ -9,7 +9,6 @@ is atomic; updates of one memory are serialised by a lock of that memory.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from actrone_pg.ranking import (
     cosines,
     micros,
 )
+from actrone_pg.stores._keyed_locks import KeyedLocks
 from actrone_pg.stores._memory_index import FilterIndex
 from actrone_pg.stores.base import (
     BuildVersion,
@@ -238,7 +238,7 @@ class InMemoryStore:
         self._locks: dict[tuple[str, str], tuple[str, float]] = {}
         self._dimensions: dict[str, int] = {}
         # (agent, memory id) -> the lock its updates take, and how many hold or await it
-        self._updating: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
+        self._updating = KeyedLocks()
 
     async def setup(self) -> None:
         """Nothing to connect to."""
@@ -407,18 +407,8 @@ class InMemoryStore:
     ) -> Memory | None:
         """The new current version built from the current one, the old one kept; one update of
         a memory at a time (``build`` may await), in the order they came."""
-        key = (agent_id, memory_id)
-        lock, waiting = self._updating.get(key) or (asyncio.Lock(), 0)
-        self._updating[key] = (lock, waiting + 1)
-        try:
-            async with lock:
-                return await self._update(agent_id, memory_id, build, fence)
-        finally:
-            lock, waiting = self._updating[key]
-            if waiting == 1:
-                del self._updating[key]
-            else:
-                self._updating[key] = (lock, waiting - 1)
+        async with self._updating.hold((agent_id, memory_id)):
+            return await self._update(agent_id, memory_id, build, fence)
 
     async def _update(
         self, agent_id: str, memory_id: str, build: BuildVersion, fence: Fence | None

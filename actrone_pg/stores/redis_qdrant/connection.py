@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from actrone_pg.config import redact
 from actrone_pg.errors import MissingDependencyError, StoreError, StoreUnavailableError
 from actrone_pg.ranking import DEFAULT_ANALYZER, analyzer
+from actrone_pg.stores._keyed_locks import KeyedLocks
 from actrone_pg.stores.redis_qdrant.layout import LAYOUT
 from actrone_pg.stores.redis_qdrant.scripts import SCRIPTS
 
@@ -77,7 +78,7 @@ class Connection:
         self._scripts: dict[str, Any] = {}
         # (agent, memory id) -> this process's queue for the memory's update lock, and how many
         # hold or await it (Writes.update_memory)
-        self._updating: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
+        self._updating = KeyedLocks()
         # embedder -> dimension, as registered in Redis (never changes once set)
         self._dims: dict[str, int] = {}
         self._collections: set[str] = set()  # created or checked by _ensure_collection

@@ -235,18 +235,8 @@ class Writes(Index):
         giving up; within this process the waiters queue on a lock of their own first, in
         order, so that only one of them polls Redis.
         """
-        key = (agent_id, memory_id)
-        local, waiting = self._updating.get(key) or (asyncio.Lock(), 0)
-        self._updating[key] = (local, waiting + 1)
-        try:
-            async with local:
-                return await self._update_locked(agent_id, memory_id, build, fence)
-        finally:
-            local, waiting = self._updating[key]
-            if waiting == 1:
-                del self._updating[key]
-            else:
-                self._updating[key] = (local, waiting - 1)
+        async with self._updating.hold((agent_id, memory_id)):
+            return await self._update_locked(agent_id, memory_id, build, fence)
 
     async def _update_locked(
         self, agent_id: str, memory_id: str, build: BuildVersion, fence: Fence | None
