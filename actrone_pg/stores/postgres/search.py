@@ -11,19 +11,23 @@ from actrone_pg.models import Memory
 from actrone_pg.pipeline import MemoryFilter, PackedSearch, SearchRequest
 from actrone_pg.stores.base import check_query_dimensions
 from actrone_pg.stores.postgres import rows
+from actrone_pg.stores.postgres.connection import _Conn
 from actrone_pg.stores.postgres.maintenance import Maintenance
 from actrone_pg.stores.postgres.statements import (
+    AGENT_SEARCH,
     FILTER_BROAD_DIVISOR,
     FILTER_CONDITIONS,
     FILTER_MOST_DIVISOR,
     FILTER_PROBE_SAMPLE,
     FILTERED,
     FILTERED_CANDIDATES,
+    FILTERED_INPUTS,
     FILTERED_STATS,
     INDEXED_FILTER_KEYS,
     LIST_AFTER,
     LIST_MEMORIES,
     NO_CANDIDATES,
+    PROPAGATE_SET_LOCAL,
     SEARCH,
     SEARCH_PACKED,
     UNFILTERED,
@@ -49,6 +53,8 @@ class Search(Maintenance):
         (``pack_positions``) and reads only the rows chosen, in one statement: the rows read are
         the ones ranked, in one snapshot, even while other sessions write.
         """
+        if self.distributed:
+            return await self._search_distributed(request)
         packed = request.budget is not None or request.max_hits is not None
         # The memories' fields come from the memories table (statements._MEMORY_ROW), so the
         # function never returns them.
@@ -129,6 +135,100 @@ class Search(Maintenance):
             lifecycle,
             (*first, *params, *early, float(p.bm25_k1), float(p.bm25_b), *late),
         )
+
+    async def _search_distributed(self, request: SearchRequest) -> PackedSearch:
+        """The same search on a schema distributed with Citus: ``agent_search`` called alone.
+
+        Citus delegates the call whole to the worker holding the agent's shards (one round trip
+        from the coordinator, the ranking in one snapshot there). A filter's candidates and
+        statistics, or a large agent's HNSW candidates, are found first by a router query
+        (every table filtered by the agent: one worker too) and passed in.
+        """
+        expected = await self._embedder_dimensions(request.embedder)
+        if expected is None:
+            return PackedSearch(hits=[], ranked=0, tokens=0)
+        check_query_dimensions(request.embedder, expected, request.vector)
+        terms = await self._query_terms(request.query, request.terms)
+        p = request.params
+        agent = request.agent_id
+        candidates: list[str] | None = None
+        stats: tuple[Any, Any, Any] = (None, None, None)
+        async with self._conn() as conn:
+            if request.filter is not None:
+                where, values = _conditions(request.filter)
+                statement = sql.SQL(FILTERED_INPUTS).format(
+                    s=sql.Identifier(self.schema),
+                    vs=sql.Identifier(self._vector_schema),
+                    where=where,
+                )
+                indexed = any(
+                    getattr(request.filter, key) is not None for key in INDEXED_FILTER_KEYS
+                )
+                cosine = (request.embedder, request.now, request.vector)
+                found = await self._fetch(
+                    conn,
+                    statement,
+                    (
+                        *(FILTER_MOST_DIVISOR, *values, agent, FILTER_PROBE_SAMPLE),
+                        *(indexed, FILTER_BROAD_DIVISOR),
+                        *(terms, *cosine, agent, *values),
+                        *(terms, *cosine, *values, agent),
+                        *(float(request.threshold), int(request.limit), agent, terms),
+                    ),
+                )
+                row = found[0]
+                candidates = list(row["ids"] or [])
+                stats = (row["n_docs"], row["total_length"], row["dfs"])
+            else:
+                ann = await self._ann_dimensions(agent, request.embedder, expected)
+                if ann is not None:
+                    candidates = await self._ann_candidates(conn, request, ann)
+            found = await self._fetch(
+                conn,
+                self._compose(AGENT_SEARCH),
+                (
+                    agent,
+                    request.embedder,
+                    terms,
+                    request.vector,
+                    float(request.threshold),
+                    int(request.limit),
+                    p.hybrid,
+                    int(p.rrf_k),
+                    [float(w) for w in p.rrf_weights],
+                    float(p.relevance_weight),
+                    float(p.recency_weight),
+                    request.now,
+                    candidates,
+                    float(p.bm25_k1),
+                    float(p.bm25_b),
+                    *stats,
+                    request.budget,
+                    request.max_hits,
+                ),
+                binary=True,
+            )
+        return rows.packed(agent, found)
+
+    async def _ann_candidates(
+        self, conn: _Conn, request: SearchRequest, dimensions: int
+    ) -> list[str]:
+        """A large agent's nearest ids from its HNSW index, on a distributed schema.
+
+        The scan's settings reach the worker only as ``SET LOCAL`` with
+        ``citus.propagate_set_commands = 'local'``, hence the transaction.
+        """
+        query = sql.SQL("SELECT {} AS ids").format(
+            self._candidates(request.agent_id, request.embedder, dimensions, request.limit)
+        )
+        async with conn.transaction():
+            await conn.execute(PROPAGATE_SET_LOCAL)
+            await conn.execute(
+                sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(self._ann_ef_search))
+            )
+            await conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+            found = await self._fetch(conn, query, (request.vector,))
+        return list(found[0]["ids"] or [])
 
     async def list_memories(
         self,

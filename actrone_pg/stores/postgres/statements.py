@@ -41,7 +41,9 @@ UPSERT_SESSION = (
     "INSERT INTO {s}.sessions (agent_id, session_id, created_at, last_active_at, metadata)"
     " VALUES (%s, %s, now(), now(), %s)"
     " ON CONFLICT (agent_id, session_id) DO UPDATE"
-    " SET last_active_at = now(), metadata = {s}.sessions.metadata || EXCLUDED.metadata"
+    # EXCLUDED's now(), not now() itself: Citus refuses a non-immutable function in DO UPDATE.
+    " SET last_active_at = EXCLUDED.last_active_at,"
+    " metadata = {s}.sessions.metadata || EXCLUDED.metadata"
 )
 INSERT_TURN = (
     "INSERT INTO {s}.turns (agent_id, session_id, id, user_message, assistant_message,"
@@ -95,17 +97,23 @@ DELETE_EXPIRED_SESSION_IF_IDLE = (
     "DELETE FROM {s}.sessions WHERE agent_id = %s AND session_id = %s"
     " AND last_active_at < now() - make_interval(secs => %s)"
 )
+# Locks are timed by the clock of the server the store connects to (on Citus, the
+# coordinator's), read first and bound: Citus refuses clock_timestamp() (and now()) in an
+# ON CONFLICT ... WHERE and a volatile function in a DELETE's WHERE (docs/scale-out.md, "What
+# behaves differently"); one clock for every holder, whichever worker stores the row.
+SERVER_CLOCK = "SELECT clock_timestamp() AS now"
 # One atomic statement: insert, or take over a lapsed lock; a live lock (even our own) refuses.
+# Parameters: agent, name, holder, the server's now, TTL seconds, the server's now.
 ACQUIRE_LOCK = (
     "INSERT INTO {s}.locks AS l (agent_id, name, holder, expires_at)"
-    " VALUES (%s, %s, %s, clock_timestamp() + make_interval(secs => %s))"
+    " VALUES (%s, %s, %s, %s::timestamptz + make_interval(secs => %s))"
     " ON CONFLICT (agent_id, name) DO UPDATE"
     " SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at"
-    " WHERE l.expires_at <= clock_timestamp() RETURNING 1"
+    " WHERE l.expires_at <= %s::timestamptz RETURNING 1"
 )
 RELEASE_LOCK = (
     "DELETE FROM {s}.locks WHERE agent_id = %s AND name = %s AND holder = %s"
-    " AND expires_at > clock_timestamp() RETURNING 1"
+    " AND expires_at > %s::timestamptz RETURNING 1"
 )
 
 # -- L2 statements --
@@ -331,6 +339,36 @@ SEARCH_PACKED = (
     " FROM p LEFT JOIN (c" + _MEMORY_ROW.replace("{h}", "c") + ") ON true"
     " ORDER BY c.position"
 )
+
+# -- a schema distributed with Citus (migration 0014, docs/scale-out.md) --
+# Is the schema's memories table distributed? (pg_dist_partition exists only with Citus.)
+DISTRIBUTION = (
+    "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') AS citus,"
+    " CASE WHEN EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')"
+    " THEN (SELECT count(*) FROM pg_dist_partition WHERE logicalrelid = to_regclass(%s)"
+    " AND partmethod = 'h') > 0 ELSE false END AS distributed"
+)
+# One agent's packed search in one call, alone (no join around it, no transaction block), so that
+# Citus delegates it whole to the worker holding the agent's shards: agent_search (0014) is
+# distributed by its first argument. Parameters: agent, embedder, terms, vector, threshold,
+# limit, hybrid, rrf_k, weights, relevance and recency weights, now, candidates, k1, b, the
+# filtered set's N, total length and document frequencies, budget, max hits.
+AGENT_SEARCH = (
+    "SELECT * FROM {s}.agent_search(%s, %s, %s::text[], %s, %s::float8, %s::int, %s::bool,"
+    " %s::int, %s::float8[], %s::float8, %s::float8, %s::timestamptz, %s::text[], %s::float8,"
+    " %s::float8, %s::bigint, %s::bigint, %s::int[], %s::bigint, %s::int)"
+)
+# A filtered search on a distributed schema: the filtered set's candidates and statistics
+# (FILTERED's CTEs, every table filtered by the agent: a router query the coordinator passes to
+# one worker), which AGENT_SEARCH is then given. Two round trips, two snapshots.
+FILTERED_INPUTS = (
+    "WITH "
+    + FILTERED
+    + " SELECT (SELECT fc.ids FROM fc) AS ids, (SELECT fn.n_docs FROM fn) AS n_docs,"
+    " (SELECT fn.total_length FROM fn) AS total_length, (SELECT fd.dfs FROM fd) AS dfs"
+)
+# hnsw.* set with SET LOCAL reach the worker only with this (a session's SET never does).
+PROPAGATE_SET_LOCAL = "SET LOCAL citus.propagate_set_commands = 'local'"
 
 # -- large agents: an HNSW index of their own (docs/postgres.md, "Large agents") --
 ANN_INDEX_STATE = (

@@ -42,6 +42,7 @@ class PostgresStore(Sessions, Writes, Search):
             text_analyzer=config.text_analyzer,
             ann_min_memories=config.postgres_ann_min_memories,
             ann_ef_search=config.postgres_ann_ef_search,
+            distribute=config.postgres_distribute,
         )
 
 
