@@ -39,7 +39,8 @@ from actrone_pg.stores.postgres.rows import jsonb
 from actrone_pg.stores.postgres.severance import Severance
 from actrone_pg.stores.postgres.statements import (
     ANALYZE_FIRST,
-    DISTRIBUTION,
+    CITUS_INSTALLED,
+    DISTRIBUTED,
     NORMALISE,
     RECORD_ANALYZER,
     RECORD_TS_CONFIG,
@@ -197,11 +198,15 @@ class Connection:
                 cur = await conn.execute(VECTOR_SCHEMA)
                 row = await cur.fetchone()
                 self._vector_schema = str(row[0]) if row else "public"
-                cur = await conn.execute(
-                    DISTRIBUTION, (sql.Identifier(self.schema, "memories").as_string(),)
-                )
-                found = await cur.fetchone()
-            self._check_distribution(bool(found and found[0]), bool(found and found[1]))
+                cur = await conn.execute(CITUS_INSTALLED)
+                citus = bool((await cur.fetchone() or (False,))[0])
+                distributed = False
+                if citus:
+                    cur = await conn.execute(
+                        DISTRIBUTED, (sql.Identifier(self.schema, "memories").as_string(),)
+                    )
+                    distributed = bool((await cur.fetchone() or (False,))[0])
+            self._check_distribution(citus, distributed)
         except BaseException:
             await self.close()
             raise

@@ -153,6 +153,9 @@ class Search(Maintenance):
         agent = request.agent_id
         candidates: list[str] | None = None
         stats: tuple[Any, Any, Any] = (None, None, None)
+        ann = None
+        if request.filter is None:  # before taking a connection: it may take one itself
+            ann = await self._ann_dimensions(agent, request.embedder, expected)
         async with self._conn() as conn:
             if request.filter is not None:
                 where, values = _conditions(request.filter)
@@ -179,10 +182,8 @@ class Search(Maintenance):
                 row = found[0]
                 candidates = list(row["ids"] or [])
                 stats = (row["n_docs"], row["total_length"], row["dfs"])
-            else:
-                ann = await self._ann_dimensions(agent, request.embedder, expected)
-                if ann is not None:
-                    candidates = await self._ann_candidates(conn, request, ann)
+            elif ann is not None:
+                candidates = await self._ann_candidates(conn, request, ann)
             found = await self._fetch(
                 conn,
                 self._compose(AGENT_SEARCH),

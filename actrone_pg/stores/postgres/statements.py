@@ -341,12 +341,12 @@ SEARCH_PACKED = (
 )
 
 # -- a schema distributed with Citus (migration 0014, docs/scale-out.md) --
-# Is the schema's memories table distributed? (pg_dist_partition exists only with Citus.)
-DISTRIBUTION = (
-    "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') AS citus,"
-    " CASE WHEN EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')"
-    " THEN (SELECT count(*) FROM pg_dist_partition WHERE logicalrelid = to_regclass(%s)"
-    " AND partmethod = 'h') > 0 ELSE false END AS distributed"
+# Does the server have Citus, and if so is the schema's memories table distributed?
+# (pg_dist_partition exists only with the extension: asked second.)
+CITUS_INSTALLED = "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')"
+DISTRIBUTED = (
+    "SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass(%s)"
+    " AND partmethod = 'h')"
 )
 # One agent's packed search in one call, alone (no join around it, no transaction block), so that
 # Citus delegates it whole to the worker holding the agent's shards: agent_search (0014) is
