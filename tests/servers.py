@@ -183,6 +183,8 @@ def local_citus_cluster(workers: int = CITUS_WORKERS) -> Iterator[tuple[str, Pat
         timeout=600,
     )
     folder = Path(tempfile.mkdtemp(prefix="actrone-citus-test-"))
+    # Run as root, cluster.sh starts the servers as a system user, who must enter the folder.
+    folder.chmod(0o755)
     cluster = folder / "cluster"
     try:
         for attempt in range(3):
