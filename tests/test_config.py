@@ -261,3 +261,14 @@ def test_variables_of_the_tests_and_scripts_are_not_reported(
     with caplog.at_level(logging.WARNING, logger="actrone_pg.config"):
         assert MemoryConfig.from_env(environ).rrf_k == 10
     assert [r for r in caplog.records if r.name == "actrone_pg.config"] == []
+
+
+def test_postgres_distribute_takes_three_modes_and_its_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert MemoryConfig().postgres_distribute == "auto"
+    monkeypatch.setenv("ACTRONE_POSTGRES_DISTRIBUTE", "off")
+    assert MemoryConfig().postgres_distribute == "off"
+    assert MemoryConfig(postgres_distribute="citus").postgres_distribute == "citus"
+    with pytest.raises(ConfigurationError, match="postgres_distribute.*choose one of auto, citus"):
+        MemoryConfig(postgres_distribute="yes")

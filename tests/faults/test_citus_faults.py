@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.citus]
 @pytest.fixture(scope="module")
 def citus_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     try:
-        if citus_source({}) != "local":
+        if citus_source() != "local":
             pytest.skip("the Citus fault scenarios start clusters of their own")
     except CitusUnavailable as exc:
         import os
