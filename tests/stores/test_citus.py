@@ -257,3 +257,58 @@ def test_the_migrations_refuse_citus_on_a_plain_server(
     with pytest.raises(SchemaError, match="no citus extension"):
         migrations.migrate(postgres_dsn, scratch_schema, distribute="citus")
     assert migrations.current_revision(postgres_dsn, scratch_schema) is None  # nothing created
+
+
+async def test_a_large_agent_is_searched_through_its_own_index_on_the_cluster(
+    citus_dsn: str, citus_schema: str, store_citus: PostgresStore
+) -> None:
+    # The HNSW path on a distributed schema: the index is built on the shards (CREATE INDEX
+    # CONCURRENTLY through the coordinator), its candidates come from a router query whose scan
+    # settings reach the worker (SET LOCAL), and the delegated search ranks them.
+    from tests.stores.test_postgres_ann import DIM, _query, _records
+
+    store = PostgresStore(citus_dsn, schema=citus_schema, pool_max_size=4, ann_min_memories=2_000)
+    await store.setup()
+    try:
+        await store.upsert_memories(_records("big", 2_500, seed=3))
+        await store.wait_for_indexes()
+        assert store._ann_known.get(("big", "test-embedder"), (False, 0.0))[0]
+        query = request("big", "tea", _query(5), limit=50)
+        exact = await store_citus.search(query)  # ann_min_memories 50,000: an exact scan
+        found = await store.search(query)
+        overlap = {h.memory.id for h in found.hits} & {h.memory.id for h in exact.hits}
+        assert len(exact.hits) == 50 and len(overlap) >= 45  # recall of the HNSW candidates
+        assert DIM == len(query.vector)
+    finally:
+        await store.close()
+
+
+def test_a_callers_own_alembic_setup_distributes_too(citus_dsn: str) -> None:
+    # alembic -n actrone upgrade head from an application's alembic.ini, on its connection and
+    # in its transaction: "auto" finds Citus there as well.
+    import sys
+    import uuid
+
+    import sqlalchemy as sa
+    from alembic import command
+    from alembic.config import Config
+
+    schema = f"actrone_c_{uuid.uuid4().hex[:8]}"
+    engine = sa.create_engine(
+        "postgresql+psycopg://",
+        creator=lambda: psycopg.connect(citus_dsn),
+        poolclass=sa.NullPool,
+    )
+    cfg = Config(stdout=sys.stdout)
+    cfg.set_main_option("script_location", "actrone_pg:migrations")
+    cfg.attributes["actrone_schema"] = schema
+    try:
+        with engine.begin() as connection:
+            cfg.attributes["connection"] = connection
+            command.upgrade(cfg, "head")
+        engine.dispose()
+        found = _partitions(citus_dsn, schema)
+        assert sorted(t for t, (m, _) in found.items() if m == "h") == list(PER_AGENT)
+    finally:
+        with psycopg.connect(citus_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
