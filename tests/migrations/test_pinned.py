@@ -58,6 +58,14 @@ LIVE: dict[str, dict[str, str]] = {
         "memory_versions": "0012",
         "memory_lineage": "0012",
     },
+    "0014": _AT_0003
+    | {
+        "hybrid_search": "0013",
+        "pack_positions": "0010",
+        "memory_versions": "0012",
+        "memory_lineage": "0012",
+        "agent_search": "0014",
+    },
 }
 #: hybrid_search's argument count at each revision that has it (0006 and 0007 each add one,
 #: 0011 two).
@@ -73,6 +81,7 @@ ARITY = {
     "0011": 16,
     "0012": 16,
     "0013": 20,
+    "0014": 20,
 }
 #: hybrid_search's SET clauses (0005 adds enable_nestloop, 0009 plan_cache_mode).
 _NESTLOOP = ["jit=off", "enable_nestloop=off"]
@@ -89,6 +98,7 @@ SETTINGS = {
     "0011": _GENERIC,
     "0012": _GENERIC,
     "0013": _GENERIC,
+    "0014": _GENERIC,
 }
 
 
@@ -287,6 +297,7 @@ def test_head_serves_every_statement_of_the_store(postgres_dsn: str, postgres_sc
             "filtered": sql.SQL(""),
             "where": sql.SQL("TRUE"),
             "after": sql.SQL("TRUE"),
+            "vs": sql.Identifier("public"),
         },
         " filtered": {
             "candidates": sql.SQL(st.FILTERED_CANDIDATES),
@@ -295,6 +306,7 @@ def test_head_serves_every_statement_of_the_store(postgres_dsn: str, postgres_sc
             "filtered": sql.SQL("{}, ").format(ctes),
             "where": every,
             "after": sql.SQL(st.LIST_AFTER),
+            "vs": sql.Identifier("public"),
         },
     }
     probes = [
