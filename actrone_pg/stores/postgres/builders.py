@@ -119,24 +119,7 @@ def search(
     terms as the store indexes them.
     """
     packed = request.budget is not None or request.max_hits is not None
-    p = request.params
-    params: dict[str, Any] = {
-        "agent": request.agent_id,
-        "embedder": request.embedder,
-        "terms": terms,
-        "vector": request.vector,
-        "threshold": float(request.threshold),
-        "limit": int(request.limit),
-        "hybrid": p.hybrid,
-        "rrf_k": int(p.rrf_k),
-        "rrf_weights": [float(w) for w in p.rrf_weights],
-        "relevance_weight": float(p.relevance_weight),
-        "recency_weight": float(p.recency_weight),
-        "now": request.now,
-        "content": content,
-        "bm25_k1": float(p.bm25_k1),
-        "bm25_b": float(p.bm25_b),
-    }
+    params = {"agent": request.agent_id, **_ranking(request, terms), "content": content}
     if packed:
         params.update(budget=request.budget, max_hits=request.max_hits)
     flt = request.filter
@@ -170,12 +153,21 @@ def retrieve(
     store sends :func:`search`'s statement otherwise.
     """
     session_id, turn_limit, ttl = (None, None, None) if session is None else session
-    p = request.params
     return _retrieve_text(schema), {
         "agent": request.agent_id,
         "session": session_id,
         "turn_limit": turn_limit,
         "session_ttl": ttl,
+        **_ranking(request, terms),
+        "budget": request.budget,
+        "max_hits": request.max_hits,
+    }
+
+
+def _ranking(request: SearchRequest, terms: list[str]) -> dict[str, Any]:
+    """The ranking's parameters by name, shared by hybrid_search's and retrieve()'s calls."""
+    p = request.params
+    return {
         "embedder": request.embedder,
         "terms": terms,
         "vector": request.vector,
@@ -189,8 +181,6 @@ def retrieve(
         "now": request.now,
         "bm25_k1": float(p.bm25_k1),
         "bm25_b": float(p.bm25_b),
-        "budget": request.budget,
-        "max_hits": request.max_hits,
     }
 
 
