@@ -58,11 +58,15 @@ class CitusCluster:
     """A coordinator and ``workers`` workers on free loopback ports, in a temporary directory.
 
     ``shard_count`` shards per distributed table (Citus's default is 32; fewer keep a
-    rebalance short). One more port than the workers is kept free for the worker a rebalance
-    adds.
+    rebalance short). ``extra_conf``: more ``postgresql.conf`` lines, ``;``-separated; never
+    ``synchronous_commit=off``: Citus 14.0.1's shard moves lose commits acknowledged that way
+    (docs/scale-out.md, "Runbook"). One more port than the workers is kept free for the worker
+    a rebalance adds.
     """
 
-    def __init__(self, workers: int = 2, *, shard_count: int = 8) -> None:
+    def __init__(
+        self, workers: int = 2, *, shard_count: int = 8, extra_conf: str = "fsync=off"
+    ) -> None:
         self.scripts = Path(os.environ.get("ACTRONE_TEST_CITUS_SCRIPTS") or CITUS_SCRIPTS)
         self.parent = Path(tempfile.mkdtemp(prefix="actrone-bench-citus-"))
         self.parent.chmod(0o755)  # run as root, the servers' own user must enter it
@@ -80,7 +84,7 @@ class CitusCluster:
                 **os.environ,
                 "PORT": str(port),
                 "WORKERS": str(workers),
-                "EXTRA_CONF": f"fsync=off;synchronous_commit=off;citus.shard_count={shard_count}",
+                "EXTRA_CONF": f"{extra_conf};citus.shard_count={shard_count}",
             }
             self.dsn = self._cluster("start", env=env).strip().splitlines()[-1]
         except BaseException:

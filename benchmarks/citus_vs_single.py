@@ -120,7 +120,8 @@ def cli() -> None:
         if args.citus_dsn:
             asyncio.run(main(args, single, args.citus_dsn))
             return
-        cluster = CitusCluster(args.workers, shard_count=32)  # Citus's default
+        # Citus's default shard count; durability settings as the single server's (defaults).
+        cluster = CitusCluster(args.workers, shard_count=32, extra_conf="")
         try:
             asyncio.run(main(args, single, cluster.dsn))
         finally:
