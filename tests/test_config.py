@@ -280,3 +280,14 @@ def test_the_mcp_token_variable_is_not_reported_as_an_unknown_setting(
     assert [r.getMessage().split()[0] for r in caplog.records if r.name == "actrone_pg.config"] == [
         "ACTRONE_MCP_TOKN"
     ]
+
+
+def test_postgres_distribute_takes_three_modes_and_its_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert MemoryConfig().postgres_distribute == "auto"
+    monkeypatch.setenv("ACTRONE_POSTGRES_DISTRIBUTE", "off")
+    assert MemoryConfig().postgres_distribute == "off"
+    assert MemoryConfig(postgres_distribute="citus").postgres_distribute == "citus"
+    with pytest.raises(ConfigurationError, match="postgres_distribute.*choose one of auto, citus"):
+        MemoryConfig(postgres_distribute="yes")

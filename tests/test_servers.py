@@ -8,6 +8,7 @@ and cannot be had.
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +99,18 @@ def test_a_qdrant_container_without_testcontainers_says_what_to_install(
     monkeypatch.setenv("ACTRONE_TEST_QDRANT", "elsewhere")
     with pytest.raises(TestServerError, match="expected local or container"):
         qdrant_url()
+
+
+def test_a_citus_dsn_in_the_environment_wins(tmp_path: Path) -> None:
+    env = {
+        "ACTRONE_TEST_CITUS_DSN": "postgresql://x@h/db",
+        "ACTRONE_TEST_CITUS_SCRIPTS": str(tmp_path),
+    }
+    assert servers.citus_source(env) == "dsn"
+
+
+def test_the_local_cluster_needs_the_scripts(tmp_path: Path) -> None:
+    with pytest.raises(servers.CitusUnavailable, match="ACTRONE_TEST_CITUS_DSN"):
+        servers.citus_source({"ACTRONE_TEST_CITUS_SCRIPTS": str(tmp_path)})
+    (tmp_path / "cluster.sh").write_text("")
+    assert servers.citus_source({"ACTRONE_TEST_CITUS_SCRIPTS": str(tmp_path)}) == "local"

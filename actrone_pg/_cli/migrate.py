@@ -22,6 +22,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="downgrade to --revision, which is then required ('base' removes everything)",
     )
     parser.add_argument(
+        "--distribute",
+        action="store_true",
+        help="on a Citus coordinator: distribute the schema by agent, moving existing rows to the "
+        "workers (docs/scale-out.md, 'From one server')",
+    )
+    parser.add_argument(
         "--check",
         action="store_true",
         help="change nothing: say whether the schema is at head (exit 0) or behind (exit 1)",
@@ -39,6 +45,10 @@ def run(args: argparse.Namespace) -> int:
         args._parser_error(
             "--downgrade needs --revision: 'base' removes every actrone table, or one of "
             f"{', '.join(sorted(migrations.known_revisions()))} to go back to that revision"
+        )
+    if args.distribute and (args.downgrade or args.revision or args.check):
+        args._parser_error(
+            "--distribute migrates to head; it takes no --revision, --downgrade or --check"
         )
     if args.check and (args.downgrade or args.revision):
         args._parser_error("--check compares with head; it takes no --revision or --downgrade")
@@ -59,17 +69,27 @@ def run(args: argparse.Namespace) -> int:
         return 1
     with connection_errors(dsn), _revision_errors(revision):
         before = migrations.current_revision(dsn, schema)
+        steps: list[str] = []
         if args.downgrade:
             migrations.downgrade(dsn, schema, revision=revision)
+        elif args.distribute:
+            steps = migrations.distribute(
+                dsn, schema, text_search_config=target.config.postgres_text_search_config
+            )
         else:
             migrations.migrate(
                 dsn,
                 schema,
                 revision=revision,
                 text_search_config=target.config.postgres_text_search_config,
+                distribute=target.config.postgres_distribute,
             )
         after = migrations.current_revision(dsn, schema)
     print(f"schema {schema}: {before or 'empty'} -> {after or 'empty'}")
+    for step in steps:
+        print(f"  citus: {step}")
+    if args.distribute and not steps:
+        print(f"schema {schema}: distributed with Citus, nothing left to move")
     return 0
 
 

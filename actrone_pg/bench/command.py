@@ -593,8 +593,37 @@ def _plot(rows: list[dict[str, Any]], backend: str, path: Path) -> str:
     return f"plot saved to {path}"
 
 
+def citus_cluster(dsn: str) -> tuple[str, int] | None:
+    """``(Citus version, active workers)`` of the server at ``dsn``, or ``None`` without Citus."""
+    import psycopg
+
+    try:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+            row = conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')"
+            ).fetchone()
+            if not row or not row[0]:
+                return None
+            found = conn.execute(
+                "SELECT split_part(citus_version(), ' on ', 1),"
+                " (SELECT count(*) FROM citus_get_active_worker_nodes())"
+            ).fetchone()
+    except psycopg.Error:
+        return None
+    return (str(found[0]), int(found[1])) if found else None
+
+
 async def _main(args: argparse.Namespace, dsn: str | None, console: Any) -> dict[str, Any]:
     report: dict[str, Any] = {"environment": _environment(args.dsn, args.backend)}
+    if args.backend == "postgres" and args.dsn:
+        cluster = citus_cluster(args.dsn)
+        if cluster is not None:
+            report["environment"]["server"] = f"{cluster[0]} coordinator, {cluster[1]} workers"
+            if not args.json:
+                console.print(
+                    f"[bold]on Citus[/bold]: {cluster[0]}, a coordinator and {cluster[1]} "
+                    "workers; the schema is distributed by agent (docs/scale-out.md)"
+                )
     base = DatasetSpec(
         agents=args.agents,
         per_agent=args.per_agent,

@@ -38,6 +38,7 @@ __all__ = [
     "check",
     "check_text_search_config",
     "current_revision",
+    "distribute",
     "downgrade",
     "head_revision",
     "known_revisions",
@@ -75,8 +76,12 @@ def lock_key(schema: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
-def make_config(dsn: str, schema: str = "actrone") -> Any:
-    """An :class:`alembic.config.Config` for these migrations against ``dsn`` and ``schema``."""
+def make_config(dsn: str, schema: str = "actrone", *, distribute: str | None = None) -> Any:
+    """An :class:`alembic.config.Config` for these migrations against ``dsn`` and ``schema``.
+
+    ``distribute`` is ``postgres_distribute`` ("auto", "citus", "off"); ``None`` leaves it to
+    ``$ACTRONE_POSTGRES_DISTRIBUTE``, else "auto".
+    """
     import sys
 
     from alembic.config import Config
@@ -86,6 +91,8 @@ def make_config(dsn: str, schema: str = "actrone") -> Any:
     cfg.set_main_option("script_location", _SCRIPT_LOCATION)
     cfg.attributes["actrone_dsn"] = dsn
     cfg.attributes["actrone_schema"] = validate_schema(schema)
+    if distribute is not None:
+        cfg.attributes["actrone_distribute"] = distribute
     return cfg
 
 
@@ -133,21 +140,56 @@ def migrate(
     *,
     revision: str = "head",
     text_search_config: str | None = None,
+    distribute: str | None = None,
 ) -> None:
     """Upgrade ``schema`` in the database at ``dsn`` to ``revision`` (default: the newest).
 
     Safe to call concurrently from several processes. Before anything is created: a server
     without pgvector raises :class:`SchemaError` saying how to install it, and
     ``text_search_config`` (the store's ``postgres_text_search_config``), when given, must be a
-    text search configuration of the server, else :class:`ConfigurationError`.
+    text search configuration of the server, else :class:`ConfigurationError`. ``distribute``
+    is ``postgres_distribute`` (docs/scale-out.md): on a Citus coordinator the migrations
+    distribute the tables by agent (``"auto"``, the default, or ``"citus"``, which fails on a
+    server without Citus), or leave them plain (``"off"``).
     """
     from alembic import command
 
-    cfg = make_config(dsn, schema)
+    cfg = make_config(dsn, schema, distribute=distribute)
     if text_search_config is not None:
         check_text_search_config(dsn, text_search_config)
     with advisory_lock(dsn, schema):
         _run(command.upgrade, cfg, revision)
+
+
+def distribute(
+    dsn: str, schema: str = "actrone", *, text_search_config: str | None = None
+) -> list[str]:
+    """Migrate ``schema`` to head and distribute it with Citus, its rows included.
+
+    ``actrone-pg migrate --distribute``: converts a schema migrated on one server (or with
+    ``postgres_distribute="off"``) in place, on a Citus coordinator: each table not yet
+    distributed is, with its data (writes to it wait while its rows move to the workers; see
+    docs/scale-out.md, "From one server", for the cost). Returns the steps taken (none when the
+    schema was distributed already). A server without Citus raises :class:`SchemaError`.
+    """
+    import psycopg
+
+    from actrone_pg.migrations import _citus
+
+    migrate(dsn, schema, text_search_config=text_search_config, distribute="citus")
+    try:
+        with advisory_lock(dsn, schema), psycopg.connect(dsn, connect_timeout=10) as conn:
+
+            def run(statement: str, params: Any) -> list[tuple[Any, ...]]:
+                cur = conn.execute(statement, tuple(params))
+                return cur.fetchall() if cur.description is not None else []
+
+            with conn.transaction():
+                return _citus.distribute_schema(run, validate_schema(schema))
+    except psycopg.OperationalError as exc:
+        raise StoreUnavailableError(f"lost the connection while distributing: {exc}") from None
+    except psycopg.Error as exc:
+        raise SchemaError(f"distributing schema {schema!r} failed: {exc}") from exc
 
 
 def check_text_search_config(dsn: str, name: str) -> None:

@@ -12,18 +12,26 @@ or a view").
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Sequence
 from importlib import resources
+from typing import Any
 
 from alembic import op
 from psycopg import sql
 
-from actrone_pg.migrations import validate_schema
+from actrone_pg.errors import SchemaError
+from actrone_pg.migrations import _citus, validate_schema
 
 __all__ = [
+    "distribute_function",
+    "distribute_mode",
+    "distribute_schema",
     "drop_function",
     "drop_view",
     "execute",
+    "run",
     "install",
     "pinned",
     "pinned_names",
@@ -31,6 +39,8 @@ __all__ = [
     "template",
     "vector_schema",
 ]
+
+logger = logging.getLogger("actrone_pg.migrations")
 
 _PINNED = re.compile(r"^(\d{4})_([a-z_]+)\.sql$")
 
@@ -114,3 +124,72 @@ def drop_function(name: str, arguments: str) -> None:
 def drop_view(name: str) -> None:
     """Drop the view ``name``, if there is one."""
     execute(template("DROP VIEW IF EXISTS {schema}.{name}", schema=schema_name(), name=name))
+
+
+def run(statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """Run ``statement`` with bound ``params`` on the migration's connection; its rows."""
+    result = op.get_bind().exec_driver_sql(statement, tuple(params))
+    return [tuple(r) for r in result] if result.returns_rows else []
+
+
+def distribute_mode() -> str:
+    """``postgres_distribute`` for this run (env.py resolves it: "auto", "citus" or "off")."""
+    mode = op.get_context().opts.get("actrone_distribute") or "auto"
+    return str(mode)
+
+
+def distribute_schema() -> bool:
+    """Distribute the schema's tables and functions with Citus if ``postgres_distribute`` says so.
+
+    "off": never. "citus": always (a server without the citus extension is an error). "auto":
+    when the server has Citus, unless the schema already holds memories: moving a populated
+    schema's rows is left to ``actrone-pg migrate --distribute``, which says so
+    (docs/scale-out.md, "From one server"). Returns whether the schema is distributed after.
+    """
+    mode = distribute_mode()
+    schema = schema_name()
+    if mode == "off":
+        return False
+    if not _citus.citus_installed(run):
+        if mode == "citus":
+            raise SchemaError(
+                "postgres_distribute='citus', but this server has no citus extension: run the "
+                "migrations on a Citus coordinator (docs/scale-out.md), or set "
+                "postgres_distribute='auto' or 'off'"
+            )
+        return False
+    if mode == "auto" and not _citus.distributed(run, schema):
+        populated = run(
+            template("SELECT EXISTS (SELECT 1 FROM {s}.memories)", s=schema).as_string()
+        )
+        if populated and populated[0][0]:
+            logger.warning(
+                "schema %s holds memories: its tables stay on the coordinator; run "
+                "`actrone-pg migrate --distribute` to distribute them with their rows",
+                schema,
+            )
+            return False
+    _citus.distribute_schema(run, schema)
+    return True
+
+
+def distribute_function(signature: str, *, force_delegation: bool = False) -> bool:
+    """Distribute the schema's function ``signature`` by its first argument (``agent_id``).
+
+    ``signature`` is the function's name and argument types, unqualified and may name
+    ``{vector_schema}``, as :func:`drop_function` takes them: ``"f(text, {vector_schema}.vector)"``.
+    Colocated with ``memories``, so that ``SELECT * FROM f(agent, ...)`` called alone runs whole
+    on the worker holding that agent's shards. A no-op (``False``) unless the schema is
+    distributed (off Citus, with ``postgres_distribute="off"``, before ``migrate --distribute``).
+    A revision that installs a per-agent function calls this right after installing it.
+    """
+    name, _, arguments = signature.partition("(")
+    qualified = template(
+        "{schema}.{name}(" + arguments,
+        schema=schema_name(),
+        vector_schema=vector_schema(),
+        name=name.strip(),
+    ).as_string()
+    return _citus.distribute_function(
+        run, schema_name(), qualified, force_delegation=force_delegation
+    )

@@ -4,6 +4,9 @@ Settings, first found wins:
 
 * schema: ``config.attributes["actrone_schema"]``, ``-x schema=...``, the ini option
   ``actrone_schema``, ``$ACTRONE_POSTGRES_SCHEMA``, else ``actrone``;
+* distribution (``postgres_distribute``: "auto", "citus" or "off"):
+  ``config.attributes["actrone_distribute"]``, ``-x distribute=...``, the ini option
+  ``actrone_distribute``, ``$ACTRONE_POSTGRES_DISTRIBUTE``, else ``auto``;
 * server: ``config.attributes["connection"]`` (an open SQLAlchemy connection),
   ``config.attributes["actrone_dsn"]``, ``-x dsn=...``, the ini option ``sqlalchemy.url``,
   ``$ACTRONE_POSTGRES_DSN``.
@@ -21,7 +24,8 @@ import sqlalchemy as sa
 from alembic import context
 from psycopg import sql
 
-from actrone_pg.errors import SchemaError
+from actrone_pg.config import DISTRIBUTE_MODES
+from actrone_pg.errors import ConfigurationError, SchemaError
 from actrone_pg.migrations import (
     PGVECTOR_HINT,
     VERSION_TABLE,
@@ -44,6 +48,21 @@ schema = validate_schema(
     _setting("actrone_schema", "schema", "actrone_schema", "ACTRONE_POSTGRES_SCHEMA") or "actrone"
 )
 target_metadata = build_metadata(schema)
+distribute = (
+    (
+        _setting(
+            "actrone_distribute", "distribute", "actrone_distribute", "ACTRONE_POSTGRES_DISTRIBUTE"
+        )
+        or "auto"
+    )
+    .strip()
+    .lower()
+)
+if distribute not in DISTRIBUTE_MODES:
+    raise ConfigurationError(
+        "postgres_distribute",
+        f"unknown mode {distribute!r}; choose one of {', '.join(DISTRIBUTE_MODES)}",
+    )
 
 
 def _include_name(name: str | None, type_: str, parent_names: Any) -> bool:
@@ -75,6 +94,8 @@ def _run(connection: sa.Connection, *, lock_in_transaction: bool = False) -> Non
         include_schemas=True,
         include_name=_include_name,
         compare_type=True,
+        # Read by the revisions that distribute with Citus (_ops.distribute_mode).
+        actrone_distribute=distribute,
     )
     with context.begin_transaction():
         # Inside the migration transaction: if anything fails, the schema goes too.

@@ -83,32 +83,43 @@ async def test_sweep_removes_expired_sessions_and_nothing_live(store: Store) -> 
         assert await store.get_session(agent, session, ttl_seconds=3600) is None
 
 
+#: The short session TTL of the sweeper test.
+SHORT_TTL = 2.0
+
+
 async def test_an_expired_session_waits_for_the_sweeper_whoever_reads_it(store: Store) -> None:
     # What the sweeper needs to consolidate an expired session (spec §9.1) on every backend:
     # it is listed, reads with the TTL see nothing (and do not destroy it), a longer TTL reads it.
+    # SHORT_TTL: 2 s, so that the live session outlasts a few calls on a loaded machine.
     for i in range(3):
-        await store.append_turn(turn("A", "s", f"t{i}"), max_turns=50, ttl_seconds=0.3)
-    await store.append_turn(turn("A:x", "s", "other"), max_turns=50, ttl_seconds=0.3)
-    await asyncio.sleep(0.6)
-    await store.append_turn(turn("A", "live", "new"), max_turns=50, ttl_seconds=0.3)
-    await store.append_turn(turn("A", "live", "newer"), max_turns=50, ttl_seconds=0.3)
-    assert await store.recent_turns("A", "s", limit=10, ttl_seconds=0.3) == []
-    assert await store.get_session("A", "s", ttl_seconds=0.3) is None
-    expired = await store.expired_sessions(ttl_seconds=0.3, limit=10)
+        await store.append_turn(turn("A", "s", f"t{i}"), max_turns=50, ttl_seconds=SHORT_TTL)
+    await store.append_turn(turn("A:x", "s", "other"), max_turns=50, ttl_seconds=SHORT_TTL)
+    await asyncio.sleep(SHORT_TTL * 1.5)
+    await store.append_turn(turn("A", "live", "new"), max_turns=50, ttl_seconds=SHORT_TTL)
+    await store.append_turn(turn("A", "live", "newer"), max_turns=50, ttl_seconds=SHORT_TTL)
+    assert await store.recent_turns("A", "s", limit=10, ttl_seconds=SHORT_TTL) == []
+    assert await store.get_session("A", "s", ttl_seconds=SHORT_TTL) is None
+    expired = await store.expired_sessions(ttl_seconds=SHORT_TTL, limit=10)
     assert sorted(expired) == [("A", "s"), ("A:x", "s")]
-    assert await store.expired_sessions(ttl_seconds=0.3, limit=1) in ([("A", "s")], [("A:x", "s")])
+    assert await store.expired_sessions(ttl_seconds=SHORT_TTL, limit=1) in (
+        [("A", "s")],
+        [("A:x", "s")],
+    )
     old = await store.recent_turns("A", "s", limit=10, ttl_seconds=3600)
     assert [t.user_message for t in old] == ["user: t0", "user: t1", "user: t2"]
     info = await store.get_session("A", "s", ttl_seconds=3600)
     assert info is not None and info.turn_count == 3
-    # deleted only while still expired; the other agent's session with the same id stays
-    assert not await store.delete_expired_session("A", "live", ttl_seconds=0.3)
-    assert await store.delete_expired_session("A", "s", ttl_seconds=0.3)
-    assert not await store.delete_expired_session("A", "s", ttl_seconds=0.3)
+    # deleted only while still expired; the other agent's session with the same id stays.
+    # The live session is written again first: on a loaded machine (a Citus cluster's calls
+    # take longer) the reads above may outlast its SHORT_TTL.
+    await store.append_turn(turn("A", "live", "newest"), max_turns=50, ttl_seconds=SHORT_TTL)
+    assert not await store.delete_expired_session("A", "live", ttl_seconds=SHORT_TTL)
+    assert await store.delete_expired_session("A", "s", ttl_seconds=SHORT_TTL)
+    assert not await store.delete_expired_session("A", "s", ttl_seconds=SHORT_TTL)
     assert await store.get_session("A", "s", ttl_seconds=3600) is None
-    assert await store.expired_sessions(ttl_seconds=0.3, limit=10) == [("A:x", "s")]
+    assert await store.expired_sessions(ttl_seconds=SHORT_TTL, limit=10) == [("A:x", "s")]
     assert len(await store.recent_turns("A:x", "s", limit=10, ttl_seconds=3600)) == 1
-    assert len(await store.recent_turns("A", "live", limit=10, ttl_seconds=0.3)) == 2
+    assert len(await store.recent_turns("A", "live", limit=10, ttl_seconds=3600)) == 3
 
 
 async def test_writing_refreshes_the_ttl(store: Store) -> None:

@@ -59,12 +59,21 @@ LIVE: dict[str, dict[str, str]] = {
         "memory_versions": "0012",
         "memory_lineage": "0012",
     },
+    "0014": _AT_0003
+    | {
+        "hybrid_search": "0013",
+        "pack_positions": "0010",
+        "memory_versions": "0012",
+        "memory_lineage": "0012",
+        "agent_retrieve": "0014",
+    },
     "0015": _AT_0003
     | {
         "hybrid_search": "0013",
         "pack_positions": "0010",
         "memory_versions": "0012",
         "memory_lineage": "0012",
+        "agent_retrieve": "0014",
         "retrieve": "0015",
     },
 }
@@ -82,6 +91,7 @@ ARITY = {
     "0011": 16,
     "0012": 16,
     "0013": 20,
+    "0014": 20,
     "0015": 20,
 }
 #: hybrid_search's SET clauses (0005 adds enable_nestloop, 0009 plan_cache_mode).
@@ -99,6 +109,7 @@ SETTINGS = {
     "0011": _GENERIC,
     "0012": _GENERIC,
     "0013": _GENERIC,
+    "0014": _GENERIC,
     "0015": _GENERIC,
 }
 
@@ -316,6 +327,21 @@ def _built_statements(schema: str) -> dict[str, tuple[sql.Composed, dict[str, An
         out[f"retrieve session={session is not None}"] = builders.retrieve(
             replace(request, budget=100), schema=schema, terms=["q"], session=session
         )
+    # A schema distributed with Citus: agent_retrieve (0014) and the router queries before it
+    # (on one server they resolve the same way).
+    for shape, candidates, stats in (("exact", None, None), ("given", ["m"], (3, 30, [1]))):
+        out[f"agent_retrieve {shape}"] = builders.agent_retrieve(
+            replace(request, budget=100),
+            schema=schema,
+            terms=["q"],
+            session=("s", 50, 86400.0),
+            candidates=candidates,
+            stats=stats,
+        )
+    out["filtered_inputs"] = builders.filtered_inputs(
+        replace(request, filter=every), schema=schema, vector_schema="public", terms=["q"]
+    )
+    out["ann_ids"] = builders.ann_ids(request, schema=schema, vector_schema="public", dimensions=4)
     for after, flt in ((None, None), ((now, "m"), every)):
         out[f"list_memories after={after is not None}"] = builders.list_memories(
             schema, "a", now=now, limit=10, after=after, flt=flt

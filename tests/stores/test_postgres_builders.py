@@ -180,3 +180,74 @@ def test_retrieve_names_the_agent_first_and_binds_every_value_once(
     )
     for value in (_AGENT, _EMBEDDER, "session-5d2b"):
         assert value not in text
+
+
+# -- a schema distributed with Citus ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("inputs", ["exact", "given"])
+def test_agent_retrieve_is_retrieve_with_candidates_and_statistics(inputs: str) -> None:
+    given = inputs == "given"
+    candidates = ["m1", "m2"] if given else None
+    stats = (12, 340, [3, 1]) if given else None
+    session = ("session-5d2b", 50, 86400.0)
+    request = _request(budget=300)
+    statement, params = builders.agent_retrieve(
+        request,
+        schema="mem",
+        terms=["green", "tea"],
+        session=session,
+        candidates=candidates,
+        stats=stats,
+    )
+    text = statement.as_string(None)
+    assert _placeholders(text) == set(params)
+    # Called alone, the agent first: the form Citus delegates to the agent's worker.
+    assert text.startswith('SELECT * FROM "mem".agent_retrieve(%(agent)s, %(session)s,')
+    _, retrieve_params = builders.retrieve(
+        request, schema="mem", terms=["green", "tea"], session=session
+    )
+    assert {k: v for k, v in params.items() if k in retrieve_params} == retrieve_params
+    assert params["candidates"] == candidates
+    assert (params["n_docs"], params["total_length"], params["doc_freqs"]) == (
+        stats or (None, None, None)
+    )
+    for value in (_AGENT, _EMBEDDER, "session-5d2b", "m1"):
+        assert value not in text
+
+
+def test_filtered_inputs_are_the_filtered_ctes_alone_with_the_filters_values() -> None:
+    flt = MemoryFilter(**_VALUES)
+    request = _request(filter=flt)
+    statement, params = builders.filtered_inputs(
+        request, schema="mem", vector_schema="ext", terms=["green", "tea"]
+    )
+    text = statement.as_string(None)
+    used = _placeholders(text)
+    assert used == set(params)
+    assert {"f_" + key.name for key, _ in flt} <= used and "agent" in used
+    assert text.startswith("WITH ") and "AS ids" in text and "AS dfs" in text
+    assert "hybrid_search" not in text and "agent_retrieve" not in text
+    # The same CTEs, and values, as the one-statement filtered search.
+    search_text, search_params = _build(request)
+    assert text[len("WITH ") : text.index(" SELECT (SELECT fc.ids")] in search_text
+    assert np.array_equal(params["vector"], search_params["vector"])
+    plain = used - {"vector"}
+    assert {k: getattr(params[k], "obj", params[k]) for k in plain} == {
+        k: getattr(search_params[k], "obj", search_params[k]) for k in plain
+    }
+    with pytest.raises(AssertionError):
+        builders.filtered_inputs(_request(), schema="mem", vector_schema="ext", terms=[])
+
+
+def test_ann_ids_are_the_hnsw_scan_alone() -> None:
+    statement, params = builders.ann_ids(
+        _request(), schema="mem", vector_schema="ext", dimensions=384
+    )
+    text = statement.as_string(None)
+    assert _placeholders(text) == set(params) == {"agent", "embedder", "vector", "ann_limit"}
+    assert text.startswith('SELECT ARRAY(SELECT a.id FROM "mem".memories')
+    assert '"ext".vector(384)' in text
+    search_text, search_params = _build(_request(), ann=384)
+    assert params["ann_limit"] == search_params["ann_limit"] > _request().limit
+    assert text[len("SELECT ") : -len(" AS ids")] in search_text

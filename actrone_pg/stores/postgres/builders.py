@@ -19,13 +19,16 @@ from actrone_pg.errors import MissingDependencyError
 from actrone_pg.filters import FILTERS, MemoryFilter
 from actrone_pg.pipeline import SearchRequest
 from actrone_pg.stores.postgres.statements import (
+    AGENT_RETRIEVE,
     ANN_CANDIDATES,
+    ANN_IDS,
     ANN_OVERFETCH,
     FILTER_BROAD_DIVISOR,
     FILTER_MOST_DIVISOR,
     FILTER_PROBE_SAMPLE,
     FILTERED,
     FILTERED_CANDIDATES,
+    FILTERED_INPUTS,
     FILTERED_STATS,
     LIST_AFTER,
     LIST_MEMORIES,
@@ -43,7 +46,10 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 __all__ = [
     "Built",
+    "agent_retrieve",
+    "ann_ids",
     "filter_conditions",
+    "filtered_inputs",
     "list_memories",
     "retrieve",
     "search",
@@ -124,19 +130,82 @@ def search(
         params.update(budget=request.budget, max_hits=request.max_hits)
     flt = request.filter
     if flt is not None:
-        where_params = filter_conditions(flt)[1]
-        params.update(where_params)
-        params.update(
-            sample=FILTER_PROBE_SAMPLE,
-            indexed=served_by_an_index(flt),
-            broad_divisor=FILTER_BROAD_DIVISOR,
-            most_divisor=FILTER_MOST_DIVISOR,
-        )
+        params.update(_filter_params(flt))
         keys = tuple(key.name for key, _ in flt)
         return _filtered_text(schema, vector_schema, packed, keys), params
     if ann_dimensions is not None:
-        params["ann_limit"] = math.ceil(request.limit * ANN_OVERFETCH)
+        params["ann_limit"] = _ann_limit(request)
     return _unfiltered_text(schema, vector_schema, packed, ann_dimensions), params
+
+
+# -- a schema distributed with Citus (docs/scale-out.md): agent_retrieve called alone --
+
+
+def agent_retrieve(
+    request: SearchRequest,
+    *,
+    schema: str,
+    terms: list[str],
+    session: tuple[str, int, float] | None,
+    candidates: list[str] | None = None,
+    stats: tuple[Any, Any, Any] | None = None,
+) -> Built:
+    """``agent_retrieve()`` (migration 0014), called alone so that Citus delegates it to the
+    agent's worker: :func:`retrieve`'s statement for any search, over ``candidates`` (``None``:
+    the agent's exact scan) with ``stats``, a filtered set's ``(n_docs, total_length,
+    doc_freqs)`` (``None``: the agent's own). Without a budget and a hit limit, every ranked
+    memory comes back."""
+    n_docs, total_length, doc_freqs = (None, None, None) if stats is None else stats
+    _, params = retrieve(request, schema=schema, terms=terms, session=session)
+    params.update(
+        candidates=candidates, n_docs=n_docs, total_length=total_length, doc_freqs=doc_freqs
+    )
+    return _agent_retrieve_text(schema), params
+
+
+def filtered_inputs(
+    request: SearchRequest, *, schema: str, vector_schema: str, terms: list[str]
+) -> Built:
+    """The filtered set's candidates (``ids``) and statistics (``n_docs``, ``total_length``,
+    ``dfs``) for :func:`agent_retrieve`: ``filtered_search.sql``'s CTEs alone, every table read
+    by the agent, a router query Citus sends to the agent's worker."""
+    flt = request.filter
+    assert flt is not None, "filtered_inputs needs a filtered request"
+    keys = tuple(key.name for key, _ in flt)
+    ranking = _ranking(request, terms)
+    # The CTEs' own arguments only (the ranking's weights are agent_retrieve's).
+    used = ("embedder", "terms", "vector", "threshold", "limit", "now")
+    params = {"agent": request.agent_id, **{k: ranking[k] for k in used}, **_filter_params(flt)}
+    return _filtered_inputs_text(schema, vector_schema, keys), params
+
+
+def ann_ids(request: SearchRequest, *, schema: str, vector_schema: str, dimensions: int) -> Built:
+    """The nearest ids of an agent's own HNSW index (``ids``) for :func:`agent_retrieve`, as
+    :func:`search`'s ``ANN_CANDIDATES`` finds them, alone: a router query."""
+    statement = sql.SQL(ANN_IDS).format(
+        candidates=_ann_candidates(schema, vector_schema, int(dimensions))
+    )
+    return statement, {
+        "agent": request.agent_id,
+        "embedder": request.embedder,
+        "vector": request.vector,
+        "ann_limit": _ann_limit(request),
+    }
+
+
+def _filter_params(flt: MemoryFilter) -> dict[str, Any]:
+    """A filter's values and the filtered CTEs' fixed settings, by name."""
+    return {
+        **filter_conditions(flt)[1],
+        "sample": FILTER_PROBE_SAMPLE,
+        "indexed": served_by_an_index(flt),
+        "broad_divisor": FILTER_BROAD_DIVISOR,
+        "most_divisor": FILTER_MOST_DIVISOR,
+    }
+
+
+def _ann_limit(request: SearchRequest) -> int:
+    return math.ceil(request.limit * ANN_OVERFETCH)
 
 
 def retrieve(
@@ -189,6 +258,28 @@ def _retrieve_text(schema: str) -> sql.Composed:
     return sql.SQL(RETRIEVE).format(s=sql.Identifier(schema))
 
 
+@functools.lru_cache(maxsize=64)
+def _agent_retrieve_text(schema: str) -> sql.Composed:
+    return sql.SQL(AGENT_RETRIEVE).format(s=sql.Identifier(schema))
+
+
+def _ann_candidates(schema: str, vector_schema: str, dimensions: int) -> sql.Composed:
+    return sql.SQL(ANN_CANDIDATES).format(
+        s=sql.Identifier(schema), vs=sql.Identifier(vector_schema), d=sql.Literal(dimensions)
+    )
+
+
+def _filtered_ctes(schema: str, vector_schema: str, keys: tuple[str, ...]) -> sql.Composed:
+    return sql.SQL(FILTERED).format(
+        s=sql.Identifier(schema), vs=sql.Identifier(vector_schema), where=_where(keys)
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _filtered_inputs_text(schema: str, vector_schema: str, keys: tuple[str, ...]) -> sql.Composed:
+    return sql.SQL(FILTERED_INPUTS).format(ctes=_filtered_ctes(schema, vector_schema, keys))
+
+
 # The composed text depends only on these arguments (values are parameters): composed once.
 @functools.lru_cache(maxsize=64)
 def _unfiltered_text(
@@ -197,9 +288,7 @@ def _unfiltered_text(
     s = sql.Identifier(schema)
     candidates: sql.Composable = sql.SQL("NULL::text[]")
     if ann_dimensions is not None:
-        candidates = sql.SQL(ANN_CANDIDATES).format(
-            s=s, vs=sql.Identifier(vector_schema), d=sql.Literal(int(ann_dimensions))
-        )
+        candidates = _ann_candidates(schema, vector_schema, int(ann_dimensions))
     return sql.SQL(SEARCH_PACKED if packed else SEARCH).format(
         s=s,
         candidates=candidates,
@@ -214,7 +303,7 @@ def _filtered_text(
     schema: str, vector_schema: str, packed: bool, keys: tuple[str, ...]
 ) -> sql.Composed:
     s = sql.Identifier(schema)
-    ctes = sql.SQL(FILTERED).format(s=s, vs=sql.Identifier(vector_schema), where=_where(keys))
+    ctes = _filtered_ctes(schema, vector_schema, keys)
     return sql.SQL(SEARCH_PACKED if packed else SEARCH).format(
         s=s,
         candidates=sql.SQL(FILTERED_CANDIDATES),

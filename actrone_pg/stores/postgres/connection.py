@@ -40,6 +40,8 @@ from actrone_pg.stores.postgres.rows import jsonb
 from actrone_pg.stores.postgres.severance import Severance
 from actrone_pg.stores.postgres.statements import (
     ANALYZE_FIRST,
+    CITUS_INSTALLED,
+    DISTRIBUTED,
     HOLDS_LOCK,
     NORMALISE,
     RECORD_ANALYZER,
@@ -101,7 +103,9 @@ class Connection:
         text_analyzer: str = DEFAULT_ANALYZER,
         ann_min_memories: int = 50_000,
         ann_ef_search: int = 800,
+        distribute: str = "auto",
     ) -> None:
+        from actrone_pg.config import DISTRIBUTE_MODES
         from actrone_pg.migrations import validate_schema
 
         self.schema = validate_schema(schema)
@@ -110,6 +114,15 @@ class Connection:
                 "postgres_text_search_config", f"{text_search_config!r} is not a plain identifier"
             )
         self._ts_config = text_search_config
+        if distribute not in DISTRIBUTE_MODES:
+            raise ConfigurationError(
+                "postgres_distribute",
+                f"unknown mode {distribute!r}; choose one of {', '.join(DISTRIBUTE_MODES)}",
+            )
+        self._distribute = distribute
+        #: The schema's tables are distributed with Citus (found at setup): per-agent calls then
+        #: take the forms Citus runs on one worker (docs/scale-out.md).
+        self.distributed = False
         if text_analyzer not in ANALYZERS:
             raise ConfigurationError("text_analyzer", f"unknown analyzer {text_analyzer!r}")
         #: How contents and queries become BM25 terms (under postgres_text_search_config
@@ -199,7 +212,16 @@ class Connection:
             async with self._conn() as conn:
                 cur = await conn.execute(VECTOR_SCHEMA)
                 row = await cur.fetchone()
-            self._vector_schema = str(row[0]) if row else "public"
+                self._vector_schema = str(row[0]) if row else "public"
+                cur = await conn.execute(CITUS_INSTALLED)
+                citus = bool((await cur.fetchone() or (False,))[0])
+                distributed = False
+                if citus:
+                    cur = await conn.execute(
+                        DISTRIBUTED, (sql.Identifier(self.schema, "memories").as_string(),)
+                    )
+                    distributed = bool((await cur.fetchone() or (False,))[0])
+            self._check_distribution(citus, distributed)
         except BaseException:
             await self.close()
             raise
@@ -228,6 +250,23 @@ class Connection:
         adapters = AdaptersMap(psycopg.adapters)
         register_vector_info(adapters, info)  # type: ignore[arg-type]  # an AdaptContext too
         return adapters
+
+    def _check_distribution(self, citus: bool, distributed: bool) -> None:
+        """Record whether the schema is distributed; ``postgres_distribute="citus"`` requires it."""
+        self.distributed = distributed
+        if self._distribute != "citus" or distributed:
+            return
+        if not citus:
+            raise ConfigurationError(
+                "postgres_distribute",
+                "'citus' needs a Citus coordinator, and this server has no citus extension; "
+                "connect to the coordinator, or set postgres_distribute='auto' (docs/scale-out.md)",
+            )
+        raise SchemaError(
+            f"schema {self.schema!r} is not distributed with Citus (it was migrated on one "
+            f"server, or with postgres_distribute='off'); run `actrone-pg migrate --distribute "
+            f"--schema {self.schema}` on the coordinator (docs/scale-out.md, 'From one server')"
+        )
 
     def _new_pool(self, dsn: str) -> AsyncConnectionPool[_Conn]:
         timeout_ms = max(1, int(self._statement_timeout * 1000))
@@ -327,7 +366,9 @@ class Connection:
             )
         if self._auto_migrate:
             logger.info("migrating schema %s from %s to %s", self.schema, current, head)
-            migrations.migrate(dsn, self.schema, text_search_config=self._ts_config)
+            migrations.migrate(
+                dsn, self.schema, text_search_config=self._ts_config, distribute=self._distribute
+            )
             return
         state = "has never been migrated" if current is None else f"is at revision {current}"
         raise SchemaError(
@@ -374,6 +415,13 @@ class Connection:
                 try:
                     yield conn
                     self._used_at[conn] = loop.time()
+                except psycopg.Error as exc:
+                    if self.distributed and not isinstance(exc, psycopg.OperationalError):
+                        # Citus 13-14: after an error raised while planning, a session never
+                        # delegates a function again (docs/scale-out.md). Closed, the connection
+                        # is replaced by the pool instead of serving searches undelegated.
+                        await conn.close()
+                    raise
                 finally:
                     severance.cancel()
                     self._in_use -= 1

@@ -53,7 +53,13 @@ class Context(Sessions, Search):
         return rows.turns(agent_id, session_id, turns), _packed(agent_id, found)
 
     async def search(self, request: SearchRequest) -> PackedSearch:
-        """As :meth:`Search.search`; a packed search that ``retrieve()`` serves goes through it."""
+        """As :meth:`Search.search`; a packed search that ``retrieve()`` serves goes through it
+        (on a schema distributed with Citus, every search goes through ``agent_retrieve()``)."""
+        if self.distributed:
+            built = await self._distributed_built(request, None)
+            if built is None:
+                return PackedSearch(hits=[], candidates_considered=0, tokens=0)
+            return _packed(request.agent_id, await self._retrieve(built))
         if request.budget is None and request.max_hits is None:
             return await super().search(request)
         built = await self._retrieve_built(request, None)
@@ -72,7 +78,10 @@ class Context(Sessions, Search):
     ) -> tuple[sql.Composed, dict[str, Any]] | None:
         """``retrieve()``'s statement (:func:`.builders.retrieve`), or ``None`` where the search
         needs :func:`.builders.search`'s (a filter, an agent with its own HNSW index, an
-        embedder that stored nothing)."""
+        embedder that stored nothing); on a schema distributed with Citus,
+        ``agent_retrieve()``'s, whatever the search."""
+        if self.distributed:
+            return await self._distributed_built(request, session)
         if request.filter is not None or (request.budget is None and request.max_hits is None):
             return None
         expected = await self._embedder_dimensions(request.embedder)

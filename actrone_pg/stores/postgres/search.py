@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
+
+from psycopg import sql
 
 from actrone_pg.filters import MemoryFilter
 from actrone_pg.models import Memory
@@ -10,6 +13,7 @@ from actrone_pg.pipeline import PackedSearch, SearchRequest
 from actrone_pg.stores.base import check_query_dimensions
 from actrone_pg.stores.postgres import builders, rows
 from actrone_pg.stores.postgres.maintenance import Maintenance
+from actrone_pg.stores.postgres.statements import PROPAGATE_SET_LOCAL
 
 __all__ = ["Search"]
 
@@ -55,6 +59,59 @@ class Search(Maintenance):
         packed = request.budget is not None or request.max_hits is not None
         decode = rows.packed if packed else rows.searched
         return decode(request.agent_id, found)
+
+    async def _distributed_built(
+        self, request: SearchRequest, session: tuple[str, int, float] | None
+    ) -> builders.Built | None:
+        """On a schema distributed with Citus: ``agent_retrieve``'s statement for ``request``
+        and ``session`` (as :func:`.builders.retrieve` takes it), which Citus delegates whole to
+        the worker holding the agent's shards; ``None`` when the embedder stored nothing.
+
+        A filter's candidates and statistics, or a large agent's HNSW candidates, are found
+        first by a router query (every table read by the agent: that worker too).
+        """
+        expected = await self._embedder_dimensions(request.embedder)
+        if expected is None:
+            return None
+        check_query_dimensions(request.embedder, expected, request.vector)
+        terms = await self._query_terms(request.query, request.terms)
+        candidates: list[str] | None = None
+        stats: tuple[Any, Any, Any] | None = None
+        ann = None
+        if request.filter is None:
+            ann = await self._ann_dimensions(request.agent_id, request.embedder, expected)
+        if request.filter is not None:
+            statement, params = builders.filtered_inputs(
+                request, schema=self.schema, vector_schema=self._vector_schema, terms=terms
+            )
+            async with self._conn() as conn:
+                row = (await self._fetch(conn, statement, params))[0]
+            candidates = list(row["ids"] or [])
+            stats = (row["n_docs"], row["total_length"], row["dfs"])
+        elif ann is not None:
+            statement, params = builders.ann_ids(
+                request, schema=self.schema, vector_schema=self._vector_schema, dimensions=ann
+            )
+            # hnsw.* reach the worker only as SET LOCAL with citus.propagate_set_commands =
+            # 'local' (a session's SET stays on the coordinator), hence the transaction.
+            async with self._conn() as conn, conn.transaction():
+                await conn.execute(PROPAGATE_SET_LOCAL)
+                await conn.execute(
+                    sql.SQL("SET LOCAL hnsw.ef_search = {}").format(
+                        sql.Literal(self._ann_ef_search)
+                    )
+                )
+                await conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+                found = await self._fetch(conn, statement, params, prepare=False)
+            candidates = list(found[0]["ids"] or [])
+        return builders.agent_retrieve(
+            request,
+            schema=self.schema,
+            terms=terms,
+            session=session,
+            candidates=candidates,
+            stats=stats,
+        )
 
     async def list_memories(
         self,

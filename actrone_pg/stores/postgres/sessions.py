@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from actrone_pg.errors import MissingDependencyError
 from actrone_pg.models import SessionInfo, Turn
 from actrone_pg.stores.base import Fence
 from actrone_pg.stores.postgres import rows
-from actrone_pg.stores.postgres.connection import Connection, jsonb
+from actrone_pg.stores.postgres.connection import Connection, _Conn, jsonb
 from actrone_pg.stores.postgres.statements import (
     ACQUIRE_LOCK,
     DELETE_EXPIRED_SESSION,
@@ -20,6 +21,7 @@ from actrone_pg.stores.postgres.statements import (
     SELECT_RECENT_TURNS,
     SELECT_SESSION,
     SELECT_SESSIONS,
+    SERVER_CLOCK,
     SWEEP_SESSIONS,
     TRIM_TURNS,
     UPSERT_SESSION,
@@ -117,6 +119,18 @@ class Sessions(Connection):
 
     async def sweep_expired_sessions(self, *, ttl_seconds: float, limit: int) -> int:
         """Delete up to ``limit`` expired sessions; their turns go by cascade."""
+        if self.distributed:
+            # Citus refuses LIMIT ... FOR UPDATE SKIP LOCKED across shards: the expired sessions
+            # are found across shards, then each deleted by its own single-shard statement,
+            # re-checked under its row lock (a session a writer revived meanwhile is kept).
+            removed = 0
+            for agent_id, session_id in await self.expired_sessions(
+                ttl_seconds=ttl_seconds, limit=limit
+            ):
+                removed += await self.delete_expired_session(
+                    agent_id, session_id, ttl_seconds=ttl_seconds
+                )
+            return removed
         async with self._conn() as conn:
             cur = await conn.execute(self._compose(SWEEP_SESSIONS), (ttl_seconds, limit))
             return max(cur.rowcount, 0)
@@ -142,13 +156,23 @@ class Sessions(Connection):
     async def acquire_lock(self, agent_id: str, name: str, holder: str, ttl_seconds: float) -> bool:
         """Take the lock in one atomic statement, timed by the server's clock."""
         async with self._conn() as conn:
+            now = await self._server_now(conn)
             cur = await conn.execute(
-                self._compose(ACQUIRE_LOCK), (agent_id, name, holder, ttl_seconds)
+                self._compose(ACQUIRE_LOCK), (agent_id, name, holder, now, ttl_seconds, now)
             )
             return await cur.fetchone() is not None
 
     async def release_lock(self, agent_id: str, name: str, holder: str) -> bool:
         """Release the lock if ``holder`` holds a live one."""
         async with self._conn() as conn:
-            cur = await conn.execute(self._compose(RELEASE_LOCK), (agent_id, name, holder))
+            now = await self._server_now(conn)
+            cur = await conn.execute(self._compose(RELEASE_LOCK), (agent_id, name, holder, now))
             return await cur.fetchone() is not None
+
+    async def _server_now(self, conn: _Conn) -> datetime:
+        """The clock of the server the store talks to (on Citus, the coordinator's)."""
+        cur = await conn.execute(SERVER_CLOCK)
+        row = await cur.fetchone()
+        assert row is not None
+        value: datetime = row[0]
+        return value

@@ -40,7 +40,9 @@ UPSERT_SESSION = (
     "INSERT INTO {s}.sessions (agent_id, session_id, created_at, last_active_at, metadata)"
     " VALUES (%s, %s, now(), now(), %s)"
     " ON CONFLICT (agent_id, session_id) DO UPDATE"
-    " SET last_active_at = now(), metadata = {s}.sessions.metadata || EXCLUDED.metadata"
+    # EXCLUDED's now(), not now() itself: Citus refuses a non-immutable function in DO UPDATE.
+    " SET last_active_at = EXCLUDED.last_active_at,"
+    " metadata = {s}.sessions.metadata || EXCLUDED.metadata"
 )
 INSERT_TURN = (
     "INSERT INTO {s}.turns (agent_id, session_id, id, user_message, assistant_message,"
@@ -89,17 +91,23 @@ SELECT_EXPIRED_SESSIONS = (
     "SELECT agent_id, session_id FROM {s}.sessions"
     " WHERE last_active_at < now() - make_interval(secs => %s) LIMIT %s"
 )
+# Locks are timed by the clock of the server the store connects to (on Citus, the
+# coordinator's), read first and bound: Citus refuses clock_timestamp() (and now()) in an
+# ON CONFLICT ... WHERE and a volatile function in a DELETE's WHERE (docs/scale-out.md, "What
+# behaves differently"); one clock for every holder, whichever worker stores the row.
+SERVER_CLOCK = "SELECT clock_timestamp() AS now"
 # One atomic statement: insert, or take over a lapsed lock; a live lock (even our own) refuses.
+# Parameters: agent, name, holder, the server's now, TTL seconds, the server's now.
 ACQUIRE_LOCK = (
     "INSERT INTO {s}.locks AS l (agent_id, name, holder, expires_at)"
-    " VALUES (%s, %s, %s, clock_timestamp() + make_interval(secs => %s))"
+    " VALUES (%s, %s, %s, %s::timestamptz + make_interval(secs => %s))"
     " ON CONFLICT (agent_id, name) DO UPDATE"
     " SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at"
-    " WHERE l.expires_at <= clock_timestamp() RETURNING 1"
+    " WHERE l.expires_at <= %s::timestamptz RETURNING 1"
 )
 RELEASE_LOCK = (
     "DELETE FROM {s}.locks WHERE agent_id = %s AND name = %s AND holder = %s"
-    " AND expires_at > clock_timestamp() RETURNING 1"
+    " AND expires_at > %s::timestamptz RETURNING 1"
 )
 
 # -- L2 statements --
@@ -282,6 +290,38 @@ RETRIEVE = (
     " %(now)s::timestamptz, %(bm25_k1)s::float8, %(bm25_b)s::float8, %(budget)s::bigint,"
     " %(max_hits)s::int)"
 )
+# -- a schema distributed with Citus (migration 0014, docs/scale-out.md) --
+# Does the server have Citus, and if so is the schema's memories table distributed?
+# (pg_dist_partition exists only with the extension: asked second.)
+CITUS_INSTALLED = "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')"
+DISTRIBUTED = (
+    "SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass(%s)"
+    " AND partmethod = 'h')"
+)
+# One store call on a distributed schema (agent_retrieve, migration 0014), alone (no join around
+# it, no transaction block), so that Citus delegates it whole to the worker holding the agent's
+# shards: RETRIEVE's arguments and rows, with a filtered set's or a large agent's candidates and
+# a filtered set's statistics (NULLs: the agent's exact scan and statistics).
+AGENT_RETRIEVE = (
+    "SELECT * FROM {s}.agent_retrieve(%(agent)s, %(session)s, %(turn_limit)s::int,"
+    " %(session_ttl)s::float8, %(embedder)s, %(terms)s::text[], %(vector)s,"
+    " %(threshold)s::float8, %(limit)s::int, %(hybrid)s::bool, %(rrf_k)s::int,"
+    " %(rrf_weights)s::float8[], %(relevance_weight)s::float8, %(recency_weight)s::float8,"
+    " %(now)s::timestamptz, %(candidates)s::text[], %(bm25_k1)s::float8, %(bm25_b)s::float8,"
+    " %(n_docs)s::bigint, %(total_length)s::bigint, %(doc_freqs)s::int[], %(budget)s::bigint,"
+    " %(max_hits)s::int)"
+)
+# A filtered search on a distributed schema: the filtered set's candidates and statistics
+# (FILTERED's CTEs, every table filtered by the agent: a router query the coordinator passes to
+# one worker), which AGENT_RETRIEVE is then given. Two round trips, two snapshots.
+FILTERED_INPUTS = (
+    "WITH {ctes} SELECT (SELECT fc.ids FROM fc) AS ids, (SELECT fn.n_docs FROM fn) AS n_docs,"
+    " (SELECT fn.total_length FROM fn) AS total_length, (SELECT fd.dfs FROM fd) AS dfs"
+)
+# A large agent's nearest ids from its HNSW index, on a distributed schema (a router query).
+ANN_IDS = "SELECT {candidates} AS ids"
+# hnsw.* set with SET LOCAL reach the worker only with this (a session's SET never does).
+PROPAGATE_SET_LOCAL = "SET LOCAL citus.propagate_set_commands = 'local'"
 
 # -- large agents: an HNSW index of their own (docs/postgres.md, "Large agents") --
 ANN_INDEX_STATE = (

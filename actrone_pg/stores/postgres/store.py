@@ -41,6 +41,7 @@ class PostgresStore(Writes, Context):
             text_analyzer=config.text_analyzer,
             ann_min_memories=config.postgres_ann_min_memories,
             ann_ef_search=config.postgres_ann_ef_search,
+            distribute=config.postgres_distribute,
         )
 
 

