@@ -8,20 +8,17 @@ and an invalid one raises :class:`~actrone_pg.errors.ConfigurationError` naming 
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import json
-import logging
 import math
 import os
 import re
-import types
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from actrone_pg._config_values import ENV_PREFIX as ENV_PREFIX
+from actrone_pg._config_values import resolve
+from actrone_pg._redact import redact
 from actrone_pg.errors import ConfigurationError
 from actrone_pg.ranking import ANALYZERS
 
@@ -41,15 +38,6 @@ EMBEDDING_PROVIDERS = ("local", "hashing", "onnx", "openai")
 #: require it ("citus"), or never ("off"). docs/scale-out.md.
 DISTRIBUTE_MODES = ("auto", "citus", "off")
 CONSOLIDATORS = ("extractive", "llm", "none")
-ENV_PREFIX = "ACTRONE_"
-#: ``ACTRONE_*`` variables that are not settings: the test suite's servers and model
-#: (``ACTRONE_TEST_*``), the benchmark's reference interpreter, the model export script's venv.
-NOT_SETTINGS_PREFIXES = ("ACTRONE_TEST_", "ACTRONE_BENCH_", "ACTRONE_EXPORT_")
-#: Variables of the library's commands that are not MemoryConfig fields (``actrone-pg mcp``
-#: reads its bearer token from ACTRONE_MCP_TOKEN), so not reported as unknown settings.
-NOT_SETTINGS = frozenset({"ACTRONE_MCP_TOKEN"})
-
-logger = logging.getLogger("actrone_pg.config")
 
 # Every pattern here validates a whole value, so each is used with fullmatch: ``$`` also matches
 # before a trailing newline, and "actrone\n" would pass as a schema name.
@@ -67,14 +55,6 @@ _URL_FIELDS = (
     "embedding_api_url",
     "consolidator_api_url",
 )
-_SECRET_PARAMS = {"password", "api_key", "apikey", "token"}
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
-# key=value connection strings: password=secret or password='it''s secret' (libpq's quoting);
-# not preceded by ? or &, where it is a URL's query parameter, masked with its URL.
-_KV_PASSWORD = re.compile(r"(?<![?&\w])(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
-_warned_env: set[str] = set()
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
 
 
 def default_data_dir() -> str:
@@ -247,42 +227,13 @@ class MemoryConfig:
         return f"{type(self).__name__}({fields})"
 
 
-def redact(text: str) -> str:
-    """``text`` with the passwords of the connection strings and URLs in it replaced by ``***``.
-
-    Handles URLs (``postgresql://user:secret@host/db``, ``redis://:secret@host``, a
-    ``?password=`` or ``?api_key=`` query parameter) and libpq's key=value form
-    (``host=h password=secret``), anywhere in ``text``, so it also serves for log lines.
-    """
-    return _KV_PASSWORD.sub(r"\1***", _URL.sub(lambda m: _redact_url(m.group(0)), text))
-
-
-def _redact_url(url: str) -> str:
-    try:
-        parts = urlsplit(url)
-    except ValueError:  # e.g. an invalid IPv6 host: mask everything between :// and @
-        return re.sub(r"(://)[^@]*@", r"\1***@", url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
-        if ":" in userinfo:
-            netloc = f"{userinfo.split(':', 1)[0]}:***@{host}"
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(k.lower() in _SECRET_PARAMS for k, _ in pairs):
-            masked = [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in pairs]
-            query = urlencode(masked, safe="*/:")
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
-
-
 # The dataclass machinery generated a typed ``__init__``; keep it, and make the public constructor
 # layer the environment under the explicit keywords before calling it.
 _raw_init = MemoryConfig.__init__
 
 
 def _public_init(self: MemoryConfig, **kwargs: Any) -> None:
-    values = _resolve(type(self), kwargs, os.environ)
+    values = resolve(type(self), kwargs, os.environ)
     _raw_init(self, **values)
 
 
@@ -293,164 +244,8 @@ def _build(
     cls: type[MemoryConfig], explicit: Mapping[str, Any], environ: Mapping[str, str]
 ) -> MemoryConfig:
     obj = cls.__new__(cls)
-    _raw_init(obj, **_resolve(cls, explicit, environ))
+    _raw_init(obj, **resolve(cls, explicit, environ))
     return obj
-
-
-def _resolve(
-    cls: type[MemoryConfig], explicit: Mapping[str, Any], environ: Mapping[str, str]
-) -> dict[str, Any]:
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(explicit) - set(fields))
-    if unknown:
-        raise ConfigurationError(
-            unknown[0], f"unknown setting; valid ones are {', '.join(sorted(fields))}"
-        )
-    _warn_unknown_env(fields, environ)
-    hints = typing.get_type_hints(cls)
-    values: dict[str, Any] = {}
-    for name, f in fields.items():
-        if name in explicit:
-            values[name] = _coerce(name, hints[name], explicit[name], from_env=False)
-            continue
-        env_name = ENV_PREFIX + name.upper()
-        if env_name in environ:
-            values[name] = _coerce(name, hints[name], environ[env_name], from_env=True)
-        elif f.default is not dataclasses.MISSING:
-            values[name] = f.default
-        else:
-            assert f.default_factory is not dataclasses.MISSING
-            values[name] = f.default_factory()
-    return values
-
-
-def _warn_unknown_env(fields: Mapping[str, Any], environ: Mapping[str, str]) -> None:
-    """Log once per variable an ``ACTRONE_*`` variable that names no setting (a typo, usually).
-
-    A log record rather than a warning: a stray variable is the environment's business, and it
-    must not turn into an exception where warnings are errors.
-    """
-    known = {ENV_PREFIX + name.upper() for name in fields}
-    for var in environ:
-        if (
-            not var.startswith(ENV_PREFIX)
-            or var in known
-            or var in _warned_env
-            or var.startswith(NOT_SETTINGS_PREFIXES)
-            or var in NOT_SETTINGS
-        ):
-            continue
-        _warned_env.add(var)
-        # Compared without the prefix, which every name shares and would make all look alike.
-        names = sorted(name.upper() for name in fields)
-        close = difflib.get_close_matches(var.removeprefix(ENV_PREFIX), names, n=1)
-        hint = (
-            f"did you mean {ENV_PREFIX}{close[0]}?"
-            if close
-            else "the settings are listed in the README's Configuration table"
-        )
-        logger.warning("%s is not a setting of actrone_pg and is ignored; %s", var, hint)
-
-
-def _coerce(name: str, hint: Any, value: Any, *, from_env: bool) -> Any:
-    optional = False
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        optional = True
-        hint = args[0]
-        origin = typing.get_origin(hint)
-    if value is None:
-        if optional:
-            return None
-        raise ConfigurationError(name, "must not be None")
-    if from_env and isinstance(value, str):
-        text = value.strip()
-        if optional and text.lower() in ("", "none", "null"):
-            return None
-        value = _parse_env(name, hint, text)
-    try:
-        if hint is bool:
-            if not isinstance(value, bool):
-                raise ConfigurationError(name, f"expected true or false, got {value!r}")
-            return value
-        if hint is int:
-            if isinstance(value, bool) or not isinstance(value, int):
-                if isinstance(value, float) and value.is_integer():
-                    return int(value)
-                raise ConfigurationError(name, f"expected a whole number, got {value!r}")
-            return value
-        if hint is float:
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ConfigurationError(name, f"expected a number, got {value!r}")
-            out = float(value)
-            if not math.isfinite(out):
-                raise ConfigurationError(name, f"expected a finite number, got {value!r}")
-            return out
-        if hint is str:
-            if isinstance(value, Path):
-                return str(value)
-            if not isinstance(value, str):
-                raise ConfigurationError(name, f"expected text, got {value!r}")
-            return value
-        if hint == tuple[str, ...]:
-            if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-                raise ConfigurationError(name, f"expected a list of strings, got {value!r}")
-            labels = tuple(value)
-            if not all(isinstance(v, str) and v.strip() for v in labels):
-                raise ConfigurationError(name, f"expected non-empty strings, got {value!r}")
-            return labels
-        if origin is tuple:
-            items = list(value) if not isinstance(value, (str, bytes)) else None
-            if items is None or len(items) != 3:
-                raise ConfigurationError(name, f"expected three numbers, got {value!r}")
-            out_t = tuple(_coerce(name, float, v, from_env=False) for v in items)
-            return out_t
-    except TypeError:
-        raise ConfigurationError(name, f"invalid value {value!r}") from None
-    raise ConfigurationError(name, f"unsupported type {hint!r}")  # pragma: no cover
-
-
-def _parse_env(name: str, hint: Any, text: str) -> Any:
-    if hint is bool:
-        low = text.lower()
-        if low in _TRUE:
-            return True
-        if low in _FALSE:
-            return False
-        raise ConfigurationError(name, f"expected true or false, got {text!r}")
-    if hint is int:
-        try:
-            return int(text)
-        except ValueError:
-            raise ConfigurationError(name, f"expected a whole number, got {text!r}") from None
-    if hint is float:
-        try:
-            return float(text)
-        except ValueError:
-            raise ConfigurationError(name, f"expected a number, got {text!r}") from None
-    if hint == tuple[str, ...]:
-        if text.startswith("["):
-            try:
-                return json.loads(text)
-            except ValueError:
-                raise ConfigurationError(
-                    name, f"expected a JSON list of strings or a,b,c; got {text!r}"
-                ) from None
-        return [p.strip() for p in text.split(",") if p.strip()]
-    if typing.get_origin(hint) is tuple:
-        try:
-            parsed = (
-                json.loads(text) if text.startswith("[") else [float(p) for p in text.split(",")]
-            )
-        except ValueError:
-            raise ConfigurationError(
-                name, f"expected a list of three numbers such as '[1, 1, 0.3]', got {text!r}"
-            ) from None
-        if not isinstance(parsed, list):
-            raise ConfigurationError(name, f"expected a list of three numbers, got {text!r}")
-        return parsed
-    return text
 
 
 def schema_problem(schema: object) -> str | None:

@@ -24,6 +24,7 @@ __all__ = [
     "Vector",
     "memory_from_fields",
     "memory_to_dict",
+    "turn_to_dict",
 ]
 
 #: An embedding: a one-dimensional float32 array (L2-normalised wherever a store receives it).
@@ -231,17 +232,6 @@ class RetrievedContext:
     def to_dict(self) -> dict[str, Any]:
         """The context as a JSON-ready dict (datetimes as ISO 8601 strings)."""
 
-        def turn(t: Turn) -> dict[str, Any]:
-            return {
-                "id": t.id,
-                "session_id": t.session_id,
-                "user_message": t.user_message,
-                "assistant_message": t.assistant_message,
-                "tool_results": t.tool_results,
-                "created_at": t.created_at.isoformat(),
-                "token_count": t.token_count,
-            }
-
         return {
             "agent_id": self.agent_id,
             "session_id": self.session_id,
@@ -255,7 +245,7 @@ class RetrievedContext:
             "retrieval_ms": self.retrieval_ms,
             "relevance_threshold": self.relevance_threshold,
             "candidates_considered": self.candidates_considered,
-            "recent_turns": [turn(t) for t in self.recent_turns],
+            "recent_turns": [turn_to_dict(t) for t in self.recent_turns],
             "episodic_memories": [memory_to_dict(m) for m in self.episodic_memories],
         }
 
@@ -269,4 +259,11 @@ def memory_to_dict(m: Memory) -> dict[str, Any]:
         value = out[name]
         out[name] = None if value is None else value.isoformat()
     out["explain"] = m.explain.as_dict() if m.explain else None
+    return out
+
+
+def turn_to_dict(t: Turn) -> dict[str, Any]:
+    """A turn as a JSON-ready dict: every field but the agent's id, the time as ISO 8601."""
+    out = {f.name: getattr(t, f.name) for f in fields(Turn) if f.name != "agent_id"}
+    out["created_at"] = t.created_at.isoformat()
     return out

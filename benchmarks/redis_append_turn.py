@@ -48,7 +48,7 @@ async def measure(turns: int) -> list[float]:
             await store.append_turn(turn, max_turns=50, ttl_seconds=3600.0)
             latencies.append((time.perf_counter() - started) * 1000.0)
     finally:
-        client = store._client_r()
+        client = store.servers.redis()
         # The prefix is ours and made of [a-z0-9]: safe as a SCAN pattern.
         keys = [k async for k in client.scan_iter(match=f"{prefix}:*", count=1000)]
         if keys:

@@ -39,13 +39,15 @@ async def _postgres(store: Any, agent_id: str) -> dict[str, int]:
 
 async def _redis_qdrant(store: Any, agent_id: str) -> dict[str, int]:
     from actrone_pg.stores.redis_qdrant.layout import AgentKeys, agent_filter
+    from actrone_pg.stores.redis_qdrant.registry import own_collections
 
-    base = AgentKeys.of(store._prefix, agent_id).base
+    servers = store.servers
+    base = AgentKeys.of(servers.prefix, agent_id).base
     # Test agents' ids are letters, digits and dashes: safe in a SCAN pattern.
-    keys = [k async for k in store._client_r().scan_iter(match=base + "*", count=1000)]
+    keys = [k async for k in servers.redis().scan_iter(match=base + "*", count=1000)]
     points = 0
-    for coll, _ in await store._own_collections():
-        found = await store._client_q().count(coll, count_filter=agent_filter(agent_id), exact=True)
+    for coll, _ in await own_collections(servers):
+        found = await servers.qdrant().count(coll, count_filter=agent_filter(agent_id), exact=True)
         points += found.count
     return {"redis_keys": len(keys), "qdrant_points": points}
 

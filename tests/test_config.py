@@ -7,7 +7,7 @@ import logging
 import pytest
 
 import actrone_pg
-from actrone_pg import config as config_module
+from actrone_pg import _config_values
 from actrone_pg.config import MemoryConfig, redact
 from actrone_pg.errors import ConfigurationError
 
@@ -227,7 +227,7 @@ def test_redact(text: str, expected: str) -> None:
 
 @pytest.fixture
 def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(config_module, "_warned_env", set())
+    monkeypatch.setattr(_config_values, "_warned_env", set())
 
 
 @pytest.mark.usefixtures("fresh_warnings")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,31 @@ async def _export_text(mm: MemoryManager, agent: str, tmp_path: Path, name: str)
     path = tmp_path / name
     await export_agent(mm, agent, path)
     return path.read_text(encoding="utf-8")
+
+
+@pytest.fixture
+async def source() -> AsyncIterator[MemoryManager]:
+    """An in-memory manager holding :func:`_fill`'s agent: what the import tests export."""
+    mm = await MemoryManager.create(MemoryConfig(backend="memory", embedding_provider="hashing"))
+    await _fill(mm)
+    yield mm
+    await mm.close()
+
+
+@pytest.fixture
+async def exported(source: MemoryManager, tmp_path: Path) -> Path:
+    """The export of ``source``'s agent."""
+    path = tmp_path / "a.jsonl"
+    await export_agent(source, AGENT, path)
+    return path
+
+
+@pytest.fixture
+async def target(store: Store) -> AsyncIterator[MemoryManager]:
+    """An empty manager over each backend's store: where the import tests import."""
+    mm = await _manager(store)
+    yield mm
+    await mm.close()
 
 
 async def test_the_file_holds_a_versioned_header_every_version_lineage_and_turns(
@@ -135,14 +161,10 @@ async def test_round_trip_memory_postgres_redis_qdrant_gives_identical_records(
     await source.close()
 
 
-async def test_a_second_import_writes_nothing(store: Store, tmp_path: Path) -> None:
-    source = await MemoryManager.create(
-        MemoryConfig(backend="memory", embedding_provider="hashing")
-    )
-    await _fill(source)
-    path = tmp_path / "a.jsonl"
-    await export_agent(source, AGENT, path)
-    mm = await _manager(store)
+async def test_a_second_import_writes_nothing(
+    source: MemoryManager, exported: Path, target: MemoryManager, tmp_path: Path
+) -> None:
+    mm, path = target, exported
     first = await import_agent(mm, path, agent_id="agent-b")
     assert (first.written_memories, first.written_versions, first.written_turns) == (7, 9, 3)
     before = await _export_text(mm, "agent-b", tmp_path, "b1.jsonl")
@@ -159,8 +181,6 @@ async def test_a_second_import_writes_nothing(store: Store, tmp_path: Path) -> N
         _records(before)[1] == _records(await _export_text(source, AGENT, tmp_path, "s.jsonl"))[1]
     )
     assert await mm.count_memories(AGENT) == 0
-    await mm.close()
-    await source.close()
 
 
 def _bad_files(good: list[str]) -> list[tuple[str, list[str], int]]:
@@ -201,17 +221,13 @@ def _bad_files(good: list[str]) -> list[tuple[str, list[str], int]]:
 
 @pytest.mark.parametrize("case", range(7))
 async def test_a_bad_line_is_refused_with_its_number_and_nothing_is_written(
-    store: Store, tmp_path: Path, case: int
+    exported: Path, target: MemoryManager, tmp_path: Path, case: int
 ) -> None:
-    source = await MemoryManager.create(
-        MemoryConfig(backend="memory", embedding_provider="hashing")
-    )
-    await _fill(source)
-    good = (await _export_text(source, AGENT, tmp_path, "good.jsonl")).splitlines()
+    good = exported.read_text(encoding="utf-8").splitlines()
     what, lines, line = _bad_files(good)[case]
     path = tmp_path / "bad.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    mm = await _manager(store)
+    mm = target
     with pytest.raises(ValidationError) as info:
         await import_agent(mm, path)
     message = str(info.value)
@@ -221,39 +237,23 @@ async def test_a_bad_line_is_refused_with_its_number_and_nothing_is_written(
     )
     assert await mm.count_memories(AGENT) == 0
     assert await mm.list_sessions(AGENT) == []
-    await mm.close()
-    await source.close()
 
 
 async def test_a_memory_with_other_content_under_the_same_id_is_a_conflict_writing_nothing(
-    store: Store, tmp_path: Path
+    exported: Path, target: MemoryManager
 ) -> None:
-    source = await MemoryManager.create(
-        MemoryConfig(backend="memory", embedding_provider="hashing")
-    )
-    await _fill(source)
-    path = tmp_path / "a.jsonl"
-    await export_agent(source, AGENT, path)
-    mm = await _manager(store)
+    mm, path = target, exported
     await mm.inject_memory(AGENT, "lives in Faro", memory_id="home")
     with pytest.raises(ValidationError, match="already has memory 'home' with other content"):
         await import_agent(mm, path)
     assert await mm.count_memories(AGENT) == 1
     assert await mm.list_sessions(AGENT) == []
-    await mm.close()
-    await source.close()
 
 
 async def test_an_import_stopped_half_way_is_finished_by_running_it_again(
-    store: Store, tmp_path: Path
+    source: MemoryManager, exported: Path, target: MemoryManager
 ) -> None:
-    source = await MemoryManager.create(
-        MemoryConfig(backend="memory", embedding_provider="hashing")
-    )
-    await _fill(source)
-    path = tmp_path / "a.jsonl"
-    await export_agent(source, AGENT, path)
-    mm = await _manager(store)
+    mm, path = target, exported
     # The first version of "home" landed, then the connection was lost: replay that much.
     await import_agent(mm, _only_home_v1(path))
     assert [m.version for m in await mm.memory_history(AGENT, "home")] == [1]
@@ -261,8 +261,6 @@ async def test_an_import_stopped_half_way_is_finished_by_running_it_again(
     # home's versions 2 and 3, and the six other memories with their one version each
     assert (report.written_memories, report.written_versions) == (6, 8)
     assert await mm.memory_history(AGENT, "home") == await source.memory_history(AGENT, "home")
-    await mm.close()
-    await source.close()
 
 
 def _only_home_v1(path: Path) -> list[str]:

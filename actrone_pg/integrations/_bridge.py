@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from actrone_pg.manager import MemoryManager
@@ -20,6 +21,20 @@ AnyManager = MemoryManager | SyncMemoryManager
 T = TypeVar("T")
 #: Work written once against the async manager: ``lambda mm: mm.get_memory(...)``.
 Work = Callable[[MemoryManager], Coroutine[Any, Any, T]]
+
+
+@dataclass
+class TurnDraft:
+    """A turn an adapter assembled from its framework's messages or items, before it is stored:
+    the arguments of one ``store_turn``."""
+
+    user_message: str = ""
+    assistant_message: str = ""
+    tool_results: list[Any] = field(default_factory=list)
+
+    def empty(self) -> bool:
+        """Whether nothing has been put in it yet."""
+        return not (self.user_message or self.assistant_message or self.tool_results)
 
 
 class Bridge:
@@ -70,9 +85,27 @@ class Bridge:
             raise self._no_blocking()
         return self.manager._call(work(self.async_manager))
 
+    async def astore_turn(self, agent_id: str, session_id: str, draft: TurnDraft) -> None:
+        """Store ``draft`` as one turn of the session, without blocking the running loop."""
+        args, kwargs = _store_turn_call(agent_id, session_id, draft)
+        await self.acall("store_turn", *args, **kwargs)
+
+    def store_turn(self, agent_id: str, session_id: str, draft: TurnDraft) -> None:
+        """Store ``draft`` as one turn of the session, and wait for it."""
+        args, kwargs = _store_turn_call(agent_id, session_id, draft)
+        self.call("store_turn", *args, **kwargs)
+
     def _no_blocking(self) -> TypeError:
         # An async manager's connections belong to the loop that created it.
         return TypeError(
             f"{self.adapter} over an async MemoryManager has only the async methods; build "
             "it over an actrone_pg.sync.MemoryManager to call it from blocking code"
         )
+
+
+def _store_turn_call(
+    agent_id: str, session_id: str, draft: TurnDraft
+) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """``store_turn``'s arguments for ``draft``: no ``tool_results`` is ``None``, not ``[]``."""
+    args = (agent_id, session_id, draft.user_message, draft.assistant_message)
+    return args, {"tool_results": draft.tool_results or None}

@@ -16,11 +16,9 @@ System messages are refused: the system prompt is the caller's and is never stor
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 from actrone_pg.errors import MissingDependencyError, ValidationError
-from actrone_pg.integrations._bridge import AnyManager, Bridge
+from actrone_pg.integrations._bridge import AnyManager, Bridge, TurnDraft
 from actrone_pg.models import Turn
 
 try:
@@ -30,18 +28,6 @@ except ImportError:  # pragma: no cover - exercised by installs without the extr
     raise MissingDependencyError("langchain", "langchain-core") from None
 
 __all__ = ["ActroneChatMessageHistory", "messages_to_turns", "turn_to_messages"]
-
-
-@dataclass
-class TurnDraft:
-    """A turn assembled from messages, before it is stored."""
-
-    user_message: str = ""
-    assistant_message: str = ""
-    tool_results: list[dict[str, Any]] = field(default_factory=list)
-
-    def empty(self) -> bool:
-        return not (self.user_message or self.assistant_message or self.tool_results)
 
 
 def _text(message: BaseMessage) -> str:
@@ -169,14 +155,12 @@ class ActroneChatMessageHistory(BaseChatMessageHistory):
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Store the messages as turns (see :func:`messages_to_turns`)."""
         for turn in messages_to_turns(messages):
-            self._bridge.call("store_turn", *self._turn_args(turn), **self._turn_kwargs(turn))
+            self._bridge.store_turn(self.agent_id, self.session_id, turn)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Store the messages as turns (see :func:`messages_to_turns`)."""
         for turn in messages_to_turns(messages):
-            await self._bridge.acall(
-                "store_turn", *self._turn_args(turn), **self._turn_kwargs(turn)
-            )
+            await self._bridge.astore_turn(self.agent_id, self.session_id, turn)
 
     def clear(self) -> None:
         """Forget the session's turns (the agent's long-term memories stay)."""
@@ -185,10 +169,3 @@ class ActroneChatMessageHistory(BaseChatMessageHistory):
     async def aclear(self) -> None:
         """Forget the session's turns (the agent's long-term memories stay)."""
         await self._bridge.acall("clear_session", self.agent_id, self.session_id)
-
-    def _turn_args(self, turn: TurnDraft) -> tuple[str, str, str, str]:
-        return (self.agent_id, self.session_id, turn.user_message, turn.assistant_message)
-
-    @staticmethod
-    def _turn_kwargs(turn: TurnDraft) -> dict[str, Any]:
-        return {"tool_results": turn.tool_results or None}

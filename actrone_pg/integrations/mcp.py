@@ -30,7 +30,7 @@ from actrone_pg.errors import (
 )
 from actrone_pg.filters import FILTERS
 from actrone_pg.manager import MemoryManager
-from actrone_pg.models import Turn, memory_to_dict
+from actrone_pg.models import memory_to_dict, turn_to_dict
 
 try:
     from mcp.server import MCPServer
@@ -94,18 +94,6 @@ else:
 def _filters(filters: MemoryFilters | None) -> dict[str, Any] | None:
     # The conditions given, as the manager takes them (datetimes stay datetimes).
     return None if filters is None else filters.model_dump(exclude_none=True) or None
-
-
-def _turn(t: Turn) -> dict[str, Any]:
-    return {
-        "id": t.id,
-        "session_id": t.session_id,
-        "user_message": t.user_message,
-        "assistant_message": t.assistant_message,
-        "tool_results": t.tool_results,
-        "created_at": t.created_at.isoformat(),
-        "token_count": t.token_count,
-    }
 
 
 def build_server(
@@ -226,7 +214,7 @@ def build_server(
                 tool_results=tool_results,
                 turn_id=turn_id,
             )
-            return _turn(turn)
+            return turn_to_dict(turn)
 
         return await call(agent_id, work)
 
@@ -381,7 +369,7 @@ def build_server(
 
         async def work() -> dict[str, Any]:
             turns = await manager.get_recent_turns(agent_id, session_id, limit)
-            return {"turns": [_turn(t) for t in turns]}
+            return {"turns": [turn_to_dict(t) for t in turns]}
 
         return await call(agent_id, work)
 

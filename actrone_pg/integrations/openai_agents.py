@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from actrone_pg.errors import MissingDependencyError, ValidationError
-from actrone_pg.integrations._bridge import AnyManager, Bridge
+from actrone_pg.integrations._bridge import AnyManager, Bridge, TurnDraft
 from actrone_pg.models import Turn
 
 try:
@@ -43,15 +42,6 @@ _ITEM = "openai_agents_item"
 _TEXT = "actrone_text"
 _SEP = "\n\n"
 _SIDES = ("user", "assistant")
-
-
-@dataclass
-class TurnDraft:
-    """The arguments of the ``store_turn`` that keeps one ``add_items`` call."""
-
-    user_message: str
-    assistant_message: str
-    tool_results: list[Any]
 
 
 def _strip_text(item: Mapping[str, Any], texts: list[str]) -> dict[str, Any]:
@@ -218,11 +208,4 @@ class ActroneSession:
         await self._bridge.acall("clear_session", self.agent_id, self.session_id)
 
     async def _store(self, draft: TurnDraft) -> None:
-        await self._bridge.acall(
-            "store_turn",
-            self.agent_id,
-            self.session_id,
-            draft.user_message,
-            draft.assistant_message,
-            tool_results=draft.tool_results or None,
-        )
+        await self._bridge.astore_turn(self.agent_id, self.session_id, draft)

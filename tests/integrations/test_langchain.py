@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-
 import pytest
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -11,26 +9,10 @@ from langchain_core.prompt_values import PromptValue
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import RunnableLambda
 
-from actrone_pg import MemoryConfig, ValidationError
 from actrone_pg import MemoryManager as AsyncMemoryManager
+from actrone_pg import ValidationError
 from actrone_pg.integrations.langchain import ActroneChatMessageHistory
-from actrone_pg.stores.memory import InMemoryStore
 from actrone_pg.sync import MemoryManager
-
-CFG = MemoryConfig(backend="memory", embedding_provider="hashing")
-
-
-@pytest.fixture
-def mm() -> Iterator[MemoryManager]:
-    with MemoryManager.create(CFG, store=InMemoryStore()) as manager:
-        yield manager
-
-
-@pytest.fixture
-async def amm() -> AsyncIterator[AsyncMemoryManager]:
-    manager = await AsyncMemoryManager.create(CFG, store=InMemoryStore())
-    yield manager
-    await manager.close()
 
 
 def shape(messages: list[BaseMessage]) -> list[tuple[str, object]]:

@@ -9,7 +9,7 @@ graph on PostgreSQL.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
@@ -34,10 +34,9 @@ from actrone_pg.integrations.langgraph import (
     item_id,
     metadata_filter,
 )
-from actrone_pg.stores.memory import InMemoryStore
 from actrone_pg.sync import MemoryManager
+from tests.integrations.conftest import CFG
 
-CFG = MemoryConfig(backend="memory", embedding_provider="hashing")
 AGENT = "graph-1"
 
 # (namespace, key, value): the namespaces of BaseStore.list_namespaces' own docstring, and values
@@ -49,12 +48,6 @@ ITEMS: list[tuple[tuple[str, ...], str, dict[str, Any]]] = [
     (("a", "b", "f"), "k4", {"text": "cycling to work", "kind": "sport", "meta": {"lang": "en"}}),
     (("a", "c", "f"), "k5", {"text": "tomato soup", "kind": "food", "meta": {"lang": "de"}}),
 ]
-
-
-@pytest.fixture
-def mm() -> Iterator[MemoryManager]:
-    with MemoryManager.create(CFG, store=InMemoryStore()) as manager:
-        yield manager
 
 
 @pytest.fixture(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -11,26 +10,10 @@ from llama_index.core.memory import Memory
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from actrone_pg import MemoryConfig, ValidationError
 from actrone_pg import MemoryManager as AsyncMemoryManager
+from actrone_pg import ValidationError
 from actrone_pg.integrations.llamaindex import ActroneMemoryBlock
-from actrone_pg.stores.memory import InMemoryStore
 from actrone_pg.sync import MemoryManager
-
-CFG = MemoryConfig(backend="memory", embedding_provider="hashing")
-
-
-@pytest.fixture
-async def amm() -> AsyncIterator[AsyncMemoryManager]:
-    manager = await AsyncMemoryManager.create(CFG, store=InMemoryStore())
-    yield manager
-    await manager.close()
-
-
-@pytest.fixture
-def mm() -> Iterator[MemoryManager]:
-    with MemoryManager.create(CFG, store=InMemoryStore()) as manager:
-        yield manager
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -17,13 +16,10 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from actrone_pg import MemoryConfig, ValidationError
 from actrone_pg import MemoryManager as AsyncMemoryManager
+from actrone_pg import ValidationError
 from actrone_pg.integrations.openai_agents import ActroneSession
-from actrone_pg.stores.memory import InMemoryStore
 from actrone_pg.sync import MemoryManager
-
-CFG = MemoryConfig(backend="memory", embedding_provider="hashing")
 
 ITEMS: list[Any] = [
     {"role": "user", "content": "Weather in Oslo?"},
@@ -45,19 +41,6 @@ ITEMS: list[Any] = [
         ],
     },
 ]
-
-
-@pytest.fixture
-async def amm() -> AsyncIterator[AsyncMemoryManager]:
-    manager = await AsyncMemoryManager.create(CFG, store=InMemoryStore())
-    yield manager
-    await manager.close()
-
-
-@pytest.fixture
-def mm() -> Iterator[MemoryManager]:
-    with MemoryManager.create(CFG, store=InMemoryStore()) as manager:
-        yield manager
 
 
 async def test_is_a_session_and_items_come_back_exactly(amm: AsyncMemoryManager) -> None:

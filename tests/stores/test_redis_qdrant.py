@@ -38,7 +38,7 @@ rq = pytest.importorskip("actrone_pg.stores.redis_qdrant")
 from qdrant_client import models as qm  # noqa: E402
 from qdrant_client.http.exceptions import ResponseHandlingException  # noqa: E402
 
-from actrone_pg.stores.redis_qdrant import index, layout, writes  # noqa: E402
+from actrone_pg.stores.redis_qdrant import index, layout, registry, writes  # noqa: E402
 
 RedisQdrantStore = rq.RedisQdrantStore
 
@@ -82,8 +82,8 @@ def request(agent: str, query: str, vec: list[float], *, threshold: float = 0.1)
 
 async def redis_state(store: Any, agent: str) -> dict[str, Any]:
     """The agent's memory index and BM25 statistics as stored in Redis."""
-    ak = layout.AgentKeys.of(store._prefix, agent)
-    r = store._redis
+    ak = layout.AgentKeys.of(store.servers.prefix, agent)
+    r = store.servers.redis()
     return {
         "mem": await r.hgetall(ak.mem),
         "doc": await r.hgetall(ak.doc),
@@ -169,9 +169,9 @@ async def test_concurrent_appends_never_exceed_max_turns(store_redis_qdrant: Any
     await asyncio.gather(
         *(s.append_turn(turn("a", "s", n), max_turns=3, ttl_seconds=TTL) for n in range(1, 31))
     )
-    keys, _ = layout.AgentKeys.of(s._prefix, "a").session_keys("s")
-    assert await s._redis.llen(keys[0]) == 3
-    assert await s._redis.zcard(keys[1]) == 30  # every id is remembered for retries
+    keys, _ = layout.AgentKeys.of(s.servers.prefix, "a").session_keys("s")
+    assert await s.servers.redis().llen(keys[0]) == 3
+    assert await s.servers.redis().zcard(keys[1]) == 30  # every id is remembered for retries
     info = await s.get_session("a", "s", ttl_seconds=TTL)
     assert info is not None and info.turn_count == 3
 
@@ -187,12 +187,12 @@ async def test_retried_append_is_stored_once_even_after_trimming(store_redis_qdr
 
 async def test_remembered_turn_ids_are_bounded(store_redis_qdrant: Any) -> None:
     s = store_redis_qdrant
-    keys, _ = layout.AgentKeys.of(s._prefix, "a").session_keys("s")
+    keys, _ = layout.AgentKeys.of(s.servers.prefix, "a").session_keys("s")
     for n in range(1, layout.TURN_IDS_KEPT + 6):
         await s.append_turn(turn("a", "s", n), max_turns=2, ttl_seconds=TTL)
-    assert await s._redis.zcard(keys[1]) == layout.TURN_IDS_KEPT
+    assert await s.servers.redis().zcard(keys[1]) == layout.TURN_IDS_KEPT
     # the oldest remembered id is the 6th; retries of anything newer are still no-ops
-    assert await s._redis.zrange(keys[1], 0, 0) == ["t6"]
+    assert await s.servers.redis().zrange(keys[1], 0, 0) == ["t6"]
     await s.append_turn(turn("a", "s", 6), max_turns=2, ttl_seconds=TTL)
     got = await s.recent_turns("a", "s", limit=5, ttl_seconds=TTL)
     assert [t.id for t in got] == [f"t{layout.TURN_IDS_KEPT + 4}", f"t{layout.TURN_IDS_KEPT + 5}"]
@@ -214,45 +214,45 @@ async def short_grace() -> AsyncIterator[Any]:
 
 async def test_the_erasure_keyset_holds_only_live_keys(short_grace: Any) -> None:
     s = short_grace
-    ak = layout.AgentKeys.of(s._prefix, "a")
+    ak = layout.AgentKeys.of(s.servers.prefix, "a")
     await s.append_turn(turn("a", "old", 1), max_turns=5, ttl_seconds=0.4)
     assert await s.acquire_lock("a", "brief", "h", 0.6)
     await s.append_turn(turn("a", "live", 1), max_turns=5, ttl_seconds=TTL)
-    assert set(await s._redis.zrange(ak.keyset, 0, -1)) == {"s:old", "l:brief", "s:live"}
+    assert set(await s.servers.redis().zrange(ak.keyset, 0, -1)) == {"s:old", "l:brief", "s:live"}
     await asyncio.sleep(0.9)  # past the old session's TTL and grace, and the lock's TTL
     await s.append_turn(turn("a", "live", 2), max_turns=5, ttl_seconds=TTL)
-    assert await s._redis.zrange(ak.keyset, 0, -1) == ["s:live"]
+    assert await s.servers.redis().zrange(ak.keyset, 0, -1) == ["s:live"]
     await s.clear_session("a", "live")
-    assert await s._redis.exists(ak.keyset) == 0
+    assert await s.servers.redis().exists(ak.keyset) == 0
 
 
 async def test_session_keys_outlive_the_ttl_by_the_grace_then_vanish(short_grace: Any) -> None:
     s = short_grace
     await s.append_turn(turn("a:b", "s", 1), max_turns=5, ttl_seconds=0.4)
     await s.set_session_metadata("a:b", "s", {"k": 1}, ttl_seconds=0.4)
-    keys, _ = layout.AgentKeys.of(s._prefix, "a:b").session_keys("s")
+    keys, _ = layout.AgentKeys.of(s.servers.prefix, "a:b").session_keys("s")
     for key in keys[:3]:
-        assert 400 < await s._redis.pttl(key) <= 700
+        assert 400 < await s.servers.redis().pttl(key) <= 700
     # the sessions set names it by encoded agent and session, scored by its activity
-    assert [m for m, _ in await s._redis.zrange(s._sessions_key, 0, -1, withscores=True)] == [
-        "a%3Ab:s"
-    ]
+    assert [
+        m for m, _ in await s.servers.redis().zrange(s.servers.sessions_key, 0, -1, withscores=True)
+    ] == ["a%3Ab:s"]
     await asyncio.sleep(0.5)  # expired, in its grace: reads see none, the sweeper lists it
     assert await s.recent_turns("a:b", "s", limit=5, ttl_seconds=0.4) == []
     assert await s.expired_sessions(ttl_seconds=0.4, limit=10) == [("a:b", "s")]
     await asyncio.sleep(0.4)  # past the grace: Redis dropped the keys
-    assert await s._redis.exists(*keys[:3]) == 0
+    assert await s.servers.redis().exists(*keys[:3]) == 0
     assert await s.get_session("a:b", "s", ttl_seconds=TTL) is None
     # the listing drops the entry of a session whose keys are gone
     assert await s.expired_sessions(ttl_seconds=0.4, limit=10) == []
-    assert await s._redis.zcard(s._sessions_key) == 0
+    assert await s.servers.redis().zcard(s.servers.sessions_key) == 0
 
 
 async def test_the_sessions_set_follows_clear_erase_and_writes(store_redis_qdrant: Any) -> None:
     s = store_redis_qdrant
     for agent, session in (("a", "s1"), ("a", "s2"), ("a:b", "s1"), ("b", "s1")):
         await s.append_turn(turn(agent, session, 1), max_turns=5, ttl_seconds=TTL)
-    assert set(await s._redis.zrange(s._sessions_key, 0, -1)) == {
+    assert set(await s.servers.redis().zrange(s.servers.sessions_key, 0, -1)) == {
         "a:s1",
         "a:s2",
         "a%3Ab:s1",
@@ -260,14 +260,14 @@ async def test_the_sessions_set_follows_clear_erase_and_writes(store_redis_qdran
     }
     await s.clear_session("a", "s1")
     await s.erase_agent("a:b")
-    assert set(await s._redis.zrange(s._sessions_key, 0, -1)) == {"a:s2", "b:s1"}
-    before = await s._redis.zscore(s._sessions_key, "b:s1")
+    assert set(await s.servers.redis().zrange(s.servers.sessions_key, 0, -1)) == {"a:s2", "b:s1"}
+    before = await s.servers.redis().zscore(s.servers.sessions_key, "b:s1")
     await asyncio.sleep(0.05)
     await s.set_session_metadata("b", "s1", {"k": 1}, ttl_seconds=TTL)
-    assert await s._redis.zscore(s._sessions_key, "b:s1") > before
+    assert await s.servers.redis().zscore(s.servers.sessions_key, "b:s1") > before
     info = await s.get_session("b", "s1", ttl_seconds=TTL)
     assert info is not None
-    score = await s._redis.zscore(s._sessions_key, "b:s1")
+    score = await s.servers.redis().zscore(s.servers.sessions_key, "b:s1")
     assert score == int(info.last_active_at.timestamp() * 1_000_000) // 1000
 
 
@@ -282,10 +282,10 @@ async def test_session_expires_after_ttl_and_restarts_empty(store_redis_qdrant: 
     s = store_redis_qdrant
     await s.append_turn(turn("a", "s", 1), max_turns=5, ttl_seconds=1.0)
     await s.set_session_metadata("a", "s", {"k": 1}, ttl_seconds=1.0)
-    keys, _ = layout.AgentKeys.of(s._prefix, "a").session_keys("s")
+    keys, _ = layout.AgentKeys.of(s.servers.prefix, "a").session_keys("s")
     grace_ms = 48 * 3600 * 1000  # the default grace: the keys outlive the TTL for the sweeper
     for key in keys[:3]:
-        assert grace_ms < await s._redis.pttl(key) <= grace_ms + 1000
+        assert grace_ms < await s.servers.redis().pttl(key) <= grace_ms + 1000
     assert len(await s.recent_turns("a", "s", limit=5, ttl_seconds=1.0)) == 1
     await asyncio.sleep(1.2)
     assert await s.recent_turns("a", "s", limit=5, ttl_seconds=1.0) == []
@@ -422,7 +422,7 @@ async def test_qdrant_failure_mid_batch_rolls_back_everything(
     s = store_redis_qdrant
     await s.upsert_memories([record("a", "old", "old words here", [1, 0, 0])])
     before = await redis_state(s, "a")
-    client = s._qdrant
+    client = s.servers.qdrant()
     real_upsert = client.upsert
     calls = 0
 
@@ -449,7 +449,7 @@ async def test_qdrant_failure_mid_batch_rolls_back_everything(
     hits = (await s.search(request("a", "memory", [1, 0, 0], threshold=0.01))).hits
     assert [h.memory.id for h in hits] == ["old"]
     count = await client.count(
-        s._collection("e", 3), count_filter=layout.agent_filter("a"), exact=True
+        registry.collection(s.servers, "e", 3), count_filter=layout.agent_filter("a"), exact=True
     )
     assert count.count == 1
 
@@ -463,10 +463,10 @@ async def test_erase_agent_removes_everything_of_that_agent_only(store_redis_qdr
         await s.upsert_memories([record(agent, "m", "a memory", [1, 0, 0])])
         await s.upsert_memories([record(agent, "m2", "other space", [1, 0], embedder="e2")])
     await s.erase_agent("x")
-    keys = [k async for k in s._redis.scan_iter(match=f"{s._prefix}:*")]
-    assert not [k for k in keys if k.startswith(f"{s._prefix}:v1:{{x}}:")]
-    assert {k for k in keys if k.startswith(f"{s._prefix}:v1:{{y}}:")} == {
-        f"{s._prefix}:v1:{{y}}:{name}"
+    keys = [k async for k in s.servers.redis().scan_iter(match=f"{s.servers.prefix}:*")]
+    assert not [k for k in keys if k.startswith(f"{s.servers.prefix}:v1:{{x}}:")]
+    assert {k for k in keys if k.startswith(f"{s.servers.prefix}:v1:{{y}}:")} == {
+        f"{s.servers.prefix}:v1:{{y}}:{name}"
         for name in (
             "turns:s", "tids:s", "sess:s", "sess:s2", "lock:maint", "keys", "mem", "doc", "df",
             "stats",
@@ -477,8 +477,8 @@ async def test_erase_agent_removes_everything_of_that_agent_only(store_redis_qdr
     assert await s.acquire_lock("x", "maint", "h2", 60.0) is True
     assert await s.acquire_lock("y", "maint", "h2", 60.0) is False
     assert await s.count_memories("y") == 2
-    for coll in (s._collection("e", 3), s._collection("e2", 2)):
-        n = await s._qdrant.count(coll, count_filter=layout.agent_filter("x"), exact=True)
+    for coll in (registry.collection(s.servers, "e", 3), registry.collection(s.servers, "e2", 2)):
+        n = await s.servers.qdrant().count(coll, count_filter=layout.agent_filter("x"), exact=True)
         assert n.count == 0
 
 
@@ -491,7 +491,7 @@ async def test_memory_moves_between_embedders_without_mixing_spaces(
     assert (await s.search(request("a", "apple", [1, 0, 0]))).hits == []
     got = await s.get_memory("a", "m")
     assert got is not None and got.embedder == "e2"
-    n = await s._qdrant.count(s._collection("e", 3), exact=True)
+    n = await s.servers.qdrant().count(registry.collection(s.servers, "e", 3), exact=True)
     assert n.count == 0
 
 
@@ -772,7 +772,7 @@ async def test_l1_read_and_l2_search_use_separate_connections(store_redis_qdrant
     s = store_redis_qdrant
     await s.append_turn(turn("a", "s", 1), max_turns=5, ttl_seconds=TTL)
     await s.upsert_memories([record("a", "m", "apple", [1, 0, 0])])
-    pool = s._redis.connection_pool
+    pool = s.servers.redis().connection_pool
     # Hold one connection hostage: with a single shared connection both calls would block.
     hostage = await pool.get_connection()
     try:
@@ -806,9 +806,11 @@ async def test_lost_redis_index_is_rebuilt_from_qdrant(
     await s.upsert_memories([record("b", "m1", "apple", [1, 0, 0])])
     before_state = await redis_state(s, "a")
     before = (await s.search(request("a", "apple", [1, 0, 0]))).hits
-    ak = layout.AgentKeys.of(s._prefix, "a")
-    await s._redis.delete(ak.mem, ak.doc, ak.df, ak.stats)  # what a restart without AOF does
-    assert await s._redis.hlen(ak.mem) == 0
+    ak = layout.AgentKeys.of(s.servers.prefix, "a")
+    await s.servers.redis().delete(
+        ak.mem, ak.doc, ak.df, ak.stats
+    )  # what a restart without AOF does
+    assert await s.servers.redis().hlen(ak.mem) == 0
     with caplog.at_level("WARNING", logger="actrone_pg.stores.redis_qdrant"):
         assert (await s.search(request("a", "apple", [1, 0, 0]))).hits == before
     assert "re-indexed agent 'a' from Qdrant (Redis had lost its index): 2 memories" in caplog.text
@@ -830,13 +832,13 @@ async def test_cosines_are_recomputed_only_for_near_ties(
         ]
     )
     asked: list[list[str]] = []
-    real = s._qdrant.retrieve
+    real = s.servers.qdrant().retrieve
 
     async def spy(*args: Any, **kwargs: Any) -> Any:
         asked.append(sorted(str(i) for i in kwargs["ids"]))
         return await real(*args, **kwargs)
 
-    monkeypatch.setattr(s._qdrant, "retrieve", spy)
+    monkeypatch.setattr(s.servers.qdrant(), "retrieve", spy)
     hits = (await s.search(request("a", "x", [1, 0, 0], threshold=0.01))).hits
     # dense ranks far 1, twin1 2, twin2 3, mid 4; recency (all equal times) by id: far, mid,
     # twin1, twin2. RRF: far 2/61, twin1 1/62+1/63, mid 1/64+1/62, twin2 1/63+1/64.
@@ -866,7 +868,9 @@ async def test_a_batch_interleaving_agents_keeps_each_record_with_its_agent(
     )
     b = await s.get_memory("b", "m1")
     assert b is not None and (b.content, b.embedder) == ("b new", "e2")
-    assert await s._qdrant.count(s._collection("e", 3), exact=True) == qm.CountResult(count=2)
+    assert await s.servers.qdrant().count(
+        registry.collection(s.servers, "e", 3), exact=True
+    ) == qm.CountResult(count=2)
     assert [h.memory.id for h in (await s.search(request("a", "a", [1, 0, 0]))).hits] == [
         "m1",
         "m2",
@@ -880,7 +884,7 @@ async def test_redis_failure_mid_batch_undoes_the_chunks_already_applied(
     s = store_redis_qdrant
     await s.upsert_memories([record("a", "m0", "already here", [1, 0, 0])])
     before = await redis_state(s, "a")
-    real_script = s._script
+    real_script = s.servers.script
     calls = 0
 
     # A fault this test cannot produce on demand with a real server: the second chunk's script
@@ -893,28 +897,30 @@ async def test_redis_failure_mid_batch_undoes_the_chunks_already_applied(
                 raise StoreUnavailableError("connection lost")
         return await real_script(name, keys, args)
 
-    monkeypatch.setattr(s, "_script", flaky_script)
+    monkeypatch.setattr(s.servers, "script", flaky_script)
     batch = [record("a", "m0", "replacement", [1, 0, 0])] + [
         record("a", f"m{i}", f"word{i} common", [1, 0.001 * i, 0])
         for i in range(1, index.REDIS_CHUNK + 20)
     ]
     with pytest.raises(StoreUnavailableError):
         await s.upsert_memories(batch)
-    monkeypatch.setattr(s, "_script", real_script)
+    monkeypatch.setattr(s.servers, "script", real_script)
     assert calls == 3  # chunk 1, chunk 2 (failed), the undo of chunk 1
     assert await redis_state(s, "a") == before
-    assert await s._qdrant.count(s._collection("e", 3), exact=True) == qm.CountResult(count=1)
+    assert await s.servers.qdrant().count(
+        registry.collection(s.servers, "e", 3), exact=True
+    ) == qm.CountResult(count=1)
     got = await s.get_memory("a", "m0")
     assert got is not None and got.content == "already here"
 
 
 async def _lose_redis(s: Any) -> None:
     """What a Redis restart without persistence, seen by a fresh process, looks like."""
-    keys = [k async for k in s._redis.scan_iter(match=f"{s._prefix}:*")]
-    await s._redis.delete(*keys)
-    s._dims.clear()
-    s._collections.clear()
-    s._known.clear()
+    keys = [k async for k in s.servers.redis().scan_iter(match=f"{s.servers.prefix}:*")]
+    await s.servers.redis().delete(*keys)
+    s.servers.dims.clear()
+    s.servers.collections.clear()
+    s.servers.known.clear()
 
 
 async def test_after_losing_all_of_redis_qdrant_data_is_found_again(
@@ -943,8 +949,8 @@ async def test_after_losing_all_of_redis_qdrant_data_is_found_again(
     assert await s.count_memories("b") == 1
     # Erasure reaches the points even though Redis no longer lists b's memories.
     await s.erase_agent("b")
-    n = await s._qdrant.count(
-        s._collection("e", 3), count_filter=layout.agent_filter("b"), exact=True
+    n = await s.servers.qdrant().count(
+        registry.collection(s.servers, "e", 3), count_filter=layout.agent_filter("b"), exact=True
     )
     assert n.count == 0
     assert (await s.search(request("b", "secret", [1, 0, 0]))).hits == []
@@ -953,16 +959,18 @@ async def test_after_losing_all_of_redis_qdrant_data_is_found_again(
 async def test_collections_of_a_longer_prefix_are_not_ours(store_redis_qdrant: Any) -> None:
     s = store_redis_qdrant
     await s.upsert_memories([record("a", "m1", "mine", [1, 0, 0])])
-    other = f"{s._prefix}_x_e-9f2a_{'0' * 8}_3"  # what prefix "<ours>_x" could create
-    await s._qdrant.create_collection(
+    other = f"{s.servers.prefix}_x_e-9f2a_{'0' * 8}_3"  # what prefix "<ours>_x" could create
+    await s.servers.qdrant().create_collection(
         other, vectors_config=qm.VectorParams(size=3, distance=qm.Distance.DOT)
     )
-    await s._qdrant.upsert(
+    await s.servers.qdrant().upsert(
         other,
         points=[qm.PointStruct(id=layout.point_id("a", "z"), vector=[1.0, 0.0, 0.0],
                                   payload={"agent_id": "a"})],
         wait=True,
     )  # fmt: skip
-    assert [name for name, _ in await s._own_collections()] == [s._collection("e", 3)]
+    assert [name for name, _ in await registry.own_collections(s.servers)] == [
+        registry.collection(s.servers, "e", 3)
+    ]
     await s.erase_agent("a")
-    assert (await s._qdrant.count(other, exact=True)).count == 1  # the fixture drops it
+    assert (await s.servers.qdrant().count(other, exact=True)).count == 1  # the fixture drops it

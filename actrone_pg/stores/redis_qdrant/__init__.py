@@ -24,11 +24,14 @@ Layout and reasoning are written up for users in ``docs/redis_qdrant.md``; in sh
 Keys never collide: the agent and session ids are percent-encoded (``:``, ``%``, ``{``, ``*`` ...
 all become ``%XX``), and erasure walks a per-agent index of live keys, never ``SCAN`` patterns.
 
-The package is cut by concern, each module a layer of :class:`RedisQdrantStore`: ``scripts``
-(the Lua scripts), ``layout`` (keys, point ids, payloads and turn JSON), ``connection`` (clients,
-error mapping), ``registry`` (embedder dimensions and collections), ``sessions`` (L1), ``index``
-(the Redis memory index and BM25 statistics), ``writes`` (L2 writes with their undo), ``search``
-(candidates for the pipeline) and ``store``, which puts them together.
+The package is cut by concern. ``store`` holds :class:`RedisQdrantStore`, the one class: it keeps
+a :class:`~.connection.Servers` (clients, settings, caches, error mapping; ``connection``) and
+forwards each call to a module of functions that take it: ``sessions`` (L1), ``writes`` (L2
+writes with their undo, reads by id, erasure), ``search`` (candidates for the pipeline, listing),
+``index`` (the Redis memory index and BM25 statistics) and ``registry`` (embedder dimensions and
+collections). ``layout`` (keys, point ids, payloads and turn JSON) and ``scripts`` (the Lua
+scripts) do no I/O. Imports run one way: ``store`` -> ``sessions``, ``writes``, ``search`` ->
+``index`` -> ``registry`` -> ``connection`` -> ``layout``, ``scripts``.
 """
 
 from __future__ import annotations

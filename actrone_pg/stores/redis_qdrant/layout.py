@@ -74,7 +74,7 @@ LAYOUT = "v1"
 # Field of an agent's statistics hash saying its memory index holds every point Qdrant has for
 # the agent. Redis losing its data (restarted without persistence, FLUSHALL, failover to an empty
 # replica) loses it with the index, and the next call for the agent re-indexes from Qdrant (see
-# Index._ensure_indexed).
+# index.ensure_indexed).
 INDEXED = "indexed"
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from actrone_pg.models import SessionInfo, Turn
 from actrone_pg.stores.base import Fence, lock_lost
-from actrone_pg.stores.redis_qdrant.connection import Connection
+from actrone_pg.stores.redis_qdrant.connection import Servers
 from actrone_pg.stores.redis_qdrant.layout import (
     LAYOUT,
     TURN_IDS_KEPT,
@@ -27,7 +27,19 @@ from actrone_pg.stores.redis_qdrant.layout import (
     turn_to_json,
 )
 
-__all__ = ["Sessions"]
+__all__ = [
+    "acquire_lock",
+    "append_turn",
+    "clear_session",
+    "delete_expired_session",
+    "expired_sessions",
+    "get_session",
+    "list_sessions",
+    "recent_turns",
+    "release_lock",
+    "set_session_metadata",
+    "sweep_expired_sessions",
+]
 
 
 def _session_info(agent_id: str, session_id: str, turn_count: str, flat: list[str]) -> SessionInfo:
@@ -44,142 +56,150 @@ def _session_info(agent_id: str, session_id: str, turn_count: str, flat: list[st
     )
 
 
-class Sessions(Connection):
-    """Turns and sessions in Redis (kept a grace period past their TTL), and per-agent locks."""
+def _session(sv: Servers, agent_id: str, session_id: str) -> tuple[list[str], str, str]:
+    """The session's keys (turns, tids, sess, keyset, sessions set), its keyset member and
+    its sessions-set member."""
+    keys, member = AgentKeys.of(sv.prefix, agent_id).session_keys(session_id)
+    return [*keys, sv.sessions_key], member, f"{enc(agent_id)}:{enc(session_id)}"
 
-    def _session(self, agent_id: str, session_id: str) -> tuple[list[str], str, str]:
-        """The session's keys (turns, tids, sess, keyset, sessions set), its keyset member and
-        its sessions-set member."""
-        keys, member = AgentKeys.of(self._prefix, agent_id).session_keys(session_id)
-        return [*keys, self._sessions_key], member, f"{enc(agent_id)}:{enc(session_id)}"
 
-    @property
-    def _grace_ms(self) -> int:
-        return math.ceil(self._session_grace_seconds * 1000.0)
+def _grace_ms(sv: Servers) -> int:
+    return math.ceil(sv.session_grace_seconds * 1000.0)
 
-    async def append_turn(self, turn: Turn, *, max_turns: int, ttl_seconds: float) -> None:
-        """Append (idempotent by id), trim and refresh the expiry in one Lua script."""
-        keys, member, active = self._session(turn.agent_id, turn.session_id)
-        await self._script(
-            "append",
-            keys,
-            [
-                turn.id,
-                turn_to_json(turn),
-                max_turns,
-                ttl_ms(ttl_seconds),
-                member,
-                max(TURN_IDS_KEPT, 4 * max_turns),
-                self._grace_ms,
-                active,
-            ],
-        )
 
-    async def recent_turns(
-        self, agent_id: str, session_id: str, *, limit: int, ttl_seconds: float
-    ) -> list[Turn]:
-        """The newest ``limit`` turns of a live session, oldest first."""
-        keys, _ = AgentKeys.of(self._prefix, agent_id).session_keys(session_id)
-        raw = await self._script("recent", [keys[0], keys[2]], [limit, ttl_ms(ttl_seconds)])
-        return [turn_from_json(t) for t in raw]
+async def append_turn(sv: Servers, turn: Turn, *, max_turns: int, ttl_seconds: float) -> None:
+    """Append (idempotent by id), trim and refresh the expiry in one Lua script."""
+    keys, member, active = _session(sv, turn.agent_id, turn.session_id)
+    await sv.script(
+        "append",
+        keys,
+        [
+            turn.id,
+            turn_to_json(turn),
+            max_turns,
+            ttl_ms(ttl_seconds),
+            member,
+            max(TURN_IDS_KEPT, 4 * max_turns),
+            _grace_ms(sv),
+            active,
+        ],
+    )
 
-    async def get_session(
-        self, agent_id: str, session_id: str, *, ttl_seconds: float
-    ) -> SessionInfo | None:
-        """Turn count, creation and last activity (Redis's clock) and metadata of a live session."""
-        keys, _ = AgentKeys.of(self._prefix, agent_id).session_keys(session_id)
-        raw = await self._script("get_session", [keys[0], keys[2]], [ttl_ms(ttl_seconds)])
-        if not raw:
-            return None
-        return _session_info(agent_id, session_id, raw[0], raw[1:])
 
-    async def list_sessions(self, agent_id: str, *, ttl_seconds: float) -> list[SessionInfo]:
-        """The agent's live sessions, from its keyset, by id in code-point order."""
-        ak = AgentKeys.of(self._prefix, agent_id)
-        raw = await self._script("list_sessions", [ak.keyset], [ak.base, ttl_ms(ttl_seconds)])
-        out = []
-        at = 0
-        while at < len(raw):
-            name, count, size = raw[at], raw[at + 1], int(raw[at + 2])
-            at += 3
-            out.append(_session_info(agent_id, dec(name), count, raw[at : at + size]))
-            at += size
-        # The keyset orders by expiry and the encoded names differ in order from the ids.
-        out.sort(key=lambda info: info.session_id)
-        return out
+async def recent_turns(
+    sv: Servers, agent_id: str, session_id: str, *, limit: int, ttl_seconds: float
+) -> list[Turn]:
+    """The newest ``limit`` turns of a live session, oldest first."""
+    keys, _ = AgentKeys.of(sv.prefix, agent_id).session_keys(session_id)
+    raw = await sv.script("recent", [keys[0], keys[2]], [limit, ttl_ms(ttl_seconds)])
+    return [turn_from_json(t) for t in raw]
 
-    async def set_session_metadata(
-        self,
-        agent_id: str,
-        session_id: str,
-        metadata: dict[str, Any],
-        *,
-        ttl_seconds: float,
-        fence: Fence | None = None,
-    ) -> None:
-        """Merge ``metadata`` into the session (one hash field per key), creating it if needed;
-        with ``fence``, the same script checks the lock first."""
-        keys, member, active = self._session(agent_id, session_id)
-        args: list[Any] = [ttl_ms(ttl_seconds), member, self._grace_ms, active]
-        if fence is not None:
-            keys = [*keys, AgentKeys.of(self._prefix, agent_id).lock(enc(fence.name))]
-            args.append(fence.holder)
-        for k, val in metadata.items():
-            args.extend(["m:" + k, json.dumps(val, ensure_ascii=False)])
-        if fence is None:
-            await self._script("set_meta", keys, args)
-        elif await self._script("fenced_set_meta", keys, args) is None:
-            raise lock_lost(agent_id, fence)
 
-    async def clear_session(self, agent_id: str, session_id: str) -> None:
-        """Delete the session's turns, turn ids and bookkeeping."""
-        keys, member, active = self._session(agent_id, session_id)
-        await self._script("clear", keys, [member, active])
+async def get_session(
+    sv: Servers, agent_id: str, session_id: str, *, ttl_seconds: float
+) -> SessionInfo | None:
+    """Turn count, creation and last activity (Redis's clock) and metadata of a live session."""
+    keys, _ = AgentKeys.of(sv.prefix, agent_id).session_keys(session_id)
+    raw = await sv.script("get_session", [keys[0], keys[2]], [ttl_ms(ttl_seconds)])
+    if not raw:
+        return None
+    return _session_info(agent_id, session_id, raw[0], raw[1:])
 
-    async def sweep_expired_sessions(self, *, ttl_seconds: float, limit: int) -> int:
-        """Delete up to ``limit`` sessions idle longer than ``ttl_seconds`` (in their grace)."""
-        removed = 0
-        for agent_id, session_id in await self.expired_sessions(
-            ttl_seconds=ttl_seconds, limit=limit
-        ):
-            if await self.delete_expired_session(agent_id, session_id, ttl_seconds=ttl_seconds):
-                removed += 1
-        return removed
 
-    async def expired_sessions(self, *, ttl_seconds: float, limit: int) -> list[tuple[str, str]]:
-        """Up to ``limit`` sessions idle longer than ``ttl_seconds``, longest idle first, from
-        the sessions set (no ``SCAN``); only those whose keys are still in their grace."""
-        raw = await self._script(
-            "expired_sessions",
-            [self._sessions_key],
-            [f"{self._prefix}:{LAYOUT}:", ttl_ms(ttl_seconds), limit],
-        )
-        out = []
-        for member in raw:
-            agent, _, session = member.partition(":")
-            out.append((dec(agent), dec(session)))
-        return out
+async def list_sessions(sv: Servers, agent_id: str, *, ttl_seconds: float) -> list[SessionInfo]:
+    """The agent's live sessions, from its keyset, by id in code-point order."""
+    ak = AgentKeys.of(sv.prefix, agent_id)
+    raw = await sv.script("list_sessions", [ak.keyset], [ak.base, ttl_ms(ttl_seconds)])
+    out = []
+    at = 0
+    while at < len(raw):
+        name, count, size = raw[at], raw[at + 1], int(raw[at + 2])
+        at += 3
+        out.append(_session_info(agent_id, dec(name), count, raw[at : at + size]))
+        at += size
+    # The keyset orders by expiry and the encoded names differ in order from the ids.
+    out.sort(key=lambda info: info.session_id)
+    return out
 
-    async def delete_expired_session(
-        self, agent_id: str, session_id: str, *, ttl_seconds: float
-    ) -> bool:
-        """Delete the session's keys if it is still idle longer than ``ttl_seconds``."""
-        keys, member, active = self._session(agent_id, session_id)
-        done = await self._script("delete_expired", keys, [ttl_ms(ttl_seconds), member, active])
-        return bool(int(done))
 
-    async def acquire_lock(self, agent_id: str, name: str, holder: str, ttl_seconds: float) -> bool:
-        """``SET NX PX``: one winner among concurrent callers; Redis expires it after the TTL."""
-        ak = AgentKeys.of(self._prefix, agent_id)
-        n = enc(name)
-        got = await self._script(
-            "acquire", [ak.lock(n), ak.keyset], [holder, ttl_ms(ttl_seconds), "l:" + n]
-        )
-        return bool(int(got))
+async def set_session_metadata(
+    sv: Servers,
+    agent_id: str,
+    session_id: str,
+    metadata: dict[str, Any],
+    *,
+    ttl_seconds: float,
+    fence: Fence | None = None,
+) -> None:
+    """Merge ``metadata`` into the session (one hash field per key), creating it if needed;
+    with ``fence``, the same script checks the lock first."""
+    keys, member, active = _session(sv, agent_id, session_id)
+    args: list[Any] = [ttl_ms(ttl_seconds), member, _grace_ms(sv), active]
+    if fence is not None:
+        keys = [*keys, AgentKeys.of(sv.prefix, agent_id).lock(enc(fence.name))]
+        args.append(fence.holder)
+    for k, val in metadata.items():
+        args.extend(["m:" + k, json.dumps(val, ensure_ascii=False)])
+    if fence is None:
+        await sv.script("set_meta", keys, args)
+    elif await sv.script("fenced_set_meta", keys, args) is None:
+        raise lock_lost(agent_id, fence)
 
-    async def release_lock(self, agent_id: str, name: str, holder: str) -> bool:
-        """Compare-and-delete: only the holder of a live lock can release it."""
-        ak = AgentKeys.of(self._prefix, agent_id)
-        n = enc(name)
-        done = await self._script("release", [ak.lock(n), ak.keyset], [holder, "l:" + n])
-        return bool(int(done))
+
+async def clear_session(sv: Servers, agent_id: str, session_id: str) -> None:
+    """Delete the session's turns, turn ids and bookkeeping."""
+    keys, member, active = _session(sv, agent_id, session_id)
+    await sv.script("clear", keys, [member, active])
+
+
+async def sweep_expired_sessions(sv: Servers, *, ttl_seconds: float, limit: int) -> int:
+    """Delete up to ``limit`` sessions idle longer than ``ttl_seconds`` (in their grace)."""
+    removed = 0
+    for agent_id, session_id in await expired_sessions(sv, ttl_seconds=ttl_seconds, limit=limit):
+        if await delete_expired_session(sv, agent_id, session_id, ttl_seconds=ttl_seconds):
+            removed += 1
+    return removed
+
+
+async def expired_sessions(sv: Servers, *, ttl_seconds: float, limit: int) -> list[tuple[str, str]]:
+    """Up to ``limit`` sessions idle longer than ``ttl_seconds``, longest idle first, from
+    the sessions set (no ``SCAN``); only those whose keys are still in their grace."""
+    raw = await sv.script(
+        "expired_sessions",
+        [sv.sessions_key],
+        [f"{sv.prefix}:{LAYOUT}:", ttl_ms(ttl_seconds), limit],
+    )
+    out = []
+    for member in raw:
+        agent, _, session = member.partition(":")
+        out.append((dec(agent), dec(session)))
+    return out
+
+
+async def delete_expired_session(
+    sv: Servers, agent_id: str, session_id: str, *, ttl_seconds: float
+) -> bool:
+    """Delete the session's keys if it is still idle longer than ``ttl_seconds``."""
+    keys, member, active = _session(sv, agent_id, session_id)
+    done = await sv.script("delete_expired", keys, [ttl_ms(ttl_seconds), member, active])
+    return bool(int(done))
+
+
+async def acquire_lock(
+    sv: Servers, agent_id: str, name: str, holder: str, ttl_seconds: float
+) -> bool:
+    """``SET NX PX``: one winner among concurrent callers; Redis expires it after the TTL."""
+    ak = AgentKeys.of(sv.prefix, agent_id)
+    n = enc(name)
+    got = await sv.script(
+        "acquire", [ak.lock(n), ak.keyset], [holder, ttl_ms(ttl_seconds), "l:" + n]
+    )
+    return bool(int(got))
+
+
+async def release_lock(sv: Servers, agent_id: str, name: str, holder: str) -> bool:
+    """Compare-and-delete: only the holder of a live lock can release it."""
+    ak = AgentKeys.of(sv.prefix, agent_id)
+    n = enc(name)
+    done = await sv.script("release", [ak.lock(n), ak.keyset], [holder, "l:" + n])
+    return bool(int(done))
