@@ -58,7 +58,7 @@ from actrone_pg.bench.workload import (
 )
 from actrone_pg.budget import split_budget
 from actrone_pg.migrations._ops import pinned, pinned_names
-from actrone_pg.stores.postgres import PostgresStore, builders, rows
+from actrone_pg.stores.postgres import PostgresStore, builders, maintenance, rows
 
 #: hybrid_search's parameters (migrations 0013 and 0015) in order, with their types.
 _PARAMS = [
@@ -156,10 +156,10 @@ async def main() -> None:
                     agent.agent_id, SESSION_ID, user, assistant, turn_id=f"{agent.agent_id}-t{j}"
                 )
         await store.wait_for_indexes()
-        await store._analyze()
+        await maintenance.analyze(store.db)
         await _measure(mm, store, dataset.agents, args, dataset)
     finally:
-        async with store._conn() as conn:
+        async with store.db.conn() as conn:
             await conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
         await mm.close()
 
@@ -167,7 +167,7 @@ async def main() -> None:
 async def _measure(
     mm: MemoryManager, store: PostgresStore, agents: list[AgentData], args: Any, dataset: Any
 ) -> None:
-    vs = store._vector_schema
+    vs = store.db.vector_schema
     s_id = sql.Identifier(store.schema)
     share = split_budget(
         TOKEN_BUDGET, mm.config.budget_fraction_session, mm.config.budget_fraction_episodic
@@ -200,7 +200,7 @@ async def _measure(
 
     # One connection held for the pieces that run on a connection already checked out.
     # (from the pool itself: _conn() would sever it at its deadline, 35 s on)
-    pool = store._pool
+    pool = store.db.pool
     assert pool is not None
     held: Any = await pool.getconn()
     try:
@@ -264,7 +264,7 @@ async def _measure(
             return await store.search(requests[(agent.agent_id, q)])
 
         async def checkout(agent: AgentData, q: int) -> Any:
-            async with store._conn():
+            async with store.db.conn():
                 pass
 
         async def empty(agent: AgentData, q: int) -> Any:

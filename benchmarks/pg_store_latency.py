@@ -35,7 +35,7 @@ from actrone_pg._embedded import given_or_temporary_server
 from actrone_pg.models import Memory, Turn
 from actrone_pg.ranking import RankingParams, query_terms
 from actrone_pg.stores.base import MemoryRecord, PackedSearch, SearchRequest
-from actrone_pg.stores.postgres import PostgresStore, builders, rows
+from actrone_pg.stores.postgres import PostgresStore, builders, lookups, maintenance, rows
 from actrone_pg.stores.postgres.statements import SELECT_RECENT_TURNS
 
 DIM = 384
@@ -71,19 +71,19 @@ async def l1_l2_one_round_trip(
     round trip cannot do (the search needs the vector first). Measured here to compare.
     """
     packed = replace(req, budget=L2_BUDGET, max_hits=None)
-    dims = await store._embedder_dimensions(req.embedder)
+    dims = await lookups.embedder_dimensions(store.db, req.embedder)
     assert dims is not None
     statement, params = builders.search(
         packed,
         schema=store.schema,
-        vector_schema=store._vector_schema,
-        terms=await store._query_terms(req.query, req.terms),
-        ann_dimensions=await store._ann_dimensions(req.agent_id, req.embedder, dims),
+        vector_schema=store.db.vector_schema,
+        terms=await lookups.query_terms(store.db, req.query, req.terms),
+        ann_dimensions=await maintenance.ann_dimensions(store.db, req.agent_id, req.embedder, dims),
     )
-    async with store._conn() as conn, conn.pipeline() as pipe:
+    async with store.db.conn() as conn, conn.pipeline() as pipe:
         l1 = conn.cursor(row_factory=dict_row)
         await l1.execute(
-            store._compose(SELECT_RECENT_TURNS), (req.agent_id, session_id, 3600.0, 50)
+            store.db.compose(SELECT_RECENT_TURNS), (req.agent_id, session_id, 3600.0, 50)
         )
         l2 = conn.cursor(row_factory=dict_row, binary=True)
         await l2.execute(statement, params)

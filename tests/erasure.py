@@ -24,7 +24,7 @@ async def _postgres(store: Any, agent_id: str) -> dict[str, int]:
 
     out: dict[str, int] = {}
     tables = "sessions turns memories memory_history term_stats agent_stats locks".split()
-    async with store._conn() as conn:
+    async with store.db.conn() as conn:
         for table in tables:
             cur = await conn.execute(
                 sql.SQL("SELECT count(*) FROM {} WHERE agent_id = %s").format(

@@ -77,7 +77,7 @@ async def test_close_closes_the_store_and_embedder_it_built(
     assert client is not None and not client.is_closed
     await mm.erase_agent("lifecycle-built")
     await mm.close()
-    assert store._pool is None  # the pool is closed
+    assert store.db.pool is None  # the pool is closed
     assert client.is_closed
     await mm.close()  # twice is harmless
 

@@ -45,7 +45,7 @@ async def test_a_statement_on_a_frozen_server_fails_at_the_bound_without_a_cance
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="psycopg"):
         with pytest.raises(StoreUnavailableError, match=r"within 3 s .*connection was closed"):
-            async with frozen_store._conn() as conn:
+            async with frozen_store.db.conn() as conn:
                 private_postgres.freeze()
                 await conn.execute("SELECT 1")
     assert cancel_requests(caplog) == []

@@ -77,13 +77,13 @@ async def _seed(store: PostgresStore) -> None:
 
 def _captured(store: PostgresStore, calls: list[tuple[Any, Any]]) -> None:
     """Record every statement the store fetches with, and its parameters."""
-    fetch = store._fetch
+    fetch = store.db.fetch
 
     async def spy(conn: Any, statement: Any, params: Any, **kw: Any) -> Any:
         calls.append((statement, params))
         return await fetch(conn, statement, params, **kw)
 
-    store._fetch = spy  # type: ignore[method-assign]
+    store.db.fetch = spy  # type: ignore[method-assign]
 
 
 def _explain(dsn: str, statement: Any, params: Any) -> str:
@@ -183,13 +183,13 @@ async def test_a_pooled_connection_keeps_delegating_after_an_error(
             " FOR UPDATE SKIP LOCKED)"
         ).format(sql.Identifier(citus_schema, "sessions"), sql.Identifier(citus_schema, "sessions"))
         with pytest.raises(StoreError):
-            async with store._conn() as conn:
+            async with store.db.conn() as conn:
                 await conn.execute(refused)
         calls: list[tuple[Any, Any]] = []
         _captured(store, calls)
         await store.search(request("a", "coffee", [1, 0, 0, 0]))
         statement, params = calls[-1]
-        async with store._conn() as conn:  # the pool's only connection: the one searches use
+        async with store.db.conn() as conn:  # the pool's only connection: the one searches use
             inlined = psycopg.ClientCursor(conn).mogrify(statement, params)
             cur = await conn.execute("EXPLAIN (VERBOSE) " + inlined)
             plan = "\n".join(str(r[0]) for r in await cur.fetchall())
@@ -298,7 +298,7 @@ async def test_a_large_agent_is_searched_through_its_own_index_on_the_cluster(
     try:
         await store.upsert_memories(_records("big", 2_500, seed=3))
         await store.wait_for_indexes()
-        assert store._ann_known.get(("big", "test-embedder"), (False, 0.0))[0]
+        assert store.db.ann_known.get(("big", "test-embedder"), (False, 0.0))[0]
         query = request("big", "tea", _query(5), limit=50)
         exact = await store_citus.search(query)  # ann_min_memories 50,000: an exact scan
         found = await store.search(query)

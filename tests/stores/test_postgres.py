@@ -533,8 +533,8 @@ async def test_statistics_are_refreshed_after_a_bulk_load(
     async def analyze_count() -> int:
         return (await _maintenance_counts(postgres_dsn, postgres_schema))[0]
 
-    store_postgres._written = 0
-    store_postgres._next_analyze = 1_000
+    store_postgres.db.written = 0
+    store_postgres.db.next_analyze = 1_000
     before = await analyze_count()
     rng = np.random.default_rng(0)
     batch = [record("a", f"m{i}", f"note {i}", rng.normal(size=4).tolist()) for i in range(999)]
@@ -546,17 +546,17 @@ async def test_statistics_are_refreshed_after_a_bulk_load(
             break
         await asyncio.sleep(0.05)
     assert await analyze_count() > before
-    assert store_postgres._next_analyze == 4_000
+    assert store_postgres.db.next_analyze == 4_000
 
 
 async def test_a_burst_of_writes_is_vacuumed_once_writes_pause(
     store_postgres: PostgresStore, postgres_dsn: str, postgres_schema: str
 ) -> None:
     # Between two steps of the x4 schedule: only the pause after the writes can trigger it.
-    store_postgres._written = 2_000
-    store_postgres._next_analyze = 4_000
-    store_postgres._unmaintained = 0
-    store_postgres._settle_seconds = 0.3
+    store_postgres.db.written = 2_000
+    store_postgres.db.next_analyze = 4_000
+    store_postgres.db.unmaintained = 0
+    store_postgres.db.settle_seconds = 0.3
     before = await _maintenance_counts(postgres_dsn, postgres_schema)
     rng = np.random.default_rng(1)
     for start in range(0, 1_200, 400):  # three writes, each well within the pause
@@ -565,11 +565,11 @@ async def test_a_burst_of_writes_is_vacuumed_once_writes_pause(
             for i in range(start, start + 400)
         ]
         await store_postgres.upsert_memories(batch)
-    task = store_postgres._settle_task
+    task = store_postgres.db.settle_task
     assert task is not None and not task.done()  # waiting for the pause
-    assert store_postgres._unmaintained == 1_200
+    assert store_postgres.db.unmaintained == 1_200
     await asyncio.wait_for(task, 10)
-    assert store_postgres._unmaintained == 0
+    assert store_postgres.db.unmaintained == 0
     for _ in range(50):  # statistics views lag by up to a moment
         after = await _maintenance_counts(postgres_dsn, postgres_schema)
         if after[0] > before[0] and after[1] > before[1]:
@@ -581,11 +581,11 @@ async def test_a_burst_of_writes_is_vacuumed_once_writes_pause(
 async def test_fewer_writes_than_the_minimum_start_no_maintenance(
     store_postgres: PostgresStore,
 ) -> None:
-    store_postgres._written = 2_000
-    store_postgres._next_analyze = 4_000
-    store_postgres._unmaintained = 0
+    store_postgres.db.written = 2_000
+    store_postgres.db.next_analyze = 4_000
+    store_postgres.db.unmaintained = 0
     await store_postgres.upsert_memories([record("a", "m1", "note", [1, 0, 0, 0])])
-    assert store_postgres._settle_task is None
+    assert store_postgres.db.settle_task is None
 
 
 async def test_closing_the_store_cancels_a_pending_maintenance(
@@ -593,19 +593,19 @@ async def test_closing_the_store_cancels_a_pending_maintenance(
 ) -> None:
     store = PostgresStore(postgres_dsn, schema=postgres_schema, pool_max_size=2)
     await store.setup()
-    store._written = 2_000
-    store._next_analyze = 10**9
-    store._settle_seconds = 60.0
+    store.db.written = 2_000
+    store.db.next_analyze = 10**9
+    store.db.settle_seconds = 60.0
     rng = np.random.default_rng(2)
     batch = [record("z", f"m{i}", "note", rng.normal(size=4).tolist()) for i in range(1_000)]
     try:
         await store.upsert_memories(batch)
-        task = store._settle_task
+        task = store.db.settle_task
         assert task is not None and not task.done()
     finally:
         await store.close()
     assert task.cancelled()
-    assert store._settle_task is None
+    assert store.db.settle_task is None
 
 
 BIG_FLOATS = {"f60": 2.0**60, "f16": 1e16, "neg": -1e23, "huge": 1.5e300, "small": 1e-7, "x": 0.1}
@@ -642,14 +642,14 @@ async def test_new_connections_leave_psycopg_adapter_cache_flat(
     # process, ~25 KB a connection) without bound.
     from psycopg.adapt import AdaptersMap
 
-    pool = store_postgres._pool
+    pool = store_postgres.db.pool
     assert pool is not None
 
     async def churn(n: int) -> None:
         for _ in range(n):
             conn = await psycopg.AsyncConnection.connect(pool.conninfo, **pool.kwargs)
             async with conn:
-                await store_postgres._configure(conn)
+                await store_postgres.db._configure(conn)
                 cur = await conn.execute("SELECT '[1,2,3]'::vector, %s", (np.ones(3),))
                 row = await cur.fetchone()
                 assert row is not None

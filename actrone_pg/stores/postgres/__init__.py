@@ -19,17 +19,20 @@ Statistics for BM25 (per-agent document count and total length, per-agent term d
 frequencies) are updated in the same transaction as the memory writes, under a row lock on the
 agent's statistics row, so concurrent writers of one agent serialise and never lose an update.
 
-The package is cut by concern, each module a layer of :class:`PostgresStore`:
+The package is cut by concern. ``store`` holds :class:`PostgresStore`, the one class: it keeps a
+:class:`~.connection.Database` (configuration, the pool, caches, error mapping; ``connection``)
+and forwards each call to a module of functions that take it:
 
-* ``statements`` — every SQL statement, as named constants, and the memory columns derived from
-  :data:`actrone_pg.models.STORED_MEMORY_FIELDS`;
-* ``builders`` — the search's and the listing's (statement, parameters by name), without I/O;
-* ``rows`` — the one decoder per statement that reads rows by column name;
-* ``connection`` — configuration, the pool, error mapping, the schema check, text search
-  normalisation and the embedder registry;
+* ``sessions`` (L1), ``writes`` (L2 writes and BM25 statistics), ``search`` (L2 search and
+  listing), ``context`` (L1 + L2 in one statement, ``retrieve()``);
 * ``maintenance`` — ``VACUUM (ANALYZE)`` after bulk writes, and large agents' HNSW indexes;
-* ``sessions`` (L1), ``writes`` (L2 writes and BM25 statistics), ``search`` (L2 search);
-* ``store`` — :class:`PostgresStore`, which puts them together.
+* ``lookups`` — text search normalisation, the embedder registry, the writer's fence;
+* ``setup`` — the embedded server, the schema's migration or check, the pool's opening;
+
+and, without I/O, ``statements`` (every SQL statement, as named constants, and the memory
+columns derived from :data:`actrone_pg.models.STORED_MEMORY_FIELDS`), ``builders`` (the
+statements whose shape varies, as (statement, parameters by name)) and ``rows`` (one decoder
+per statement, reading rows by column name).
 """
 
 from __future__ import annotations

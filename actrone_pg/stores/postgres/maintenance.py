@@ -1,6 +1,6 @@
 """The PostgreSQL store's maintenance: planner statistics after bulk writes, large agents' indexes.
 
-Both run in the background of the writes that make them due, and :meth:`Maintenance.close` stops
+Both run in the background of the writes that make them due, and :func:`stop` stops
 them. See docs/postgres.md ("Large agents") for the HNSW indexes and their measurements.
 """
 
@@ -12,7 +12,7 @@ import logging
 import time
 
 from actrone_pg.errors import ActroneError, MissingDependencyError
-from actrone_pg.stores.postgres.connection import Connection, _Conn
+from actrone_pg.stores.postgres.connection import Database, _Conn
 from actrone_pg.stores.postgres.statements import (
     ANALYZE_L2,
     ANN_BUILD_MEMORY,
@@ -31,217 +31,236 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("postgres", exc.name or "psycopg") from None
 
-__all__ = ["Maintenance", "ann_index_name"]
+__all__ = [
+    "analyze",
+    "ann_dimensions",
+    "ann_index_name",
+    "drop_ann_indexes",
+    "settle",
+    "start_ann_build",
+    "stop",
+    "vacuum_analyze",
+    "wait_for_indexes",
+]
 
 logger = logging.getLogger("actrone_pg.postgres")
 
 
-class Maintenance(Connection):
-    """``VACUUM (ANALYZE)`` after bulk writes, and an HNSW index for each large agent."""
+async def stop(db: Database) -> None:
+    """Stop background maintenance and index builds (before the pool closes)."""
+    if db.settle_task is not None:
+        db.settle_task.cancel()
+        await asyncio.gather(db.settle_task, return_exceptions=True)
+        db.settle_task = None
+    builds = [t for t in db.ann_builds.values() if not t.done()]
+    for task in builds:
+        task.cancel()  # an interrupted build leaves an invalid index; the next one drops it
+    await asyncio.gather(*builds, return_exceptions=True)
+    db.ann_builds.clear()
 
-    async def close(self) -> None:
-        """Stop background maintenance and index builds, then close the pool."""
-        if self._settle_task is not None:
-            self._settle_task.cancel()
-            await asyncio.gather(self._settle_task, return_exceptions=True)
-            self._settle_task = None
-        builds = [t for t in self._ann_builds.values() if not t.done()]
-        for task in builds:
-            task.cancel()  # an interrupted build leaves an invalid index; the next one drops it
-        await asyncio.gather(*builds, return_exceptions=True)
-        self._ann_builds.clear()
-        await super().close()
 
-    async def _analyze(self) -> None:
-        """Refresh the planner's statistics of the L2 tables, and their visibility maps.
+async def analyze(db: Database) -> None:
+    """Refresh the planner's statistics of the L2 tables, and their visibility maps.
 
-        Right after a bulk load into fresh tables the planner has no statistics and expects one row
-        from every step. ``hybrid_search`` itself is protected from that since migration 0005 (it
-        plans without nested loops, docs/benchmarks.md); this keeps every other statement's
-        estimates current too, without waiting about a minute for autovacuum: ``ANALYZE`` runs after
-        the store has written 1,000, 4,000, 16,000, … memories (each step ×4, so the total cost
-        stays a small fraction of the writes). It is ``VACUUM (ANALYZE)``: until a page is marked
-        all-visible, the index-only candidate scan visits the heap for each of its rows (autovacuum
-        gets there within a minute or so). Both measured in docs/benchmarks.md, "Measurements behind
-        the code". Neither takes a lock that blocks reads or writes.
-        """
-        if any(not t.done() for t in self._ann_builds.values()):
-            self._analyze_pending = True
-            return
-        async with self._maintenance:
-            await self._vacuum_analyze()
+    Right after a bulk load into fresh tables the planner has no statistics and expects one row
+    from every step. ``hybrid_search`` itself is protected from that since migration 0005 (it
+    plans without nested loops, docs/benchmarks.md); this keeps every other statement's
+    estimates current too, without waiting about a minute for autovacuum: ``ANALYZE`` runs after
+    the store has written 1,000, 4,000, 16,000, … memories (each step ×4, so the total cost
+    stays a small fraction of the writes). It is ``VACUUM (ANALYZE)``: until a page is marked
+    all-visible, the index-only candidate scan visits the heap for each of its rows (autovacuum
+    gets there within a minute or so). Both measured in docs/benchmarks.md, "Measurements behind
+    the code". Neither takes a lock that blocks reads or writes.
+    """
+    if any(not t.done() for t in db.ann_builds.values()):
+        db.analyze_pending = True
+        return
+    async with db.maintenance:
+        await vacuum_analyze(db)
 
-    async def _vacuum_analyze(self) -> None:
-        """``VACUUM (ANALYZE)`` the L2 tables; the caller holds ``_maintenance``."""
-        unmaintained = self._unmaintained
-        async with self._conn() as conn:
-            await conn.execute(self._compose(ANALYZE_L2))
-        self._unmaintained -= unmaintained
 
-    async def _settle(self) -> None:
-        """Run the maintenance of :meth:`_analyze` once writes have paused.
+async def vacuum_analyze(db: Database) -> None:
+    """``VACUUM (ANALYZE)`` the L2 tables; the caller holds ``_maintenance``."""
+    unmaintained = db.unmaintained
+    async with db.conn() as conn:
+        await conn.execute(db.compose(ANALYZE_L2))
+    db.unmaintained -= unmaintained
 
-        The ×4 schedule leaves up to three quarters of a bulk load unvacuumed (100,000 written:
-        the last run was at 64,000), so index-only scans visit the heap for those rows until
-        autovacuum gets there, and when it does, its throttled pass over the tables competes
-        with the searches for a while. Run once no memory has been written for
-        ``SETTLE_SECONDS``, the same ``VACUUM (ANALYZE)`` is short and leaves autovacuum nothing
-        to catch up on, which lowers the p99 of searches right after a load (docs/benchmarks.md,
-        "Measurements behind the code").
-        """
-        try:
-            while (wait := self._last_write + self._settle_seconds - time.monotonic()) > 0:
-                await asyncio.sleep(wait)
-            if self._unmaintained >= SETTLE_MIN_ROWS and self._pool is not None:
-                await self._analyze()
-        except ActroneError as exc:  # a background task: nobody else would see it
-            logger.warning("maintenance after writes failed (autovacuum will do it): %s", exc)
 
-    def _start_ann_build(self, agent_id: str, embedder: str, dimensions: int) -> None:
-        """Build the agent's HNSW index in the background, unless it exists or is being built."""
+async def settle(db: Database) -> None:
+    """Run the maintenance of :func:`analyze` once writes have paused.
+
+    The ×4 schedule leaves up to three quarters of a bulk load unvacuumed (100,000 written:
+    the last run was at 64,000), so index-only scans visit the heap for those rows until
+    autovacuum gets there, and when it does, its throttled pass over the tables competes
+    with the searches for a while. Run once no memory has been written for
+    ``SETTLE_SECONDS``, the same ``VACUUM (ANALYZE)`` is short and leaves autovacuum nothing
+    to catch up on, which lowers the p99 of searches right after a load (docs/benchmarks.md,
+    "Measurements behind the code").
+    """
+    try:
+        while (wait := db.last_write + db.settle_seconds - time.monotonic()) > 0:
+            await asyncio.sleep(wait)
+        if db.unmaintained >= SETTLE_MIN_ROWS and db.pool is not None:
+            await analyze(db)
+    except ActroneError as exc:  # a background task: nobody else would see it
+        logger.warning("maintenance after writes failed (autovacuum will do it): %s", exc)
+
+
+def start_ann_build(db: Database, agent_id: str, embedder: str, dimensions: int) -> None:
+    """Build the agent's HNSW index in the background, unless it exists or is being built."""
+    key = (agent_id, embedder)
+    known = db.ann_known.get(key)
+    running = db.ann_builds.get(key)
+    failed = db.ann_failed.get(key)
+    if (
+        dimensions > ANN_MAX_DIMENSIONS
+        or (known is not None and known[0])
+        or (running is not None and not running.done())
+        or (failed is not None and time.monotonic() - failed < ANN_RETRY_SECONDS)
+    ):
+        return
+    db.ann_builds[key] = asyncio.create_task(
+        _build_ann(db, agent_id, embedder, dimensions), name=f"actrone-ann-{agent_id}"
+    )
+
+
+async def wait_for_indexes(db: Database) -> None:
+    """Wait until the HNSW index builds started by this store have finished."""
+    await asyncio.gather(*list(db.ann_builds.values()), return_exceptions=True)
+
+
+async def _build_ann(db: Database, agent_id: str, embedder: str, dimensions: int) -> None:
+    try:
+        async with db.maintenance:
+            await _build_ann_locked(db, agent_id, embedder, dimensions)
+            if db.analyze_pending and db.pool is not None:
+                db.analyze_pending = False
+                await vacuum_analyze(db)
+    finally:
         key = (agent_id, embedder)
-        known = self._ann_known.get(key)
-        running = self._ann_builds.get(key)
-        failed = self._ann_failed.get(key)
-        if (
-            dimensions > ANN_MAX_DIMENSIONS
-            or (known is not None and known[0])
-            or (running is not None and not running.done())
-            or (failed is not None and time.monotonic() - failed < ANN_RETRY_SECONDS)
-        ):
-            return
-        self._ann_builds[key] = asyncio.create_task(
-            self._build_ann(agent_id, embedder, dimensions), name=f"actrone-ann-{agent_id}"
-        )
+        if db.ann_builds.get(key) is asyncio.current_task():
+            del db.ann_builds[key]
 
-    async def wait_for_indexes(self) -> None:
-        """Wait until the HNSW index builds started by this store have finished."""
-        await asyncio.gather(*list(self._ann_builds.values()), return_exceptions=True)
 
-    async def _build_ann(self, agent_id: str, embedder: str, dimensions: int) -> None:
-        try:
-            async with self._maintenance:
-                await self._build_ann_locked(agent_id, embedder, dimensions)
-                if self._analyze_pending and self._pool is not None:
-                    self._analyze_pending = False
-                    await self._vacuum_analyze()
-        finally:
-            key = (agent_id, embedder)
-            if self._ann_builds.get(key) is asyncio.current_task():
-                del self._ann_builds[key]
-
-    async def _build_ann_locked(self, agent_id: str, embedder: str, dimensions: int) -> None:
-        key = (agent_id, embedder)
-        name = ann_index_name(agent_id, embedder)
-        lock = f"{self.schema}.ann-build"
-        if self._pool is None:
-            return
-        try:
-            # Not through _conn(): a build takes minutes, longer than any call's timeout.
-            async with self._pool.connection() as conn:
-                await conn.execute("SET statement_timeout = 0")
-                # The graph of 100,000 vectors of 384 dimensions takes ~200 MB; with the default
-                # 64 MB the build spills to disk, five times slower (docs/benchmarks.md).
-                await conn.execute(f"SET maintenance_work_mem = '{ANN_BUILD_MEMORY}'")
+async def _build_ann_locked(db: Database, agent_id: str, embedder: str, dimensions: int) -> None:
+    key = (agent_id, embedder)
+    name = ann_index_name(agent_id, embedder)
+    lock = f"{db.schema}.ann-build"
+    if db.pool is None:
+        return
+    try:
+        # Not through Database.conn(): a build takes minutes, longer than any call's timeout.
+        async with db.pool.connection() as conn:
+            await conn.execute("SET statement_timeout = 0")
+            # The graph of 100,000 vectors of 384 dimensions takes ~200 MB; with the default
+            # 64 MB the build spills to disk, five times slower (docs/benchmarks.md).
+            await conn.execute(f"SET maintenance_work_mem = '{ANN_BUILD_MEMORY}'")
+            try:
+                cur = await conn.execute(ANN_LOCK, (lock,))
+                row = await cur.fetchone()
+                if not row or not row[0]:
+                    return  # another process is building one; the next write tries again
                 try:
-                    cur = await conn.execute(ANN_LOCK, (lock,))
-                    row = await cur.fetchone()
-                    if not row or not row[0]:
-                        return  # another process is building one; the next write tries again
-                    try:
-                        state = await self._ann_state(conn, name)
-                        if state is False:  # an interrupted build left an invalid index
-                            await conn.execute(
-                                sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
-                                    sql.Identifier(self.schema, name)
-                                )
+                    state = await _ann_state(db, conn, name)
+                    if state is False:  # an interrupted build left an invalid index
+                        await conn.execute(
+                            sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
+                                sql.Identifier(db.schema, name)
                             )
-                        if state is not True:
-                            started = time.monotonic()
-                            await conn.execute(self._ann_ddl(name, agent_id, embedder, dimensions))
-                            logger.info(
-                                "built HNSW index %s for agent %r (%s) in %.1f s",
-                                name,
-                                agent_id,
-                                embedder,
-                                time.monotonic() - started,
-                            )
-                    finally:
-                        await conn.execute(ANN_UNLOCK, (lock,))
-                finally:
-                    await conn.execute("RESET statement_timeout")
-                    await conn.execute("RESET maintenance_work_mem")
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # the server's refusal, a lost connection, a pool timeout
-            self._ann_failed[key] = time.monotonic()
-            logger.warning(
-                "could not build the HNSW index of agent %r (%s): %s; searches stay exact",
-                agent_id,
-                embedder,
-                exc,
-            )
-            return
-        self._ann_known[key] = (True, time.monotonic())
-
-    async def _ann_state(self, conn: _Conn, name: str) -> bool | None:
-        """``True`` for a valid index named ``name``, ``False`` for an invalid one, else None."""
-        cur = await conn.execute(ANN_INDEX_STATE, (self.schema, name))
-        row = await cur.fetchone()
-        return None if row is None else bool(row[0])
-
-    def _ann_ddl(self, name: str, agent_id: str, embedder: str, dimensions: int) -> sql.Composed:
-        # The one place values are spelled in SQL: a utility statement (CREATE INDEX) takes no
-        # bound parameters, and a partial index's predicate is its literals. Searches bind them
-        # (statements.ANN_CANDIDATES), unprepared: each plan is made for the bound values, which
-        # the planner matches against the predicate.
-        return sql.SQL(
-            "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {s}.memories USING hnsw"
-            " ((embedding::{vs}.vector({d})) {vs}.vector_ip_ops)"
-            " WITH (m = 16, ef_construction = 64) WHERE agent_id = {agent} AND embedder = {emb}"
-        ).format(
-            name=sql.Identifier(name),
-            s=sql.Identifier(self.schema),
-            vs=sql.Identifier(self._vector_schema),
-            d=sql.Literal(int(dimensions)),
-            agent=sql.Literal(agent_id),
-            emb=sql.Literal(embedder),
-        )
-
-    async def _ann_dimensions(self, agent_id: str, embedder: str, dimensions: int) -> int | None:
-        """The dimension to scan the agent's own HNSW index with, or ``None`` to scan exactly."""
-        if self._ann_min <= 0 or dimensions > ANN_MAX_DIMENSIONS:
-            return None
-        key = (agent_id, embedder)
-        known = self._ann_known.get(key)
-        now = time.monotonic()
-        if known is None or (not known[0] and now - known[1] > ANN_RECHECK_SECONDS):
-            async with self._conn() as conn:
-                state = await self._ann_state(conn, ann_index_name(agent_id, embedder))
-            known = (state is True, now)
-            if len(self._ann_known) >= 100_000:  # one entry per agent searched: bound it
-                self._ann_known.clear()
-            self._ann_known[key] = known
-        return dimensions if known[0] else None
-
-    async def _drop_ann_indexes(self, agent_id: str) -> None:
-        """Drop the agent's HNSW indexes, whatever process built them."""
-        stopped = [self._ann_builds.pop(k) for k in list(self._ann_builds) if k[0] == agent_id]
-        for task in stopped:
-            task.cancel()
-        await asyncio.gather(*stopped, return_exceptions=True)  # its index is dropped below
-        async with self._conn() as conn:
-            cur = await conn.execute(self._compose(SELECT_ALL_EMBEDDERS))
-            embedders = [str(r[0]) for r in await cur.fetchall()]
-            for embedder in embedders:
-                self._ann_known.pop((agent_id, embedder), None)
-                name = ann_index_name(agent_id, embedder)
-                if await self._ann_state(conn, name) is not None:
-                    await conn.execute(
-                        sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
-                            sql.Identifier(self.schema, name)
                         )
+                    if state is not True:
+                        started = time.monotonic()
+                        await conn.execute(_ann_ddl(db, name, agent_id, embedder, dimensions))
+                        logger.info(
+                            "built HNSW index %s for agent %r (%s) in %.1f s",
+                            name,
+                            agent_id,
+                            embedder,
+                            time.monotonic() - started,
+                        )
+                finally:
+                    await conn.execute(ANN_UNLOCK, (lock,))
+            finally:
+                await conn.execute("RESET statement_timeout")
+                await conn.execute("RESET maintenance_work_mem")
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # the server's refusal, a lost connection, a pool timeout
+        db.ann_failed[key] = time.monotonic()
+        logger.warning(
+            "could not build the HNSW index of agent %r (%s): %s; searches stay exact",
+            agent_id,
+            embedder,
+            exc,
+        )
+        return
+    db.ann_known[key] = (True, time.monotonic())
+
+
+async def _ann_state(db: Database, conn: _Conn, name: str) -> bool | None:
+    """``True`` for a valid index named ``name``, ``False`` for an invalid one, else None."""
+    cur = await conn.execute(ANN_INDEX_STATE, (db.schema, name))
+    row = await cur.fetchone()
+    return None if row is None else bool(row[0])
+
+
+def _ann_ddl(
+    db: Database, name: str, agent_id: str, embedder: str, dimensions: int
+) -> sql.Composed:
+    # The one place values are spelled in SQL: a utility statement (CREATE INDEX) takes no
+    # bound parameters, and a partial index's predicate is its literals. Searches bind them
+    # (statements.ANN_CANDIDATES), unprepared: each plan is made for the bound values, which
+    # the planner matches against the predicate.
+    return sql.SQL(
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {s}.memories USING hnsw"
+        " ((embedding::{vs}.vector({d})) {vs}.vector_ip_ops)"
+        " WITH (m = 16, ef_construction = 64) WHERE agent_id = {agent} AND embedder = {emb}"
+    ).format(
+        name=sql.Identifier(name),
+        s=sql.Identifier(db.schema),
+        vs=sql.Identifier(db.vector_schema),
+        d=sql.Literal(int(dimensions)),
+        agent=sql.Literal(agent_id),
+        emb=sql.Literal(embedder),
+    )
+
+
+async def ann_dimensions(db: Database, agent_id: str, embedder: str, dimensions: int) -> int | None:
+    """The dimension to scan the agent's own HNSW index with, or ``None`` to scan exactly."""
+    if db.ann_min <= 0 or dimensions > ANN_MAX_DIMENSIONS:
+        return None
+    key = (agent_id, embedder)
+    known = db.ann_known.get(key)
+    now = time.monotonic()
+    if known is None or (not known[0] and now - known[1] > ANN_RECHECK_SECONDS):
+        async with db.conn() as conn:
+            state = await _ann_state(db, conn, ann_index_name(agent_id, embedder))
+        known = (state is True, now)
+        if len(db.ann_known) >= 100_000:  # one entry per agent searched: bound it
+            db.ann_known.clear()
+        db.ann_known[key] = known
+    return dimensions if known[0] else None
+
+
+async def drop_ann_indexes(db: Database, agent_id: str) -> None:
+    """Drop the agent's HNSW indexes, whatever process built them."""
+    stopped = [db.ann_builds.pop(k) for k in list(db.ann_builds) if k[0] == agent_id]
+    for task in stopped:
+        task.cancel()
+    await asyncio.gather(*stopped, return_exceptions=True)  # its index is dropped below
+    async with db.conn() as conn:
+        cur = await conn.execute(db.compose(SELECT_ALL_EMBEDDERS))
+        embedders = [str(r[0]) for r in await cur.fetchall()]
+        for embedder in embedders:
+            db.ann_known.pop((agent_id, embedder), None)
+            name = ann_index_name(agent_id, embedder)
+            if await _ann_state(db, conn, name) is not None:
+                await conn.execute(
+                    sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
+                        sql.Identifier(db.schema, name)
                     )
+                )
 
 
 def ann_index_name(agent_id: str, embedder: str) -> str:

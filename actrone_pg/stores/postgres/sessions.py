@@ -8,8 +8,8 @@ from typing import Any
 from actrone_pg.errors import MissingDependencyError
 from actrone_pg.models import SessionInfo, Turn
 from actrone_pg.stores.base import Fence
-from actrone_pg.stores.postgres import rows
-from actrone_pg.stores.postgres.connection import Connection, _Conn, jsonb
+from actrone_pg.stores.postgres import lookups, rows
+from actrone_pg.stores.postgres.connection import Database, _Conn, jsonb
 from actrone_pg.stores.postgres.statements import (
     ACQUIRE_LOCK,
     DELETE_EXPIRED_SESSION,
@@ -32,147 +32,165 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("postgres", exc.name or "psycopg") from None
 
-__all__ = ["Sessions"]
+__all__ = [
+    "acquire_lock",
+    "append_turn",
+    "clear_session",
+    "delete_expired_session",
+    "expired_sessions",
+    "get_session",
+    "list_sessions",
+    "recent_turns",
+    "release_lock",
+    "set_session_metadata",
+    "sweep_expired_sessions",
+]
 
 
-class Sessions(Connection):
-    """Turns and sessions (the newest turns of a live session), and per-agent locks."""
+async def append_turn(db: Database, turn: Turn, *, max_turns: int, ttl_seconds: float) -> None:
+    """Append a turn (idempotent by id), trim to ``max_turns``, refresh the expiry."""
+    a, s = turn.agent_id, turn.session_id
+    tool = jsonb(turn.tool_results) if turn.tool_results is not None else None
+    async with db.conn() as conn, conn.transaction():
+        await conn.execute(db.compose(DELETE_EXPIRED_SESSION), (a, s, ttl_seconds))
+        await conn.execute(db.compose(UPSERT_SESSION), (a, s, Jsonb({})))
+        await conn.execute(
+            db.compose(INSERT_TURN),
+            (
+                a,
+                s,
+                turn.id,
+                turn.user_message,
+                turn.assistant_message,
+                tool,
+                turn.created_at,
+                turn.token_count,
+            ),
+        )
+        await conn.execute(db.compose(TRIM_TURNS), (a, s, a, s, max_turns))
 
-    async def append_turn(self, turn: Turn, *, max_turns: int, ttl_seconds: float) -> None:
-        """Append a turn (idempotent by id), trim to ``max_turns``, refresh the expiry."""
-        a, s = turn.agent_id, turn.session_id
-        tool = jsonb(turn.tool_results) if turn.tool_results is not None else None
-        async with self._conn() as conn, conn.transaction():
-            await conn.execute(self._compose(DELETE_EXPIRED_SESSION), (a, s, ttl_seconds))
-            await conn.execute(self._compose(UPSERT_SESSION), (a, s, Jsonb({})))
-            await conn.execute(
-                self._compose(INSERT_TURN),
-                (
-                    a,
-                    s,
-                    turn.id,
-                    turn.user_message,
-                    turn.assistant_message,
-                    tool,
-                    turn.created_at,
-                    turn.token_count,
-                ),
+
+async def recent_turns(
+    db: Database, agent_id: str, session_id: str, *, limit: int, ttl_seconds: float
+) -> list[Turn]:
+    """The newest ``limit`` turns of a live session, oldest first."""
+    async with db.conn() as conn:
+        found = await db.fetch(
+            conn, db.compose(SELECT_RECENT_TURNS), (agent_id, session_id, ttl_seconds, limit)
+        )
+    return rows.turns(agent_id, session_id, found)
+
+
+async def get_session(
+    db: Database, agent_id: str, session_id: str, *, ttl_seconds: float
+) -> SessionInfo | None:
+    """The live session's bookkeeping, or ``None``."""
+    async with db.conn() as conn:
+        found = await db.fetch(
+            conn, db.compose(SELECT_SESSION), (agent_id, session_id, ttl_seconds)
+        )
+    return rows.session(agent_id, session_id, found[0]) if found else None
+
+
+async def list_sessions(db: Database, agent_id: str, *, ttl_seconds: float) -> list[SessionInfo]:
+    """The agent's live sessions, by id in code-point order."""
+    async with db.conn() as conn:
+        found = await db.fetch(conn, db.compose(SELECT_SESSIONS), (agent_id, ttl_seconds))
+    return [rows.session(agent_id, r["session_id"], r) for r in found]
+
+
+async def set_session_metadata(
+    db: Database,
+    agent_id: str,
+    session_id: str,
+    metadata: dict[str, Any],
+    *,
+    ttl_seconds: float,
+    fence: Fence | None = None,
+) -> None:
+    """Merge ``metadata`` into the session's (creating or restarting the session).
+
+    With ``fence``, under the agent's statistics row, as the fenced memory writes: an
+    erase_agent (which takes it first) then either finds the session written or makes
+    the check fail, and never lets it be recreated after its delete.
+    """
+    async with db.conn() as conn, conn.transaction():
+        if fence is not None:
+            await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
+            await lookups.check_fence(db, conn, agent_id, fence)
+        await conn.execute(db.compose(DELETE_EXPIRED_SESSION), (agent_id, session_id, ttl_seconds))
+        await conn.execute(db.compose(UPSERT_SESSION), (agent_id, session_id, jsonb(metadata)))
+
+
+async def clear_session(db: Database, agent_id: str, session_id: str) -> None:
+    """Remove the session and (by cascade) its turns."""
+    async with db.conn() as conn:
+        await conn.execute(db.compose(DELETE_SESSION), (agent_id, session_id))
+
+
+async def sweep_expired_sessions(db: Database, *, ttl_seconds: float, limit: int) -> int:
+    """Delete up to ``limit`` expired sessions; their turns go by cascade."""
+    if db.distributed:
+        # Citus refuses LIMIT ... FOR UPDATE SKIP LOCKED across shards: the expired sessions
+        # are found across shards, then each deleted by its own single-shard statement,
+        # re-checked under its row lock (a session a writer revived meanwhile is kept).
+        removed = 0
+        for agent_id, session_id in await expired_sessions(
+            db, ttl_seconds=ttl_seconds, limit=limit
+        ):
+            removed += await delete_expired_session(
+                db, agent_id, session_id, ttl_seconds=ttl_seconds
             )
-            await conn.execute(self._compose(TRIM_TURNS), (a, s, a, s, max_turns))
+        return removed
+    async with db.conn() as conn:
+        cur = await conn.execute(db.compose(SWEEP_SESSIONS), (ttl_seconds, limit))
+        return max(cur.rowcount, 0)
 
-    async def recent_turns(
-        self, agent_id: str, session_id: str, *, limit: int, ttl_seconds: float
-    ) -> list[Turn]:
-        """The newest ``limit`` turns of a live session, oldest first."""
-        async with self._conn() as conn:
-            found = await self._fetch(
-                conn, self._compose(SELECT_RECENT_TURNS), (agent_id, session_id, ttl_seconds, limit)
-            )
-        return rows.turns(agent_id, session_id, found)
 
-    async def get_session(
-        self, agent_id: str, session_id: str, *, ttl_seconds: float
-    ) -> SessionInfo | None:
-        """The live session's bookkeeping, or ``None``."""
-        async with self._conn() as conn:
-            found = await self._fetch(
-                conn, self._compose(SELECT_SESSION), (agent_id, session_id, ttl_seconds)
-            )
-        return rows.session(agent_id, session_id, found[0]) if found else None
+async def expired_sessions(
+    db: Database, *, ttl_seconds: float, limit: int
+) -> list[tuple[str, str]]:
+    """Up to ``limit`` sessions idle longer than ``ttl_seconds``."""
+    async with db.conn() as conn:
+        found = await db.fetch(conn, db.compose(SELECT_EXPIRED_SESSIONS), (ttl_seconds, limit))
+    return [(r["agent_id"], r["session_id"]) for r in found]
 
-    async def list_sessions(self, agent_id: str, *, ttl_seconds: float) -> list[SessionInfo]:
-        """The agent's live sessions, by id in code-point order."""
-        async with self._conn() as conn:
-            found = await self._fetch(conn, self._compose(SELECT_SESSIONS), (agent_id, ttl_seconds))
-        return [rows.session(agent_id, r["session_id"], r) for r in found]
 
-    async def set_session_metadata(
-        self,
-        agent_id: str,
-        session_id: str,
-        metadata: dict[str, Any],
-        *,
-        ttl_seconds: float,
-        fence: Fence | None = None,
-    ) -> None:
-        """Merge ``metadata`` into the session's (creating or restarting the session).
+async def delete_expired_session(
+    db: Database, agent_id: str, session_id: str, *, ttl_seconds: float
+) -> bool:
+    """Delete the session (its turns by cascade) if it is still idle past the TTL."""
+    async with db.conn() as conn:
+        cur = await conn.execute(
+            db.compose(DELETE_EXPIRED_SESSION), (agent_id, session_id, ttl_seconds)
+        )
+        return cur.rowcount > 0
 
-        With ``fence``, under the agent's statistics row, as the fenced memory writes: an
-        erase_agent (which takes it first) then either finds the session written or makes
-        the check fail, and never lets it be recreated after its delete.
-        """
-        async with self._conn() as conn, conn.transaction():
-            if fence is not None:
-                await conn.execute(self._compose(LOCK_AGENT_STATS), (agent_id,))
-                await self._check_fence(conn, agent_id, fence)
-            await conn.execute(
-                self._compose(DELETE_EXPIRED_SESSION), (agent_id, session_id, ttl_seconds)
-            )
-            await conn.execute(
-                self._compose(UPSERT_SESSION), (agent_id, session_id, jsonb(metadata))
-            )
 
-    async def clear_session(self, agent_id: str, session_id: str) -> None:
-        """Remove the session and (by cascade) its turns."""
-        async with self._conn() as conn:
-            await conn.execute(self._compose(DELETE_SESSION), (agent_id, session_id))
+async def acquire_lock(
+    db: Database, agent_id: str, name: str, holder: str, ttl_seconds: float
+) -> bool:
+    """Take the lock in one atomic statement, timed by the server's clock."""
+    async with db.conn() as conn:
+        now = await _server_now(db, conn)
+        cur = await conn.execute(
+            db.compose(ACQUIRE_LOCK), (agent_id, name, holder, now, ttl_seconds, now)
+        )
+        return await cur.fetchone() is not None
 
-    async def sweep_expired_sessions(self, *, ttl_seconds: float, limit: int) -> int:
-        """Delete up to ``limit`` expired sessions; their turns go by cascade."""
-        if self.distributed:
-            # Citus refuses LIMIT ... FOR UPDATE SKIP LOCKED across shards: the expired sessions
-            # are found across shards, then each deleted by its own single-shard statement,
-            # re-checked under its row lock (a session a writer revived meanwhile is kept).
-            removed = 0
-            for agent_id, session_id in await self.expired_sessions(
-                ttl_seconds=ttl_seconds, limit=limit
-            ):
-                removed += await self.delete_expired_session(
-                    agent_id, session_id, ttl_seconds=ttl_seconds
-                )
-            return removed
-        async with self._conn() as conn:
-            cur = await conn.execute(self._compose(SWEEP_SESSIONS), (ttl_seconds, limit))
-            return max(cur.rowcount, 0)
 
-    async def expired_sessions(self, *, ttl_seconds: float, limit: int) -> list[tuple[str, str]]:
-        """Up to ``limit`` sessions idle longer than ``ttl_seconds``."""
-        async with self._conn() as conn:
-            found = await self._fetch(
-                conn, self._compose(SELECT_EXPIRED_SESSIONS), (ttl_seconds, limit)
-            )
-        return [(r["agent_id"], r["session_id"]) for r in found]
+async def release_lock(db: Database, agent_id: str, name: str, holder: str) -> bool:
+    """Release the lock if ``holder`` holds a live one."""
+    async with db.conn() as conn:
+        now = await _server_now(db, conn)
+        cur = await conn.execute(db.compose(RELEASE_LOCK), (agent_id, name, holder, now))
+        return await cur.fetchone() is not None
 
-    async def delete_expired_session(
-        self, agent_id: str, session_id: str, *, ttl_seconds: float
-    ) -> bool:
-        """Delete the session (its turns by cascade) if it is still idle past the TTL."""
-        async with self._conn() as conn:
-            cur = await conn.execute(
-                self._compose(DELETE_EXPIRED_SESSION), (agent_id, session_id, ttl_seconds)
-            )
-            return cur.rowcount > 0
 
-    async def acquire_lock(self, agent_id: str, name: str, holder: str, ttl_seconds: float) -> bool:
-        """Take the lock in one atomic statement, timed by the server's clock."""
-        async with self._conn() as conn:
-            now = await self._server_now(conn)
-            cur = await conn.execute(
-                self._compose(ACQUIRE_LOCK), (agent_id, name, holder, now, ttl_seconds, now)
-            )
-            return await cur.fetchone() is not None
-
-    async def release_lock(self, agent_id: str, name: str, holder: str) -> bool:
-        """Release the lock if ``holder`` holds a live one."""
-        async with self._conn() as conn:
-            now = await self._server_now(conn)
-            cur = await conn.execute(self._compose(RELEASE_LOCK), (agent_id, name, holder, now))
-            return await cur.fetchone() is not None
-
-    async def _server_now(self, conn: _Conn) -> datetime:
-        """The clock of the server the store talks to (on Citus, the coordinator's)."""
-        cur = await conn.execute(SERVER_CLOCK)
-        row = await cur.fetchone()
-        assert row is not None
-        value: datetime = row[0]
-        return value
+async def _server_now(db: Database, conn: _Conn) -> datetime:
+    """The clock of the server the store talks to (on Citus, the coordinator's)."""
+    cur = await conn.execute(SERVER_CLOCK)
+    row = await cur.fetchone()
+    assert row is not None
+    value: datetime = row[0]
+    return value

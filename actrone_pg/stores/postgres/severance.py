@@ -1,4 +1,4 @@
-"""Ending a call on a frozen server without a cancel request (see ``Connection._conn``)."""
+"""Ending a call on a frozen server without a cancel request (see ``Database.conn``)."""
 
 from __future__ import annotations
 

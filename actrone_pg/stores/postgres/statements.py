@@ -1,6 +1,6 @@
 """Every SQL statement of the PostgreSQL store, as named constants, and its fixed settings.
 
-``{s}`` is the schema, composed with ``sql.Identifier`` (``Connection._compose``); values always
+``{s}`` is the schema, composed with ``sql.Identifier`` (``Database.compose``); values always
 travel as bound parameters. The short statements take them as ``%s``; the search and the listing
 (``SEARCH``, ``SEARCH_PACKED``, ``LIST_MEMORIES`` and their fragments) by name, ``%(name)s``,
 and are composed only by :mod:`.builders`. The long filtered CTEs are

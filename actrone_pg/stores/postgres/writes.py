@@ -11,9 +11,8 @@ from typing import Any
 from actrone_pg.errors import MissingDependencyError
 from actrone_pg.models import MEMORY_FIELD_TYPES, Memory
 from actrone_pg.stores.base import BuildVersion, Fence, MemoryRecord, batch_dimensions
-from actrone_pg.stores.postgres import rows
-from actrone_pg.stores.postgres.connection import _Conn, jsonb
-from actrone_pg.stores.postgres.maintenance import Maintenance
+from actrone_pg.stores.postgres import lookups, maintenance, rows
+from actrone_pg.stores.postgres.connection import Database, _Conn, jsonb
 from actrone_pg.stores.postgres.statements import (
     ANALYZE_GROWTH,
     ARCHIVE_MEMORY,
@@ -43,7 +42,16 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("postgres", exc.name or "psycopg") from None
 
-__all__ = ["Writes"]
+__all__ = [
+    "count_memories",
+    "delete_memory",
+    "erase_agent",
+    "get_memory",
+    "memory_history",
+    "sweep_expired_memories",
+    "update_memory",
+    "upsert_memories",
+]
 
 # How COPY takes each field of a memory, by the field's type.
 _ADAPT: dict[str, Callable[[Any], Any]] = {
@@ -56,248 +64,241 @@ _COPY_VALUE = {
 }
 
 
-class Writes(Maintenance):
-    """Memories in, out, counted and erased, with the agent's BM25 statistics kept exact."""
+async def upsert_memories(
+    db: Database, records: Sequence[MemoryRecord], *, fence: Fence | None = None
+) -> None:
+    """Insert or replace memories and their BM25 statistics in one transaction.
 
-    async def upsert_memories(
-        self, records: Sequence[MemoryRecord], *, fence: Fence | None = None
-    ) -> None:
-        """Insert or replace memories and their BM25 statistics in one transaction.
-
-        Rows go in through binary COPY; statistics are updated under a lock on each agent's
-        statistics row (agents locked in sorted order, so concurrent batches cannot deadlock).
-        A replaced memory starts afresh: its earlier versions are dropped. With ``fence``, the
-        writer's lock is checked (and share-locked) in the same transaction, after the agent's
-        statistics row: erase_agent takes that row first too, so the two never interleave.
-        """
-        if not records:
-            return
-        dims = batch_dimensions(records)
-        self._check_known_dimensions(dims)
-        by_agent: dict[str, list[MemoryRecord]] = defaultdict(list)
-        for rec in records:
-            by_agent[rec.memory.agent_id].append(rec)
-        sizes: dict[str, int] = {}
-        async with self._conn() as conn, conn.transaction():
-            stored = await self._register(conn, dims)
-            for agent_id in sorted(by_agent):
-                await conn.execute(self._compose(LOCK_AGENT_STATS), (agent_id,))
-                await self._check_fence(conn, agent_id, fence)
-                sizes[agent_id] = await self._write_agent(
-                    conn, agent_id, by_agent[agent_id], fresh=True
-                )
-        await self._written_now(records, dims, stored, sizes)
-
-    async def update_memory(
-        self,
-        agent_id: str,
-        memory_id: str,
-        build: BuildVersion,
-        *,
-        fence: Fence | None = None,
-    ) -> Memory | None:
-        """One transaction: the agent's statistics row, then the memory's row, locked; the new
-        version built from the current one; the current one archived and replaced.
-
-        The statistics row comes first, as every writer of the agent's memories takes it (a
-        row lock of the memory first would deadlock with a delete or an erase waiting on it);
-        so updates of one memory queue on it, in the order they came, none refused.
-        """
-        async with self._conn() as conn, conn.transaction():
-            await conn.execute(self._compose(LOCK_AGENT_STATS), (agent_id,))
-            await self._check_fence(conn, agent_id, fence)
-            found = await self._fetch(
-                conn, self._compose(SELECT_MEMORY_FOR_UPDATE), (agent_id, memory_id)
-            )
-            if not found:
-                return None
-            current = rows.memory(agent_id, found[0])
-            record = await build(current)
-            m = record.memory
-            dims = batch_dimensions([record])
-            self._check_known_dimensions(dims)
-            stored = await self._register(conn, dims)
-            await conn.execute(
-                self._compose(ARCHIVE_MEMORY), (m.valid_from, agent_id, m.id, current.version)
-            )
-            size = await self._write_agent(conn, agent_id, [record], fresh=False)
-        await self._written_now([record], dims, stored, {agent_id: size})
-        return m
-
-    async def _register(self, conn: _Conn, dims: dict[str, int]) -> dict[str, int]:
-        """Register the embedders this transaction writes that this store does not know yet."""
-        names = sorted(n for n in dims if n not in self._dimensions)
-        if not names:
-            # Registry rows never change once committed, so known ones need no round trip.
-            return {}
-        await conn.execute(self._compose(REGISTER_EMBEDDERS), (names, [dims[n] for n in names]))
-        stored = rows.dimensions(await self._fetch(conn, self._compose(SELECT_EMBEDDERS), (names,)))
-        self._check_known_dimensions(dims, stored)
-        return stored
-
-    async def _written_now(
-        self,
-        records: Sequence[MemoryRecord],
-        dims: dict[str, int],
-        stored: dict[str, int],
-        sizes: dict[str, int],
-    ) -> None:
-        """After a write committed: remember its embedders, schedule indexes and maintenance."""
-        # Cached only once committed: a rolled-back registration must not be remembered.
-        self._dimensions.update(stored)
-        if self._ann_min > 0:
-            for agent_id, size in sizes.items():
-                if size >= self._ann_min:
-                    names = {r.memory.embedder for r in records if r.memory.agent_id == agent_id}
-                    for name in names:
-                        self._start_ann_build(agent_id, name, dims[name])
-        self._written += len(records)
-        self._unmaintained += len(records)
-        self._last_write = time.monotonic()
-        if self._written >= self._next_analyze:
-            self._next_analyze = self._written * ANALYZE_GROWTH
-            await self._analyze()
-        elif self._unmaintained >= SETTLE_MIN_ROWS and (
-            self._settle_task is None or self._settle_task.done()
-        ):
-            self._settle_task = asyncio.create_task(self._settle(), name="actrone-settle")
-
-    async def _write_agent(
-        self, conn: _Conn, agent_id: str, recs: list[MemoryRecord], *, fresh: bool
-    ) -> int:
-        """Write one agent's batch and its statistics; returns the agent's memory count.
-
-        ``fresh``: the memories replaced start afresh, their earlier versions dropped. The
-        caller holds the agent's statistics row (LOCK_AGENT_STATS) already.
-        """
-        ids = [r.memory.id for r in recs]
-        gone = rows.removed(
-            await self._fetch(conn, self._compose(DELETE_MEMORIES), (agent_id, ids))
-        )
-        if fresh and gone:
-            await conn.execute(self._compose(DELETE_HISTORY), (agent_id, ids))
-        df: Counter[str] = Counter()
-        n_delta = 0
-        len_delta = 0
-        for old in gone:
-            n_delta -= 1
-            len_delta -= old.length
-            df.subtract(old.terms)
-        copied = []
-        for rec in recs:
-            m = rec.memory
-            tf, length = await self._term_counts(conn, m.content)
-            n_delta += 1
-            len_delta += length
-            df.update(tf.keys())
-            copied.append(
-                (
-                    agent_id,
-                    *(_COPY_VALUE[name](getattr(m, name)) for name in MEMORY_FIELDS),
-                    length,
-                    Jsonb(dict(tf)),
-                    rec.vector,
-                )
-            )
-        async with conn.cursor().copy(self._compose(COPY_MEMORIES)) as copy:
-            copy.set_types(COPY_TYPES)
-            for row in copied:
-                await copy.write_row(row)
-        changed = {t: d for t, d in df.items() if d != 0}
-        if changed:
-            terms = list(changed)
-            await conn.execute(
-                self._compose(UPDATE_TERM_STATS), (agent_id, terms, [changed[t] for t in terms])
-            )
-            removed = [t for t, d in changed.items() if d < 0]
-            if removed:
-                await conn.execute(self._compose(PRUNE_TERM_STATS), (agent_id, removed))
-        cur = await conn.execute(self._compose(UPDATE_AGENT_STATS), (n_delta, len_delta, agent_id))
-        stats = await cur.fetchone()
-        return int(stats[0]) if stats else 0
-
-    async def get_memory(self, agent_id: str, memory_id: str) -> Memory | None:
-        """One memory of the agent, or ``None``."""
-        async with self._conn() as conn:
-            found = await self._fetch(conn, self._compose(SELECT_MEMORY), (agent_id, memory_id))
-        return rows.memory(agent_id, found[0]) if found else None
-
-    async def memory_history(self, agent_id: str, memory_id: str) -> list[Memory]:
-        """Every version of the memory, oldest first, in one snapshot."""
-        async with self._conn() as conn:
-            found = await self._fetch(
-                conn, self._compose(SELECT_HISTORY), (agent_id, memory_id, agent_id, memory_id)
-            )
-        return [rows.memory(agent_id, r) for r in found]
-
-    async def delete_memory(self, agent_id: str, memory_id: str) -> bool:
-        """Delete one memory of the agent (every version) and take it out of the statistics."""
-        async with self._conn() as conn, conn.transaction():
-            await conn.execute(self._compose(LOCK_AGENT_STATS), (agent_id,))
-            gone = rows.removed(
-                await self._fetch(conn, self._compose(DELETE_MEMORIES), (agent_id, [memory_id]))
-            )
-            if not gone:
-                return False
-            await conn.execute(self._compose(DELETE_HISTORY), (agent_id, [memory_id]))
-            (old,) = gone
-            if old.terms:
-                await conn.execute(
-                    self._compose(UPDATE_TERM_STATS), (agent_id, old.terms, [-1] * len(old.terms))
-                )
-                await conn.execute(self._compose(PRUNE_TERM_STATS), (agent_id, old.terms))
-            await conn.execute(self._compose(UPDATE_AGENT_STATS), (-1, -old.length, agent_id))
-            return True
-
-    async def sweep_expired_memories(self, *, limit: int) -> int:
-        """Delete up to ``limit`` expired memories, one transaction per agent, statistics exact."""
-        async with self._conn() as conn:
-            found = await self._fetch(conn, self._compose(SELECT_EXPIRED), (limit,))
-        by_agent: dict[str, list[str]] = defaultdict(list)
-        for r in found:
-            by_agent[str(r["agent_id"])].append(str(r["id"]))
-        removed = 0
+    Rows go in through binary COPY; statistics are updated under a lock on each agent's
+    statistics row (agents locked in sorted order, so concurrent batches cannot deadlock).
+    A replaced memory starts afresh: its earlier versions are dropped. With ``fence``, the
+    writer's lock is checked (and share-locked) in the same transaction, after the agent's
+    statistics row: erase_agent takes that row first too, so the two never interleave.
+    """
+    if not records:
+        return
+    dims = batch_dimensions(records)
+    lookups.check_known_dimensions(db, dims)
+    by_agent: dict[str, list[MemoryRecord]] = defaultdict(list)
+    for rec in records:
+        by_agent[rec.memory.agent_id].append(rec)
+    sizes: dict[str, int] = {}
+    async with db.conn() as conn, conn.transaction():
+        stored = await _register(db, conn, dims)
         for agent_id in sorted(by_agent):
-            async with self._conn() as conn, conn.transaction():
-                await conn.execute(self._compose(LOCK_AGENT_STATS), (agent_id,))
-                gone = await self._fetch(
-                    conn, self._compose(DELETE_EXPIRED), (agent_id, by_agent[agent_id])
-                )
-                if not gone:
-                    continue
-                await conn.execute(
-                    self._compose(DELETE_HISTORY), (agent_id, [str(r["id"]) for r in gone])
-                )
-                df: Counter[str] = Counter()
-                for old in rows.removed(gone):
-                    df.update(old.terms)
-                if df:
-                    terms = list(df)
-                    await conn.execute(
-                        self._compose(UPDATE_TERM_STATS), (agent_id, terms, [-df[t] for t in terms])
-                    )
-                    await conn.execute(self._compose(PRUNE_TERM_STATS), (agent_id, terms))
-                length = sum(int(r["doc_len"]) for r in gone)
-                await conn.execute(
-                    self._compose(UPDATE_AGENT_STATS), (-len(gone), -length, agent_id)
-                )
-                removed += len(gone)
-        return removed
+            await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
+            await lookups.check_fence(db, conn, agent_id, fence)
+            sizes[agent_id] = await _write_agent(db, conn, agent_id, by_agent[agent_id], fresh=True)
+    await _written_now(db, records, dims, stored, sizes)
 
-    async def count_memories(self, agent_id: str) -> int:
-        """How many memories the agent has."""
-        async with self._conn() as conn:
-            cur = await conn.execute(self._compose(COUNT_MEMORIES), (agent_id,))
-            row = await cur.fetchone()
-        return int(row[0]) if row else 0
 
-    async def erase_agent(self, agent_id: str) -> None:
-        """Delete every row of the agent in every table, in one transaction."""
-        async with self._conn() as conn, conn.transaction():
-            # Take the agent's statistics lock first, as writers do: a batch being written now
-            # commits before the deletes start, and each delete (a new snapshot under READ
-            # COMMITTED) then sees its rows, so no memory outlives its statistics.
-            await conn.execute(self._compose(LOCK_AGENT_STATS), (agent_id,))
-            for statement in ERASE:
-                await conn.execute(self._compose(statement), (agent_id,))
-        await self._drop_ann_indexes(agent_id)
+async def update_memory(
+    db: Database,
+    agent_id: str,
+    memory_id: str,
+    build: BuildVersion,
+    *,
+    fence: Fence | None = None,
+) -> Memory | None:
+    """One transaction: the agent's statistics row, then the memory's row, locked; the new
+    version built from the current one; the current one archived and replaced.
+
+    The statistics row comes first, as every writer of the agent's memories takes it (a
+    row lock of the memory first would deadlock with a delete or an erase waiting on it);
+    so updates of one memory queue on it, in the order they came, none refused.
+    """
+    async with db.conn() as conn, conn.transaction():
+        await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
+        await lookups.check_fence(db, conn, agent_id, fence)
+        found = await db.fetch(conn, db.compose(SELECT_MEMORY_FOR_UPDATE), (agent_id, memory_id))
+        if not found:
+            return None
+        current = rows.memory(agent_id, found[0])
+        record = await build(current)
+        m = record.memory
+        dims = batch_dimensions([record])
+        lookups.check_known_dimensions(db, dims)
+        stored = await _register(db, conn, dims)
+        await conn.execute(
+            db.compose(ARCHIVE_MEMORY), (m.valid_from, agent_id, m.id, current.version)
+        )
+        size = await _write_agent(db, conn, agent_id, [record], fresh=False)
+    await _written_now(db, [record], dims, stored, {agent_id: size})
+    return m
+
+
+async def _register(db: Database, conn: _Conn, dims: dict[str, int]) -> dict[str, int]:
+    """Register the embedders this transaction writes that this store does not know yet."""
+    names = sorted(n for n in dims if n not in db.dimensions)
+    if not names:
+        # Registry rows never change once committed, so known ones need no round trip.
+        return {}
+    await conn.execute(db.compose(REGISTER_EMBEDDERS), (names, [dims[n] for n in names]))
+    stored = rows.dimensions(await db.fetch(conn, db.compose(SELECT_EMBEDDERS), (names,)))
+    lookups.check_known_dimensions(db, dims, stored)
+    return stored
+
+
+async def _written_now(
+    db: Database,
+    records: Sequence[MemoryRecord],
+    dims: dict[str, int],
+    stored: dict[str, int],
+    sizes: dict[str, int],
+) -> None:
+    """After a write committed: remember its embedders, schedule indexes and maintenance."""
+    # Cached only once committed: a rolled-back registration must not be remembered.
+    db.dimensions.update(stored)
+    if db.ann_min > 0:
+        for agent_id, size in sizes.items():
+            if size >= db.ann_min:
+                names = {r.memory.embedder for r in records if r.memory.agent_id == agent_id}
+                for name in names:
+                    maintenance.start_ann_build(db, agent_id, name, dims[name])
+    db.written += len(records)
+    db.unmaintained += len(records)
+    db.last_write = time.monotonic()
+    if db.written >= db.next_analyze:
+        db.next_analyze = db.written * ANALYZE_GROWTH
+        await maintenance.analyze(db)
+    elif db.unmaintained >= SETTLE_MIN_ROWS and (db.settle_task is None or db.settle_task.done()):
+        db.settle_task = asyncio.create_task(maintenance.settle(db), name="actrone-settle")
+
+
+async def _write_agent(
+    db: Database, conn: _Conn, agent_id: str, recs: list[MemoryRecord], *, fresh: bool
+) -> int:
+    """Write one agent's batch and its statistics; returns the agent's memory count.
+
+    ``fresh``: the memories replaced start afresh, their earlier versions dropped. The
+    caller holds the agent's statistics row (LOCK_AGENT_STATS) already.
+    """
+    ids = [r.memory.id for r in recs]
+    gone = rows.removed(await db.fetch(conn, db.compose(DELETE_MEMORIES), (agent_id, ids)))
+    if fresh and gone:
+        await conn.execute(db.compose(DELETE_HISTORY), (agent_id, ids))
+    df: Counter[str] = Counter()
+    n_delta = 0
+    len_delta = 0
+    for old in gone:
+        n_delta -= 1
+        len_delta -= old.length
+        df.subtract(old.terms)
+    copied = []
+    for rec in recs:
+        m = rec.memory
+        tf, length = await lookups.term_counts(db, conn, m.content)
+        n_delta += 1
+        len_delta += length
+        df.update(tf.keys())
+        copied.append(
+            (
+                agent_id,
+                *(_COPY_VALUE[name](getattr(m, name)) for name in MEMORY_FIELDS),
+                length,
+                Jsonb(dict(tf)),
+                rec.vector,
+            )
+        )
+    async with conn.cursor().copy(db.compose(COPY_MEMORIES)) as copy:
+        copy.set_types(COPY_TYPES)
+        for row in copied:
+            await copy.write_row(row)
+    changed = {t: d for t, d in df.items() if d != 0}
+    if changed:
+        terms = list(changed)
+        await conn.execute(
+            db.compose(UPDATE_TERM_STATS), (agent_id, terms, [changed[t] for t in terms])
+        )
+        removed = [t for t, d in changed.items() if d < 0]
+        if removed:
+            await conn.execute(db.compose(PRUNE_TERM_STATS), (agent_id, removed))
+    cur = await conn.execute(db.compose(UPDATE_AGENT_STATS), (n_delta, len_delta, agent_id))
+    stats = await cur.fetchone()
+    return int(stats[0]) if stats else 0
+
+
+async def get_memory(db: Database, agent_id: str, memory_id: str) -> Memory | None:
+    """One memory of the agent, or ``None``."""
+    async with db.conn() as conn:
+        found = await db.fetch(conn, db.compose(SELECT_MEMORY), (agent_id, memory_id))
+    return rows.memory(agent_id, found[0]) if found else None
+
+
+async def memory_history(db: Database, agent_id: str, memory_id: str) -> list[Memory]:
+    """Every version of the memory, oldest first, in one snapshot."""
+    async with db.conn() as conn:
+        found = await db.fetch(
+            conn, db.compose(SELECT_HISTORY), (agent_id, memory_id, agent_id, memory_id)
+        )
+    return [rows.memory(agent_id, r) for r in found]
+
+
+async def delete_memory(db: Database, agent_id: str, memory_id: str) -> bool:
+    """Delete one memory of the agent (every version) and take it out of the statistics."""
+    async with db.conn() as conn, conn.transaction():
+        await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
+        gone = rows.removed(
+            await db.fetch(conn, db.compose(DELETE_MEMORIES), (agent_id, [memory_id]))
+        )
+        if not gone:
+            return False
+        await conn.execute(db.compose(DELETE_HISTORY), (agent_id, [memory_id]))
+        (old,) = gone
+        if old.terms:
+            await conn.execute(
+                db.compose(UPDATE_TERM_STATS), (agent_id, old.terms, [-1] * len(old.terms))
+            )
+            await conn.execute(db.compose(PRUNE_TERM_STATS), (agent_id, old.terms))
+        await conn.execute(db.compose(UPDATE_AGENT_STATS), (-1, -old.length, agent_id))
+        return True
+
+
+async def sweep_expired_memories(db: Database, *, limit: int) -> int:
+    """Delete up to ``limit`` expired memories, one transaction per agent, statistics exact."""
+    async with db.conn() as conn:
+        found = await db.fetch(conn, db.compose(SELECT_EXPIRED), (limit,))
+    by_agent: dict[str, list[str]] = defaultdict(list)
+    for r in found:
+        by_agent[str(r["agent_id"])].append(str(r["id"]))
+    removed = 0
+    for agent_id in sorted(by_agent):
+        async with db.conn() as conn, conn.transaction():
+            await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
+            gone = await db.fetch(conn, db.compose(DELETE_EXPIRED), (agent_id, by_agent[agent_id]))
+            if not gone:
+                continue
+            await conn.execute(db.compose(DELETE_HISTORY), (agent_id, [str(r["id"]) for r in gone]))
+            df: Counter[str] = Counter()
+            for old in rows.removed(gone):
+                df.update(old.terms)
+            if df:
+                terms = list(df)
+                await conn.execute(
+                    db.compose(UPDATE_TERM_STATS), (agent_id, terms, [-df[t] for t in terms])
+                )
+                await conn.execute(db.compose(PRUNE_TERM_STATS), (agent_id, terms))
+            length = sum(int(r["doc_len"]) for r in gone)
+            await conn.execute(db.compose(UPDATE_AGENT_STATS), (-len(gone), -length, agent_id))
+            removed += len(gone)
+    return removed
+
+
+async def count_memories(db: Database, agent_id: str) -> int:
+    """How many memories the agent has."""
+    async with db.conn() as conn:
+        cur = await conn.execute(db.compose(COUNT_MEMORIES), (agent_id,))
+        row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+async def erase_agent(db: Database, agent_id: str) -> None:
+    """Delete every row of the agent in every table, in one transaction."""
+    async with db.conn() as conn, conn.transaction():
+        # Take the agent's statistics lock first, as writers do: a batch being written now
+        # commits before the deletes start, and each delete (a new snapshot under READ
+        # COMMITTED) then sees its rows, so no memory outlives its statistics.
+        await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
+        for statement in ERASE:
+            await conn.execute(db.compose(statement), (agent_id,))
+    await maintenance.drop_ann_indexes(db, agent_id)
