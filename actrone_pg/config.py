@@ -145,6 +145,10 @@ class MemoryConfig:
     #: Leave a query's question words ("what", "did", "when", ...: ranking.QUESTION_WORDS) out
     #: of its BM25 terms, unless nothing else remains (measured: docs/quality.md).
     drop_question_words: bool = True
+    #: Hybrid ranking: a memory scores at least this share of the fused score of the memory
+    #: written just before it in its session, among the best ``pipeline.NEIGHBOUR_POOL`` (an
+    #: answer turn rises with the turn it answers); 0 turns it off (measured: docs/quality.md).
+    neighbour_weight: float = 0.9
     relevance_weight: float = 0.7
     recency_weight: float = 0.3
     rerank_enabled: bool = False
@@ -326,6 +330,8 @@ def _validate(cfg: MemoryConfig) -> None:
         for name in ("consolidator_api_url", "consolidator_model"):
             if not (getattr(cfg, name) or "").strip():
                 fail(name, "is required with consolidator='llm' (an OpenAI-compatible server)")
+    if not (math.isfinite(cfg.neighbour_weight) and 0.0 <= cfg.neighbour_weight <= 1.0):
+        fail("neighbour_weight", f"must be between 0 (off) and 1, got {cfg.neighbour_weight}")
     if cfg.consolidate_after_turns < 0:
         fail("consolidate_after_turns", "must be 0 (never by itself) or a number of turns")
     if cfg.consolidate_cooldown_seconds < 0:

@@ -63,6 +63,9 @@ class Explain:
     fused_score: float
     rerank_score: float | None = None
     bm25: float | None = None
+    #: The score the memory inherited from the one written just before it in its session, where
+    #: that placed it higher than its own ``fused_score`` (``neighbour_weight``), else ``None``.
+    neighbour_score: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The explanation as a JSON-ready dict."""
@@ -74,6 +77,7 @@ class Explain:
             "fused_score": self.fused_score,
             "rerank_score": self.rerank_score,
             "bm25": self.bm25,
+            "neighbour_score": self.neighbour_score,
         }
 
 

@@ -27,9 +27,16 @@ import numpy.typing as npt
 from actrone_pg.budget import pack_costs
 from actrone_pg.filters import MemoryFilter  # re-exported: the type of SearchRequest.filter
 from actrone_pg.models import Explain, Memory, ScoredMemory, Vector
-from actrone_pg.ranking import CorpusStats, RankingParams, bm25, nearest_first, rank_arrays
+from actrone_pg.ranking import (
+    CorpusStats,
+    RankingParams,
+    bm25,
+    nearest_first,
+    rank_arrays,
+)
 
 __all__ = [
+    "NEIGHBOUR_POOL",
     "Candidates",
     "MemoryFilter",
     "PackedSearch",
@@ -37,6 +44,7 @@ __all__ = [
     "TermFrequencies",
     "admit",
     "explains",
+    "inherit_from_predecessors",
     "pack_hits",
     "rerank",
     "search",
@@ -230,5 +238,54 @@ def rerank(hits: Sequence[ScoredMemory], scores: Sequence[float]) -> list[Scored
         ScoredMemory(
             memory=hits[i].memory, explain=replace(hits[i].explain, rerank_score=scores[i])
         )
+        for i in order
+    ]
+
+
+#: How many of the fused ranking's best hits :func:`inherit_from_predecessors` looks at: the hits
+#: a predecessor can lift, and the predecessors they are lifted by (measured: docs/quality.md,
+#: "Neighbouring turns"; looking at every candidate gains little more).
+NEIGHBOUR_POOL = 100
+
+
+def inherit_from_predecessors(hits: Sequence[ScoredMemory], weight: float) -> list[ScoredMemory]:
+    """``hits`` (best first) reordered so each scores at least ``weight`` × its predecessor's.
+
+    A hit's predecessor is the hit of the same session written just before it: the previous one
+    when the session's hits are ordered by ``created_at``, then id. A hit without a session has
+    none. Its score becomes ``max(fused_score, weight × predecessor's fused_score)`` (the
+    predecessor's own score: nothing is inherited twice over); where the inherited part is the
+    larger, ``explain.neighbour_score`` holds it. Why: in a conversation the turn that answers
+    often shares few words with the question, which the turn before it (what it answers) names
+    ("Did you finish the painting?" / "Yes! It took me a week."). The order is the new score
+    descending, then newer first, then id, the ranking's tie rule. ``weight`` 0 changes nothing.
+    """
+    if weight <= 0.0 or len(hits) < 2:
+        return list(hits)
+    memories = [h.memory for h in hits]
+    scores = [h.explain.fused_score for h in hits]
+    sessions: dict[str, list[int]] = {}
+    for i, m in enumerate(memories):
+        if m.session_id is not None:
+            sessions.setdefault(m.session_id, []).append(i)
+    inherited: dict[int, float] = {}
+    for members in sessions.values():
+        if len(members) < 2:
+            continue
+        members.sort(key=lambda i: (memories[i].created_at, memories[i].id))
+        for before, i in zip(members, members[1:], strict=False):
+            lifted = weight * scores[before]
+            if lifted > scores[i]:
+                inherited[i] = lifted
+    if not inherited:
+        return list(hits)
+    final = [inherited.get(i, s) for i, s in enumerate(scores)]
+    # Id ascending, then (stable) score and time descending: the ranking's tie rule.
+    order = sorted(range(len(hits)), key=lambda i: memories[i].id)
+    order.sort(key=lambda i: (final[i], memories[i].created_at), reverse=True)
+    return [
+        ScoredMemory(memories[i], replace(hits[i].explain, neighbour_score=inherited[i]))
+        if i in inherited
+        else hits[i]
         for i in order
     ]

@@ -14,7 +14,9 @@ and PostgreSQL's SQL is tested for parity against it, so every rule here is the 
   keeps every backend bit-identical).
 * **Classic blend** (hybrid off): ``relevance_weight × cosine + recency_weight × recency`` with
   recency falling linearly from 1 (written now) to 0 (30 days or older).
-* Final order: score descending, then newer first, then id ascending.
+* Final order: score descending, then newer first, then id ascending. (After the store, the
+  manager lifts each of the best hits to a share of its session predecessor's score:
+  ``pipeline.inherit_from_predecessors``, ``MemoryConfig.neighbour_weight``.)
 
 **Tokenisation** (shared by every backend's BM25): lower-case the text, then take the maximal runs
 of Unicode letters and digits (``[^\\W_]+``); everything else separates terms. ``"Don't e-mail

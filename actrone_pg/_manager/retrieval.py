@@ -7,6 +7,7 @@ import math
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,15 @@ from actrone_pg._manager.context import ManagerContext, utc_now
 from actrone_pg.budget import pack_turns, split_budget
 from actrone_pg.errors import RerankerError
 from actrone_pg.models import Memory, RetrievedContext, ScoredMemory, Turn, Vector
-from actrone_pg.pipeline import MemoryFilter, PackedSearch, SearchRequest, pack_hits, rerank
+from actrone_pg.pipeline import (
+    NEIGHBOUR_POOL,
+    MemoryFilter,
+    PackedSearch,
+    SearchRequest,
+    inherit_from_predecessors,
+    pack_hits,
+    rerank,
+)
 from actrone_pg.ranking import query_terms
 from actrone_pg.stores.base import ContextStore
 
@@ -164,7 +173,7 @@ class Retrieval:
         found = await self.ctx.telemetry.step("actrone.l2.search", self.ctx.store.search(request))
         if not repack:
             return found
-        return await self._l2_repack(query, found, budget, max_hits)
+        return await self._l2_repack(request, found, budget, max_hits)
 
     async def _fetch_together(
         self,
@@ -190,32 +199,67 @@ class Retrieval:
             ),
         )
         if repack:
-            found = await self._l2_repack(query, found, budget, None)
+            found = await self._l2_repack(request, found, budget, None)
         return turns, found
+
+    @property
+    def _neighbour_weight(self) -> float:
+        config = self.ctx.config
+        return config.neighbour_weight if config.hybrid_retrieval else 0.0
 
     def _l2_asks(
         self, budget: int | None, max_hits: int | None
     ) -> tuple[int | None, int | None, bool]:
         """What to ask the store for: (budget, hit limit, whether the manager packs itself).
 
-        The store packs when each memory costs its stored token count and no reranker reorders
-        the ranking: it can then skip building, or fetching, the memories not chosen. Otherwise
-        it returns the hits to rerank (the top ``rerank_top_k``) or to recount (all of them).
+        The store packs when each memory costs its stored token count and nothing reorders its
+        ranking: it can then skip building, or fetching, the memories not chosen. Otherwise it
+        returns the hits to rerank (the top ``rerank_top_k``), the hits a predecessor may lift
+        (``NEIGHBOUR_POOL``, or all of them for a budget, which may hold more) or the hits to
+        recount (all of them).
         """
         reorder = self.ctx.reranker is not None
-        if not (reorder or (budget is not None and self.ctx.custom_counter)):
+        neighbours = self._neighbour_weight > 0.0
+        if not (reorder or neighbours or (budget is not None and self.ctx.custom_counter)):
             return budget, max_hits, False
-        return None, (self.ctx.config.rerank_top_k if reorder else None), True
+        limit: int | None = None
+        if reorder:
+            limit = max(self.ctx.config.rerank_top_k, NEIGHBOUR_POOL if neighbours else 0)
+        elif neighbours and not (budget is not None and self.ctx.custom_counter):
+            limit = max(NEIGHBOUR_POOL, max_hits or 0)
+        return None, limit, True
 
     async def _l2_repack(
-        self, query: str, found: PackedSearch, budget: int | None, max_hits: int | None
+        self, request: SearchRequest, found: PackedSearch, budget: int | None, max_hits: int | None
     ) -> PackedSearch:
-        """Rerank (with a reranker) and pack the hits the store returned unpacked."""
+        """Lift hits by their predecessors, rerank (with a reranker) and pack the hits the store
+        returned unpacked."""
         hits = found.hits
+        weight = self._neighbour_weight
+        if weight > 0.0:
+            hits = inherit_from_predecessors(hits[:NEIGHBOUR_POOL], weight) + hits[NEIGHBOUR_POOL:]
         if self.ctx.reranker is not None and hits:
-            hits = await self.ctx.telemetry.step("actrone.rerank", self._rerank(query, hits))
+            hits = await self.ctx.telemetry.step(
+                "actrone.rerank", self._rerank(request.query, hits)
+            )
         with self.ctx.telemetry.span("actrone.l2.pack"):
-            return pack_hits(hits, self._memory_tokens, budget, max_hits)
+            packed = pack_hits(hits, self._memory_tokens, budget, max_hits)
+        if self.ctx.reranker is not None:
+            return packed
+        if (
+            budget is not None
+            and request.max_hits is not None
+            and len(found.hits) == request.max_hits
+            and len(packed.hits) == len(hits)
+        ):
+            # A budget that holds every hit asked for may hold more: the rest, in fused order.
+            rest = await self.ctx.telemetry.step(
+                "actrone.l2.search", self.ctx.store.search(replace(request, max_hits=None))
+            )
+            with self.ctx.telemetry.span("actrone.l2.pack"):
+                packed = pack_hits(hits + rest.hits[len(hits) :], self._memory_tokens, budget)
+        # Every admitted candidate was ranked, not only the hits asked for.
+        return replace(packed, candidates_considered=found.candidates_considered)
 
     async def _request(
         self,
