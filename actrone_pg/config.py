@@ -148,7 +148,7 @@ class MemoryConfig:
     #: Hybrid ranking: a memory scores at least this share of the fused score of the memory
     #: written just before it in its session, among the best ``pipeline.NEIGHBOUR_POOL`` (an
     #: answer turn rises with the turn it answers); 0 turns it off (measured: docs/quality.md).
-    neighbour_weight: float = 0.9
+    neighbour_weight: float = 0.0
     relevance_weight: float = 0.7
     recency_weight: float = 0.3
     rerank_enabled: bool = False

@@ -150,7 +150,6 @@ async def test_retrieve_context_span_tree_and_attributes(otel: Telemetry) -> Non
         "actrone.embed",
         "actrone.l1",
         "actrone.l1.pack",
-        "actrone.l2.pack",  # the manager packs: it lifts hits by their predecessors first
         "actrone.l2.search",
     ]
     assert root.parent is None
@@ -434,7 +433,7 @@ def test_providers_configured_by_the_application_later_are_used() -> None:
     # Spans only from the calls after the tracer provider was set: the second search (its query
     # vector cached by the first: no embedding) and close.
     assert out.stdout.strip() == str(
-        ["actrone.close", "actrone.l2.pack", "actrone.l2.search", "actrone.search_memories"]
+        ["actrone.close", "actrone.l2.search", "actrone.search_memories"]
     )
 
 
@@ -465,13 +464,7 @@ async def test_retrieve_context_on_postgres(otel: Telemetry, store_postgres: Sto
     assert [m.id for m in ctx.episodic_memories] == [ids[1], ids[0]]
     root = otel.one("actrone.retrieve_context")
     children = sorted(s.name for s in otel.spans() if s is not root)
-    assert children == [
-        "actrone.embed",
-        "actrone.l1",
-        "actrone.l1.pack",
-        "actrone.l2.pack",
-        "actrone.l2.search",
-    ]
+    assert children == ["actrone.embed", "actrone.l1", "actrone.l1.pack", "actrone.l2.search"]
     for span in otel.spans():
         assert (span.attributes or {})["actrone.backend"] == "postgres"
         assert span is root or (
