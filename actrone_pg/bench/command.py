@@ -399,7 +399,15 @@ def _result_fields(data: dict[str, Any]) -> dict[str, Any]:
     out["retrieve_filtered"] = {
         k: LatencyStats(**v) for k, v in data.get("retrieve_filtered", {}).items()
     }
-    for key in ("retrieve_versioned", "search_versioned", "search_default", "floor", "nearest"):
+    for key in (
+        "retrieve_versioned",
+        "search_versioned",
+        "search_default",
+        "floor",
+        "nearest",
+        "retrieve_cpu",
+        "floor_cpu",
+    ):
         if data.get(key) is not None:
             out[key] = LatencyStats(**data[key])
     return out

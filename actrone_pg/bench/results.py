@@ -122,6 +122,14 @@ class BenchResult:
     #: timed like the floor.
     nearest_name: str = ""
     nearest: LatencyStats | None = None
+    #: CPU time of this process (``time.process_time``: every thread of it) for each
+    #: retrieve_context and floor call, in ms. For the in-process store it is the call's whole
+    #: work, and unlike wall time it barely grows while other processes compete for the cores;
+    #: for a server's store it is only the client's part.
+    retrieve_cpu: LatencyStats | None = None
+    floor_cpu: LatencyStats | None = None
+    #: Each pass's retrieve_context CPU p50 ÷ floor CPU p50.
+    retrieve_floor_cpu_ratios: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

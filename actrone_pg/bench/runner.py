@@ -137,6 +137,7 @@ async def run_benchmark(
         if nearest is not None:
             calls.append(("nearest", nearest.call))
         runs: dict[str, list[list[float]]] = {name: [] for name, _ in calls}
+        cpu_runs: dict[str, list[list[float]]] = {"retrieve": [], "floor": []}
         context_sizes: list[int] = []
         recalls: list[float] = []
         admitted: list[int] = []
@@ -145,11 +146,15 @@ async def run_benchmark(
         pairs = agents_of(dataset, schedule(dataset, queries))
         for rep in range(repeats):
             samples: dict[str, list[float]] = {name: [] for name, _ in calls}
+            cpu: dict[str, list[float]] = {name: [] for name in cpu_runs}
             for agent, q in pairs:
                 for name, call in calls:
+                    c0 = time.process_time_ns()
                     t0 = time.perf_counter_ns()
                     out = await call(agent, q)
                     samples[name].append((time.perf_counter_ns() - t0) / 1e6)
+                    if name in cpu:
+                        cpu[name].append((time.process_time_ns() - c0) / 1e6)
                     if rep == 0 and name == "retrieve":
                         context_sizes.append(len(out.episodic_memories))
                     elif rep == 0 and name == "search":
@@ -163,6 +168,8 @@ async def run_benchmark(
                         query_progress(1)
             for name, taken in samples.items():
                 runs[name].append(taken)
+            for name, taken in cpu.items():
+                cpu_runs[name].append(taken)
         retrieve_runs, search_runs = runs["retrieve"], runs["search"]
         floor_stats = LatencyStats.of_runs(runs["floor"]) if floor is not None else None
         nearest_stats = LatencyStats.of_runs(runs["nearest"]) if nearest is not None else None
@@ -214,6 +221,11 @@ async def run_benchmark(
             floor=floor_stats,
             nearest_name="" if nearest is None else nearest.name,
             nearest=nearest_stats,
+            retrieve_cpu=LatencyStats.of_runs(cpu_runs["retrieve"]),
+            floor_cpu=LatencyStats.of_runs(cpu_runs["floor"]) if floor is not None else None,
+            retrieve_floor_cpu_ratios=_pass_ratios(
+                cpu_runs["retrieve"], cpu_runs["floor"] if floor is not None else None
+            ),
             **extra,
         )
     finally:

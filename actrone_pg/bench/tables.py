@@ -104,6 +104,26 @@ def _floor_rows(results: list[BenchResult]) -> list[tuple[str, list[str]]]:
                 [" / ".join(f"{x:.2f}" for x in r.retrieve_floor_ratios) or "—" for r in results],
             ),
         ]
+    # CPU time where it is the whole call's work: the in-process store (docs/benchmarks.md).
+    if any(r.floor_cpu is not None and r.backend == "memory" for r in results):
+        rows += [
+            (
+                "retrieve_context CPU p50 (ms)",
+                [_stat(r.retrieve_cpu, "p50") if r.backend == "memory" else "—" for r in results],
+            ),
+            ("floor CPU p50 (ms)", [_stat(r.floor_cpu, "p50") for r in results]),
+            (
+                "retrieve_context ÷ floor, CPU p50",
+                [_ratio(r.retrieve_cpu, r.floor_cpu) for r in results],
+            ),
+            (
+                "  the same ratio per pass",
+                [
+                    " / ".join(f"{x:.2f}" for x in r.retrieve_floor_cpu_ratios) or "—"
+                    for r in results
+                ],
+            ),
+        ]
     if any(r.nearest is not None for r in results):
         rows += [
             (
