@@ -82,6 +82,7 @@ LIVE: dict[str, dict[str, str]] = {
         "pack_positions": "0010",
         "memory_versions": "0012",
         "memory_lineage": "0012",
+        "agent_retrieve": "0014",
         "retrieve": "0015",
     },
 }
