@@ -11,14 +11,20 @@ moment of the machine slows them all alike), and reported as p50 / p99 in millis
 - the client's pieces: one pool checkout with its connection check (``_conn``), an empty query
   (one round trip), the search statement sent on a connection already held, the parameters'
   adaptation (psycopg's query conversion, no I/O) and the rows' decoding (``rows.packed``);
-- the server's pieces: the store's search statement, ``hybrid_search`` alone, and its body run as
-  a prepared statement cut after each step (candidate scan, BM25 statistics, the candidates'
-  rows, BM25, the three rankings and fusion, the final order), so that each step's cost is the
+- the server's pieces: the store's search statement, ``hybrid_search`` alone (and migration
+  0013's copy of it, installed beside it as ``hybrid_search_0013`` for an A/B in one run), and
+  its body run as a prepared statement cut after each step (candidate scan and dense rank, BM25
+  statistics, the candidates' rows with BM25 and the other two rankings, fusion, the final
+  order), so that each step's cost is the
   difference of two cumulative times; the plain ``ORDER BY embedding <=> q LIMIT 500`` and the
   bare read of ``actrone-pg bench`` beside them; the planning time of the body.
 
     python benchmarks/pg_call_breakdown.py [--dsn DSN] [--agents 5] [--per-agent 1000]
         [--queries 300] [--repeat 2] [--plans]
+
+Each part run on the held connection also reports the server's CPU time for it (the backend
+process's run time from ``/proc/PID/schedstat``, when the server runs on this machine): on a
+busy machine wall time includes waiting for a core, CPU time mostly does not.
 
 ``--plans`` also prints ``EXPLAIN (ANALYZE, BUFFERS)`` of the body for the first query.
 docs/benchmarks.md, "Where one call's time goes", has the tables this printed.
@@ -30,6 +36,7 @@ import argparse
 import asyncio
 import atexit
 import contextlib
+import os
 import re
 import statistics
 import time
@@ -85,13 +92,14 @@ _PARAMS = [
 ]
 #: The body cut after each step: (label, the CTE whose rows are counted; None: the whole body).
 _STEPS = [
-    ("candidate scan, admission, nearest 500 sorted", "candidates"),
+    ("candidate scan, admission, nearest 500 sorted, dense rank", "nearest"),
     ("+ BM25 statistics (agent_stats, term_stats probes)", "term_idf"),
-    ("+ the candidates' rows by primary key", "docs"),
-    ("+ BM25 sums", "lexical"),
-    ("+ three rankings and fusion", "fused"),
+    ("+ the candidates' rows by primary key, BM25, recency and lexical ranks", "ranked"),
+    ("+ fusion", "fused"),
     ("+ final order and output (whole body)", None),
 ]
+#: The copy of hybrid_search installed beside the live one, timed in the same run.
+_BEFORE = "0013"
 
 
 def _body(schema: str, vector_schema: str) -> str:
@@ -112,6 +120,15 @@ def _cut(body: str, cte: str | None) -> str:
         return f"SELECT count(*) FROM ({body}) AS q"
     head = body[: body.rindex("\nSELECT")]
     return f"{head}\nSELECT count(*) FROM {cte}"
+
+
+def _cpu_ns(pid: int) -> int | None:
+    """The run time of process ``pid`` so far, in ns (None where /proc does not have it)."""
+    try:
+        with open(f"/proc/{pid}/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -216,6 +233,11 @@ async def _measure(
                     (agent.agent_id, requests[key].now),
                 )
                 excluded[key] = (await cur.fetchone())[0]
+        before = pinned(_BEFORE, "hybrid_search").replace(
+            "{schema}.hybrid_search(", "{schema}.hybrid_search_" + _BEFORE + "(", 1
+        )
+        await held.execute(sql.SQL(before).format(schema=s_id, vector_schema=sql.Identifier(vs)))
+        backend_pid = (await (await held.execute("SELECT pg_backend_pid()")).fetchone())[0]
         await held.execute("SET plan_cache_mode = force_generic_plan")
         await held.execute("SET enable_nestloop = off")
         cuts = [sql.SQL(_cut(body, cte)) for _, cte in _STEPS]
@@ -230,6 +252,13 @@ async def _measure(
 
         hybrid_alone = (
             sql.SQL("SELECT count(*) FROM {s}.hybrid_search(").format(s=s_id)
+            + sql.SQL(", ".join(["%s"] * len(_PARAMS)))
+            + sql.SQL(")")
+        )
+        before_alone = (
+            sql.SQL("SELECT count(*) FROM {s}.{f}(").format(
+                s=s_id, f=sql.Identifier("hybrid_search_" + _BEFORE)
+            )
             + sql.SQL(", ".join(["%s"] * len(_PARAMS)))
             + sql.SQL(")")
         )
@@ -295,6 +324,11 @@ async def _measure(
             cur = await held.execute(hybrid_alone, args, binary=True)
             return await cur.fetchone()
 
+        async def function_before(agent: AgentData, q: int) -> Any:
+            args = tuple(body_args((agent.agent_id, q)).values())
+            cur = await held.execute(before_alone, args, binary=True)
+            return await cur.fetchone()
+
         def step(i: int) -> Callable[[AgentData, int], Awaitable[Any]]:
             async def run(agent: AgentData, q: int) -> Any:
                 # prepared by psycopg after the first calls: planned once (generic plan)
@@ -327,6 +361,7 @@ async def _measure(
             ("retrieve() on a held connection (L1 + L2, migration 0015)", retrieve),
             ("  decoding the rows (rows.packed, no I/O)", decode),
             ("hybrid_search alone, count(*)", function),
+            (f"hybrid_search as migration {_BEFORE} pinned it, count(*)", function_before),
             *((f"body: {label}", step(i)) for i, (label, _) in enumerate(_STEPS)),
             ("plain ORDER BY embedding <=> q LIMIT 500", nearest),
             ("bare read of the candidate index", bare),
@@ -335,20 +370,28 @@ async def _measure(
             for _, call in parts:
                 await call(agent, q)
         samples: dict[str, list[float]] = {name: [] for name, _ in parts}
+        cpu: dict[str, list[float]] = {name: [] for name, _ in parts}
+        off_held = {l1, l2, whole, checkout}
         for _ in range(args.repeat):
             for agent, q in pairs:
                 for name, call in parts:
+                    c0 = _cpu_ns(backend_pid)
                     t0 = time.perf_counter_ns()
                     await call(agent, q)
                     samples[name].append((time.perf_counter_ns() - t0) / 1e6)
+                    c1 = _cpu_ns(backend_pid)
+                    if c0 is not None and c1 is not None and call not in off_held:
+                        cpu[name].append((c1 - c0) / 1e6)
         print(
             f"{args.agents} agents × {args.per_agent:,}, threshold {dataset.threshold}, "
             f"{len(pairs) * args.repeat} calls of each part, interleaved"
         )
-        print("| part | p50 ms | p99 ms |\n| --- | ---: | ---: |")
+        print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+        print("| part | p50 ms | p99 ms | server CPU p50 ms |\n| --- | ---: | ---: | ---: |")
         for name, _ in parts:
             v = samples[name]
-            print(f"| {name} | {statistics.median(v):.3f} | {_pct(v, 0.99):.3f} |")
+            c = f"{statistics.median(cpu[name]):.3f}" if cpu[name] else "—"
+            print(f"| {name} | {statistics.median(v):.3f} | {_pct(v, 0.99):.3f} | {c} |")
         # planning: the body planned for each call (custom plan) against the generic plan
         await held.execute("SET plan_cache_mode = force_custom_plan")
         plan_ms = []

@@ -194,7 +194,7 @@ def test_reference_result_uses_the_same_exact_scan(tmp_path: Path) -> None:
 
 
 def test_comparison_ratios_by_hand() -> None:
-    from actrone_pg.bench.command import _comparison_rows
+    from actrone_pg.bench.tables import comparison_rows
     from actrone_pg.bench.workload import BenchResult
 
     def result(rate: float, p50: float, p99: float) -> BenchResult:
@@ -207,7 +207,7 @@ def test_comparison_ratios_by_hand() -> None:
             warmup=0,
         )  # fmt: skip
 
-    rows = _comparison_rows(result(5000.0, 4.0, 10.0), result(250.0, 48.0, 60.0))
+    rows = comparison_rows(result(5000.0, 4.0, 10.0), result(250.0, 48.0, 60.0))
     ratios = {r["metric"]: r["ratio"] for r in rows}
     # ingest: ours / reference; latencies: reference / ours (how many times better ours is)
     assert ratios["ingest (memories/s)"] == 20.0

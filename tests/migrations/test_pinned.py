@@ -76,6 +76,15 @@ LIVE: dict[str, dict[str, str]] = {
         "agent_retrieve": "0014",
         "retrieve": "0015",
     },
+    "0016": _AT_0003
+    | {
+        "hybrid_search": "0016",
+        "pack_positions": "0010",
+        "memory_versions": "0012",
+        "memory_lineage": "0012",
+        "agent_retrieve": "0014",
+        "retrieve": "0015",
+    },
 }
 #: hybrid_search's argument count at each revision that has it (0006 and 0007 each add one,
 #: 0011 two).
@@ -93,6 +102,7 @@ ARITY = {
     "0013": 20,
     "0014": 20,
     "0015": 20,
+    "0016": 20,
 }
 #: hybrid_search's SET clauses (0005 adds enable_nestloop, 0009 plan_cache_mode).
 _NESTLOOP = ["jit=off", "enable_nestloop=off"]
@@ -111,6 +121,7 @@ SETTINGS = {
     "0013": _GENERIC,
     "0014": _GENERIC,
     "0015": _GENERIC,
+    "0016": _GENERIC,
 }
 
 
