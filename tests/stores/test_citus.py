@@ -338,3 +338,31 @@ def test_a_callers_own_alembic_setup_distributes_too(citus_dsn: str) -> None:
     finally:
         with psycopg.connect(citus_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+async def test_reindex_rewrites_the_terms_of_a_distributed_schema(
+    citus_dsn: str, citus_schema: str, store_citus: PostgresStore
+) -> None:
+    # `actrone-pg reindex` on the cluster: one transaction that locks the tables, reads every
+    # memory across shards, rewrites each on its shard and rebuilds the statistics with
+    # multi-shard INSERT ... SELECT; then a store with the new analyzer ranks as the reference.
+    # The session's schema gets its own analyzer back at the end.
+    from actrone_pg.stores.postgres.reindex import reindex
+    from tests.test_analyzer import TEXTS, _ranked, _records, _reference
+
+    mine = store_citus.analyzer.name
+    other = "simple" if mine != "simple" else "english"
+    await store_citus.upsert_memories(_records())
+    await store_citus.upsert_memories([record("b", "m1", "cats running for b", [1, 0, 0, 0])])
+    assert await _ranked(store_citus) == await _reference(mine)
+    try:
+        assert reindex(citus_dsn, citus_schema, other) == len(TEXTS) + 1
+        new = PostgresStore(citus_dsn, schema=citus_schema, text_analyzer=other)
+        await new.setup()
+        try:
+            assert await _ranked(new) == await _reference(other) != await _reference(mine)
+        finally:
+            await new.close()
+    finally:
+        assert reindex(citus_dsn, citus_schema, mine) == len(TEXTS) + 1
+    assert await _ranked(store_citus) == await _reference(mine)
