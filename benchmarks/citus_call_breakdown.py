@@ -18,11 +18,12 @@ import argparse
 import asyncio
 import random
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
-from citus_cluster import CitusCluster
 from pgvector.psycopg import register_vector
 
 from actrone_pg import MemoryConfig, MemoryManager
@@ -82,6 +83,9 @@ def main() -> None:
     args = parser.parse_args()
     agents = [f"agent-{i}" for i in range(args.agents)]
     with temporary_server(prefix="actrone-breakdown-") as single:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))  # loaded by path in the tests
+        from citus_cluster import CitusCluster
+
         cluster = CitusCluster(2, shard_count=32, extra_conf="")
         try:
             one = asyncio.run(_load_and_capture(single, agents, args.per_agent))
