@@ -5,10 +5,15 @@ on free loopback ports in a temporary directory, removed by :meth:`CitusCluster.
 
 Besides starting and stopping, what the fault scenarios do to a cluster: SIGKILL of one worker's
 processes, adding a worker and rebalancing the shards onto it, and where an agent's shard is.
+
+Run alone, it starts a cluster, prints the coordinator's DSN and removes the cluster on Ctrl-C::
+
+    python benchmarks/citus_cluster.py [--workers 2] [--shard-count 32]
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import random
@@ -184,3 +189,24 @@ class CitusCluster:
             with contextlib.suppress(Exception):
                 self._cluster("destroy")
         shutil.rmtree(self.parent, ignore_errors=True)
+
+
+def main() -> None:
+    """Start a cluster, print its DSN, wait; Ctrl-C (or SIGTERM) removes it."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--shard-count", type=int, default=32)
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    cluster = CitusCluster(args.workers, shard_count=args.shard_count, extra_conf="")
+    try:
+        print(cluster.dsn, flush=True)
+        signal.pause()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.close()
+
+
+if __name__ == "__main__":
+    main()

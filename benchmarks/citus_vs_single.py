@@ -18,9 +18,10 @@ import argparse
 import asyncio
 import random
 import statistics
+import sys
 import time
-
-from citus_cluster import CitusCluster
+from pathlib import Path
+from typing import Any
 
 from actrone_pg import MemoryConfig, MemoryManager
 from actrone_pg._embedded import temporary_server
@@ -30,6 +31,14 @@ WORDS = (
     "apple river stone cloud garden lamp violin harbour candle meadow copper forest lantern orbit "
     "pepper quartz saddle tunnel willow zebra amber beacon cedar delta coffee travel music piano"
 ).split()
+
+
+def _cluster_module() -> Any:
+    """``citus_cluster.py`` beside this script (the tests load the scripts by path)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import citus_cluster
+
+    return citus_cluster
 
 
 def _items(rng: random.Random, n: int) -> list[dict[str, object]]:
@@ -121,7 +130,7 @@ def cli() -> None:
             asyncio.run(main(args, single, args.citus_dsn))
             return
         # Citus's default shard count; durability settings as the single server's (defaults).
-        cluster = CitusCluster(args.workers, shard_count=32, extra_conf="")
+        cluster = _cluster_module().CitusCluster(args.workers, shard_count=32, extra_conf="")
         try:
             asyncio.run(main(args, single, cluster.dsn))
         finally:

@@ -218,6 +218,15 @@ def local_citus_cluster(workers: int = CITUS_WORKERS) -> Iterator[tuple[str, Pat
         shutil.rmtree(folder, ignore_errors=True)
 
 
+#: A container is a single-node cluster: the coordinator, in the metadata, holds the shards.
+SINGLE_NODE = (
+    "SELECT citus_set_coordinator_host('localhost', current_setting('port')::int)"
+    " WHERE NOT EXISTS (SELECT 1 FROM pg_dist_node WHERE groupid = 0)",
+    "SELECT citus_set_node_property(nodename, nodeport, 'shouldhaveshards', true)"
+    " FROM pg_dist_node WHERE groupid = 0",
+)
+
+
 @contextmanager
 def _citus_container() -> Iterator[str]:
     module = _testcontainers("postgres", "ACTRONE_TEST_CITUS_IMAGE")
@@ -233,9 +242,10 @@ def _citus_container() -> Iterator[str]:
         import psycopg
 
         with psycopg.connect(dsn, autocommit=True) as conn:
-            # A single-node cluster: the coordinator holds the shards too.
             conn.execute("CREATE EXTENSION IF NOT EXISTS citus")
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            for statement in SINGLE_NODE:
+                conn.execute(statement)
         yield dsn
     finally:
         container.stop()

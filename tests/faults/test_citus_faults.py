@@ -12,6 +12,7 @@ printed, not asserted.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,22 +21,22 @@ from typing import Any
 import pytest
 
 from tests.faults.conftest import HARNESS
-from tests.servers import CitusUnavailable, citus_source
+from tests.servers import citus_scripts
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.citus]
 
 
 @pytest.fixture(scope="module")
 def citus_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    try:
-        if citus_source() != "local":
-            pytest.skip("the Citus fault scenarios start clusters of their own")
-    except CitusUnavailable as exc:
-        import os
-
+    scripts = citus_scripts()
+    if not (scripts / "cluster.sh").is_file():
+        reason = (
+            f"the Citus fault scenarios start clusters of their own with {scripts}/cluster.sh "
+            "(ACTRONE_TEST_CITUS_SCRIPTS names another folder)"
+        )
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"CI runs the Citus fault scenarios, but {exc}", pytrace=False)
-        pytest.skip(str(exc))
+            pytest.fail(f"CI runs the Citus fault scenarios, but {reason}", pytrace=False)
+        pytest.skip(reason)
     out = tmp_path_factory.mktemp("citus-faults") / "rows.json"
     done = subprocess.run(
         [sys.executable, str(HARNESS), "--short", "--backends", "citus", "--json", str(out)],

@@ -97,12 +97,21 @@ def _explain(dsn: str, statement: Any, params: Any) -> str:
 
 
 def _worker_ports(dsn: str) -> set[int]:
+    """The ports of the nodes holding shards: the workers, or a single-node cluster's
+    coordinator (a container's), marked by 0 in the set."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        rows = conn.execute("SELECT nodeport FROM pg_dist_node WHERE groupid > 0").fetchall()
-    return {int(r[0]) for r in rows}
+        rows = conn.execute(
+            "SELECT nodeport, groupid = 0 FROM pg_dist_node WHERE shouldhaveshards"
+        ).fetchall()
+    return {int(r[0]) for r in rows} | ({0} if any(r[1] for r in rows) else set())
 
 
 def _assert_delegated(plan: str, schema: str, workers: set[int]) -> None:
+    """The call runs whole where the agent's shards are: delegated to its worker (one task,
+    the function scan on that node), or on a single-node cluster the coordinator itself
+    (the function scan alone, its statements executed on the local shards)."""
+    if 0 in workers and plan.startswith(f"Function Scan on {schema}.agent_retrieve"):
+        return  # the coordinator holds the agent's shards: run there
     assert "Task Count: 1" in plan, plan
     assert f"Function Scan on {schema}.agent_retrieve" in plan, plan
     (node,) = [line for line in plan.splitlines() if "Node: host=" in line]
@@ -338,3 +347,31 @@ def test_a_callers_own_alembic_setup_distributes_too(citus_dsn: str) -> None:
     finally:
         with psycopg.connect(citus_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+async def test_reindex_rewrites_the_terms_of_a_distributed_schema(
+    citus_dsn: str, citus_schema: str, store_citus: PostgresStore
+) -> None:
+    # `actrone-pg reindex` on the cluster: one transaction that locks the tables, reads every
+    # memory across shards, rewrites each on its shard and rebuilds the statistics with
+    # multi-shard INSERT ... SELECT; then a store with the new analyzer ranks as the reference.
+    # The session's schema gets its own analyzer back at the end.
+    from actrone_pg.stores.postgres.reindex import reindex
+    from tests.test_analyzer import TEXTS, _ranked, _records, _reference
+
+    mine = store_citus.analyzer.name
+    other = "simple" if mine != "simple" else "english"
+    await store_citus.upsert_memories(_records())
+    await store_citus.upsert_memories([record("b", "m1", "cats running for b", [1, 0, 0, 0])])
+    assert await _ranked(store_citus) == await _reference(mine)
+    try:
+        assert reindex(citus_dsn, citus_schema, other) == len(TEXTS) + 1
+        new = PostgresStore(citus_dsn, schema=citus_schema, text_analyzer=other)
+        await new.setup()
+        try:
+            assert await _ranked(new) == await _reference(other) != await _reference(mine)
+        finally:
+            await new.close()
+    finally:
+        assert reindex(citus_dsn, citus_schema, mine) == len(TEXTS) + 1
+    assert await _ranked(store_citus) == await _reference(mine)
