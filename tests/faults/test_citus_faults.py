@@ -60,9 +60,10 @@ def test_both_scenarios_ran_and_wrote(citus_run: dict[str, dict[str, Any]]) -> N
 # 2026-12-02 reported, for the rebalance, 40 memories counted twice and 88 search hits whose
 # content was not the agent's, with synchronous_commit on; eleven runs before it were clean. The
 # cause is not found yet, so the rebalance's row is an expected failure until it is, and it is
-# reported (XPASS) whenever it comes out clean. The kill -9 row is held strictly.
+# reported (XPASS) whenever it comes out clean; it failed in all three CI runs from 1fd654a on.
 REBALANCE_OPEN = pytest.mark.xfail(
-    reason="rebalance under load: duplicated and foreign rows seen in 1 of 12 runs (issue 21)",
+    reason="rebalance under load: duplicated and foreign rows in every fresh-clone CI run "
+    "since 1fd654a (issue 21)",
     strict=False,
 )
 
