@@ -118,6 +118,32 @@ def _assert_delegated(plan: str, schema: str, workers: set[int]) -> None:
     assert int(node.split("port=")[1].split()[0]) in workers, plan
 
 
+def test_every_node_ranks_with_hybrid_search_s_own_text(citus_dsn: str, citus_schema: str) -> None:
+    # agent_retrieve (0017) runs hybrid_search's body, verbatim; CREATE OR REPLACE on the
+    # coordinator reached the workers, where the delegated call runs.
+    from actrone_pg.migrations._ops import pinned_body
+
+    with psycopg.connect(citus_dsn, autocommit=True) as conn:
+        (vector_schema,) = conn.execute(
+            "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n"
+            " ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
+        ).fetchall()[0]
+        expected = (
+            sql.SQL(pinned_body("0016", "hybrid_search"))
+            .format(
+                schema=sql.Identifier(citus_schema), vector_schema=sql.Identifier(vector_schema)
+            )
+            .as_string(conn)
+        )
+        sources = conn.execute(
+            "SELECT result FROM run_command_on_all_nodes($$SELECT p.prosrc FROM pg_proc AS p"
+            " JOIN pg_namespace AS n ON n.oid = p.pronamespace WHERE p.proname ="
+            " 'agent_retrieve' AND n.nspname = " + sql.Literal(citus_schema).as_string(conn) + "$$)"
+        ).fetchall()
+    assert len(sources) >= 3
+    assert all(expected in str(r[0]) for r in sources), sources[0][0][:200]
+
+
 @pytest.mark.parametrize("budget", [None, 40])
 async def test_the_search_is_one_call_run_whole_by_the_agents_worker(
     store_citus: PostgresStore, citus_dsn: str, citus_schema: str, budget: int | None
