@@ -10,8 +10,8 @@ function or a view means a new revision with a new copy (docs/postgres.md, "Chan
 or a view").
 
 A copy may take another copy's body instead of repeating it: a line ``{{body <rev>_<name>}}``
-stands for the text between ``AS $$`` and ``$$`` of that pinned copy (of its own revision or an
-older one, so it never changes either), verbatim. That is how the ranking has one text:
+stands for the body of that pinned copy (its text between ``AS $$`` and ``$$``), verbatim; only
+a copy of the same revision or an older one, so that it never changes either. That is how the ranking has one text:
 ``agent_retrieve`` (0017) runs ``hybrid_search``'s statement (0016) in PL/pgSQL, which Citus can
 plan, instead of a copy of it (docs/scale-out.md).
 """
@@ -117,13 +117,15 @@ def with_bodies(revision: str, name: str, text: str) -> str:
 
 
 def pinned_body(revision: str, name: str) -> str:
-    """The body of pinned function ``name`` of ``revision``: its text between ``AS $$`` and
-    ``$$``, without the line breaks around it."""
+    """The body of pinned function ``name`` of ``revision``: its text between ``AS $$`` (or
+    another dollar quote, ``AS $fn$``) and the closing quote, without the line breaks around
+    it."""
     text = pinned(revision, name)
-    start, end = text.find("\nAS $$\n"), text.rfind("\n$$")
-    if start < 0 or end <= start:
+    opening = re.search(r"\nAS (\$\w*\$)\n", text)
+    end = text.rfind("\n" + opening[1]) if opening else -1
+    if opening is None or end <= opening.end():
         raise ValueError(f"{revision}_{name}.sql has no body between AS $$ and $$")
-    return text[start + len("\nAS $$\n") : end]
+    return text[opening.end() : end]
 
 
 def pinned_names() -> list[tuple[str, str]]:
