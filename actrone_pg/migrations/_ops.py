@@ -11,9 +11,9 @@ or a view").
 
 A copy may take another copy's body instead of repeating it: a line ``{{body <rev>_<name>}}``
 stands for the body of that pinned copy (its text between ``AS $$`` and ``$$``), verbatim; only
-a copy of the same revision or an older one, so that it never changes either. That is how the ranking has one text:
-``agent_retrieve`` (0017) runs ``hybrid_search``'s statement (0016) in PL/pgSQL, which Citus can
-plan, instead of a copy of it (docs/scale-out.md).
+a copy of the same revision or an older one, so that it never changes either. That is how the
+ranking has one text: ``agent_retrieve`` (0017) runs ``hybrid_search``'s statement (0016) in
+PL/pgSQL, which Citus can plan, instead of a copy of it (docs/scale-out.md).
 """
 
 from __future__ import annotations
