@@ -51,13 +51,13 @@ async def _load_and_capture(dsn: str, agents: list[str], per_agent: int) -> tupl
                 await mm.inject_memories(agent, items[i : i + 100])
         store: Any = mm.store
         calls: list[tuple[Any, Any]] = []
-        fetch = store._fetch
+        fetch = store.db.fetch
 
         async def spy(conn: Any, statement: Any, params: Any, **kw: Any) -> Any:
             calls.append((statement, params))
             return await fetch(conn, statement, params, **kw)
 
-        store._fetch = spy
+        store.db.fetch = spy
         await mm.retrieve_context(agents[0], "s", "river stone garden", 2000)
         return calls[-1]
     finally:

@@ -8,6 +8,12 @@ exactly what that revision was written with, whatever the library's version, and
 upgrade path keeps working when a later revision changes a function's arguments. Changing a
 function or a view means a new revision with a new copy (docs/postgres.md, "Changing a function
 or a view").
+
+A copy may take another copy's body instead of repeating it: a line ``{{body <rev>_<name>}}``
+stands for the body of that pinned copy (its text between ``AS $$`` and ``$$``), verbatim; only
+a copy of the same revision or an older one, so that it never changes either. That is how the
+ranking has one text: ``agent_retrieve`` (0017) runs ``hybrid_search``'s statement (0016) in
+PL/pgSQL, which Citus can plan, instead of a copy of it (docs/scale-out.md).
 """
 
 from __future__ import annotations
@@ -34,15 +40,19 @@ __all__ = [
     "run",
     "install",
     "pinned",
+    "pinned_body",
     "pinned_names",
     "schema_name",
     "template",
     "vector_schema",
+    "with_bodies",
 ]
 
 logger = logging.getLogger("actrone_pg.migrations")
 
 _PINNED = re.compile(r"^(\d{4})_([a-z_]+)\.sql$")
+#: A line standing for another pinned copy's body (see the module's docstring).
+_BODY = re.compile(r"^\{\{body (\d{4})_([a-z_]+)\}\}$", re.M)
 
 
 def schema_name() -> str:
@@ -80,16 +90,42 @@ def pinned(revision: str, name: str) -> str:
     """The text of object ``name`` as ``revision`` pinned it (``sql/<revision>_<name>.sql``).
 
     One ``CREATE OR REPLACE`` statement, whose ``{schema}`` and ``{vector_schema}``
-    placeholders :func:`install` fills with quoted identifiers.
+    placeholders :func:`install` fills with quoted identifiers; each ``{{body <rev>_<name>}}``
+    line is replaced by that copy's body (:func:`pinned_body`).
     """
     filename = f"{revision}_{name}.sql"
     if not _PINNED.match(filename):
         raise ValueError(f"not a pinned SQL file: {filename!r}")
-    return (
+    text = (
         resources.files("actrone_pg.migrations")
         .joinpath("sql", filename)
         .read_text(encoding="utf-8")
     )
+    return with_bodies(revision, name, text)
+
+
+def with_bodies(revision: str, name: str, text: str) -> str:
+    """``text``, the copy ``revision`` pinned of ``name``, with each ``{{body <rev>_<name>}}``
+    line replaced by that copy's body; a body of a later copy, or of itself, is an error."""
+
+    def body(found: re.Match[str]) -> str:
+        if found[1] > revision or (found[1], found[2]) == (revision, name):
+            raise ValueError(f"{revision}_{name}.sql takes the body of a later copy, or its own")
+        return pinned_body(found[1], found[2])
+
+    return _BODY.sub(body, text)
+
+
+def pinned_body(revision: str, name: str) -> str:
+    """The body of pinned function ``name`` of ``revision``: its text between ``AS $$`` (or
+    another dollar quote, ``AS $fn$``) and the closing quote, without the line breaks around
+    it."""
+    text = pinned(revision, name)
+    opening = re.search(r"\nAS (\$\w*\$)\n", text)
+    end = text.rfind("\n" + opening[1]) if opening else -1
+    if opening is None or end <= opening.end():
+        raise ValueError(f"{revision}_{name}.sql has no body between AS $$ and $$")
+    return text[opening.end() : end]
 
 
 def pinned_names() -> list[tuple[str, str]]:

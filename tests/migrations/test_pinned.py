@@ -21,7 +21,7 @@ import pytest
 from psycopg import sql
 
 from actrone_pg import migrations
-from actrone_pg.migrations._ops import pinned, pinned_names
+from actrone_pg.migrations._ops import pinned, pinned_body, pinned_names, with_bodies
 
 VERSIONS = Path(migrations.__file__).parent / "versions"
 
@@ -85,6 +85,15 @@ LIVE: dict[str, dict[str, str]] = {
         "agent_retrieve": "0014",
         "retrieve": "0015",
     },
+    "0017": _AT_0003
+    | {
+        "hybrid_search": "0016",
+        "pack_positions": "0010",
+        "memory_versions": "0012",
+        "memory_lineage": "0012",
+        "agent_retrieve": "0017",
+        "retrieve": "0015",
+    },
 }
 #: hybrid_search's argument count at each revision that has it (0006 and 0007 each add one,
 #: 0011 two).
@@ -103,6 +112,7 @@ ARITY = {
     "0014": 20,
     "0015": 20,
     "0016": 20,
+    "0017": 20,
 }
 #: hybrid_search's SET clauses (0005 adds enable_nestloop, 0009 plan_cache_mode).
 _NESTLOOP = ["jit=off", "enable_nestloop=off"]
@@ -122,6 +132,7 @@ SETTINGS = {
     "0014": _GENERIC,
     "0015": _GENERIC,
     "0016": _GENERIC,
+    "0017": _GENERIC,
 }
 
 
@@ -398,3 +409,30 @@ def test_head_serves_every_statement_of_the_store(postgres_dsn: str, postgres_sc
             assert "%%" not in query, name
             conn.execute(sql.SQL("PREPARE actrone_probe AS ") + sql.SQL(query))  # type: ignore[arg-type]
             conn.execute("DEALLOCATE actrone_probe")
+
+
+def test_the_ranking_is_written_once_at_head() -> None:
+    """At head the fusion is written in one pinned file: agent_retrieve (0017) takes
+    hybrid_search's body (0016) verbatim instead of a copy of its own."""
+    from importlib import resources
+
+    head = LIVE[_chain()[-1]]
+    folder = resources.files("actrone_pg.migrations").joinpath("sql")
+    raw = {
+        name: folder.joinpath(f"{rev}_{name}.sql").read_text(encoding="utf-8")
+        for name, rev in head.items()
+    }
+    fusion = "p_rrf_weights[1] / (p_rrf_k + "
+    assert [name for name, text in raw.items() if fusion in text] == ["hybrid_search"]
+    body = pinned_body(head["hybrid_search"], "hybrid_search")
+    assert body.startswith("WITH\n") and body.rstrip().endswith("f.id")
+    assert body in pinned(head["agent_retrieve"], "agent_retrieve")
+    assert "{{body" not in pinned(head["agent_retrieve"], "agent_retrieve")
+
+
+def test_a_copy_takes_only_an_older_copys_body() -> None:
+    body = pinned_body("0016", "hybrid_search")
+    assert with_bodies("0017", "x", "a\n{{body 0016_hybrid_search}}\nb") == f"a\n{body}\nb"
+    for line in ("{{body 0018_hybrid_search}}", "{{body 0017_x}}"):
+        with pytest.raises(ValueError):
+            with_bodies("0017", "x", line)

@@ -118,6 +118,53 @@ def _assert_delegated(plan: str, schema: str, workers: set[int]) -> None:
     assert int(node.split("port=")[1].split()[0]) in workers, plan
 
 
+def _bodies(dsn: str, schema: str, revision: str) -> tuple[str, list[str]]:
+    """agent_retrieve's body as ``revision`` pinned it, and the one each node holds."""
+    from actrone_pg.migrations._ops import pinned_body
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        (vector_schema,) = conn.execute(
+            "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n"
+            " ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
+        ).fetchall()[0]
+        expected = (
+            sql.SQL(pinned_body(revision, "agent_retrieve"))
+            .format(schema=sql.Identifier(schema), vector_schema=sql.Identifier(vector_schema))
+            .as_string(conn)
+        )
+        nodes = conn.execute(
+            "SELECT result FROM run_command_on_all_nodes($$SELECT p.prosrc FROM pg_proc AS p"
+            " JOIN pg_namespace AS n ON n.oid = p.pronamespace WHERE p.proname ="
+            " 'agent_retrieve' AND n.nspname = " + sql.Literal(schema).as_string(conn) + "$$)"
+        ).fetchall()
+    return expected, [str(r[0]) for r in nodes]
+
+
+def test_every_node_ranks_with_hybrid_search_s_own_text_up_and_down(citus_dsn: str) -> None:
+    # agent_retrieve (0017) runs hybrid_search's body verbatim; CREATE OR REPLACE on the
+    # coordinator reaches the workers, where the delegated call runs, on the way down too.
+    import uuid
+
+    from actrone_pg.migrations._ops import pinned_body
+
+    schema = f"actrone_c_{uuid.uuid4().hex[:8]}"
+    ranking = pinned_body("0016", "hybrid_search")
+    try:
+        migrations.migrate(citus_dsn, schema)
+        expected, nodes = _bodies(citus_dsn, schema, "0017")
+        assert len(nodes) >= 3 and ranking.splitlines()[1] in expected
+        assert all(n.strip() == expected.strip() for n in nodes), nodes[0][:300]
+        migrations.downgrade(citus_dsn, schema, revision="0016")
+        expected, nodes = _bodies(citus_dsn, schema, "0014")
+        assert all(n.strip() == expected.strip() for n in nodes), nodes[0][:300]
+        migrations.migrate(citus_dsn, schema)
+        expected, nodes = _bodies(citus_dsn, schema, "0017")
+        assert all(n.strip() == expected.strip() for n in nodes), nodes[0][:300]
+    finally:
+        with psycopg.connect(citus_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
 @pytest.mark.parametrize("budget", [None, 40])
 async def test_the_search_is_one_call_run_whole_by_the_agents_worker(
     store_citus: PostgresStore, citus_dsn: str, citus_schema: str, budget: int | None

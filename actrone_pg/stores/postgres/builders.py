@@ -150,7 +150,7 @@ def agent_retrieve(
     candidates: list[str] | None = None,
     stats: tuple[Any, Any, Any] | None = None,
 ) -> Built:
-    """``agent_retrieve()`` (migration 0014), called alone so that Citus delegates it to the
+    """``agent_retrieve()`` (migrations 0014, 0017), called alone so that Citus delegates it to the
     agent's worker: :func:`retrieve`'s statement for any search, over ``candidates`` (``None``:
     the agent's exact scan) with ``stats``, a filtered set's ``(n_docs, total_length,
     doc_freqs)`` (``None``: the agent's own). Without a budget and a hit limit, every ranked

@@ -298,10 +298,10 @@ DISTRIBUTED = (
     "SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass(%s)"
     " AND partmethod = 'h')"
 )
-# One store call on a distributed schema (agent_retrieve, migration 0014), alone (no join around
-# it, no transaction block), so that Citus delegates it whole to the worker holding the agent's
-# shards: RETRIEVE's arguments and rows, with a filtered set's or a large agent's candidates and
-# a filtered set's statistics (NULLs: the agent's exact scan and statistics).
+# One store call on a distributed schema (agent_retrieve, migrations 0014 and 0017), alone (no
+# join around it, no transaction block), so that Citus delegates it whole to the worker holding
+# the agent's shards: RETRIEVE's arguments and rows, with a filtered set's or a large agent's
+# candidates and a filtered set's statistics (NULLs: the agent's exact scan and statistics).
 AGENT_RETRIEVE = (
     "SELECT * FROM {s}.agent_retrieve(%(agent)s, %(session)s, %(turn_limit)s::int,"
     " %(session_ttl)s::float8, %(embedder)s, %(terms)s::text[], %(vector)s,"
