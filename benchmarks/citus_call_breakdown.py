@@ -78,21 +78,12 @@ _SHARDED = ("memories", "turns", "sessions", "agent_stats", "term_stats")
 
 
 def _on_shard_tables(
-    coordinator: str, worker: str, agent: str, dist: tuple[Any, Any]
+    cluster: Any, worker: str, agent: str, dist: tuple[Any, Any]
 ) -> dict[str, tuple[str, Any, Any]]:
     """Install on ``worker`` copies of the entry functions reading ``agent``'s shard tables by
     name (for this benchmark only: a shard's name changes when it moves); their calls."""
-    with psycopg.connect(coordinator, autocommit=True) as conn:
-        shards = {}
-        for table in _SHARDED:
-            qualified = f"{_SCHEMA}.{table}"
-            row = conn.execute(
-                "SELECT shard_name(%s::regclass,"
-                " get_shard_id_for_distribution_column(%s, %s::text))",
-                (qualified, qualified, agent),
-            ).fetchone()
-            assert row is not None
-            shards[table] = str(row[0])
+    shards = {t: cluster.shard_of(f"{_SCHEMA}.{t}", agent)[0] for t in _SHARDED}
+    with psycopg.connect(cluster.dsn, autocommit=True) as conn:
         vs = conn.execute(
             "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n"
             " ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
@@ -210,7 +201,7 @@ def main() -> None:
                 "agent_retrieve() via the coordinator": (cluster.dsn, *dist),
             }
             if args.shard_tables:
-                ways.update(_on_shard_tables(cluster.dsn, worker_dsn, agents[0], dist))
+                ways.update(_on_shard_tables(cluster, worker_dsn, agents[0], dist))
             with psycopg.connect(cluster.dsn, autocommit=True) as conn:
                 nodes = [int(r[0]) for r in conn.execute("SELECT nodeport FROM pg_dist_node")]
             servers = [_postmaster(single), _postmaster(cluster.dsn)] + [
