@@ -10,9 +10,10 @@ The rules it applies (tie order, BM25, RRF, the classic blend) are :mod:`actrone
 the packing is :func:`actrone_pg.budget.pack_costs`. PostgreSQL renders the same pipeline in SQL
 (``hybrid_search.sql``, ``pack_positions.sql``) and is pinned to this one by the parity tests.
 
-Adding a ranking channel means: this module (and :mod:`actrone_pg.ranking` for the rule), the
-SQL, the PostgreSQL row decoder, and the config; a filter key is defined in
-:mod:`actrone_pg.filters` alone (docs/architecture.md).
+Adding a ranking channel means this module and :mod:`actrone_pg.ranking` for the rule, each
+store's feed of :class:`Candidates`, the SQL (one new ``hybrid_search`` copy, which the Citus
+entry takes verbatim) and its callers, the config: docs/architecture.md lists the files; a
+filter key is defined in :mod:`actrone_pg.filters` alone.
 """
 
 from __future__ import annotations

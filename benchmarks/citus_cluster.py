@@ -162,17 +162,22 @@ class CitusCluster:
 
     def worker_of(self, schema: str, agent: str) -> int:
         """The port of the worker holding ``agent``'s memories."""
+        return self.shard_of(f"{schema}.memories", agent)[1]
+
+    def shard_of(self, table: str, agent: str) -> tuple[str, int]:
+        """The name of the shard of ``table`` (schema-qualified) holding ``agent``'s rows, and
+        the port of its worker."""
         import psycopg
 
-        table = f"{schema}.memories"
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             row = conn.execute(
-                "SELECT nodeport FROM citus_shards WHERE table_name = %s::regclass"
+                "SELECT shard_name(%s::regclass, shardid), nodeport FROM citus_shards"
+                " WHERE table_name = %s::regclass"
                 " AND shardid = get_shard_id_for_distribution_column(%s::regclass, %s::text)",
-                (table, table, agent),
+                (table, table, table, agent),
             ).fetchone()
         assert row is not None
-        return int(row[0])
+        return str(row[0]), int(row[1])
 
     def port_of(self, node: str) -> int:
         """A node's port (cluster.sh appends it to the node's postgresql.conf)."""

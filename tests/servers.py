@@ -33,9 +33,7 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import os
-import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -158,18 +156,21 @@ def citus_server() -> Iterator[tuple[str, Path | None]]:
 
 def _free_base_port(count: int) -> int:
     """A port p of 127.0.0.1 such that p .. p + count - 1 are all free (another run, another
-    helper's cluster or a system server may hold any fixed one)."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20_000, 60_000)
-        try:
-            for port in range(base, base + count):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return base
-    raise TestServerError("found no free range of loopback ports for a Citus cluster")
+    helper's cluster or a system server may hold any fixed one): the benchmarks' cluster
+    helper's ``free_range`` (``benchmarks/citus_cluster.py``, a script loaded by path)."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "citus_cluster.py"
+    name = "actrone_bench_citus_cluster"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    try:
+        return int(module.free_range(count))
+    except RuntimeError as exc:
+        raise TestServerError(f"{exc} for a Citus cluster") from None
 
 
 @contextmanager
