@@ -54,8 +54,9 @@ write: each must be consolidated from the agent's own turns, and only once.
 Then it checks every acknowledged write and prints, per backend and fault: acknowledged writes,
 missing, duplicates, cross-tenant reads, error types and messages (with the server's SQLSTATE),
 time to fail (fault to the first typed error), the longest failed call, time to recover (server
-back to the first success of a call started after that), and for PostgreSQL the connections left idle in transaction (pool open)
-and left open (pool closed; counted again after a garbage collection, see _leaked). Exit status
+back to the first success of a call started after that), and for PostgreSQL the connections left
+idle in transaction (pool open) and left open (pool closed; counted again after a garbage
+collection, see _leaked). Exit status
 1 if an invariant of spec §8 is broken: a missing or duplicated acknowledged write, a
 cross-tenant read, an error that is not an ``ActroneError``, a failed call that waited longer
 than the configured bound (plus ``SLACK`` for a loaded machine), no recovery without restarting
