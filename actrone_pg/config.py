@@ -20,7 +20,7 @@ from actrone_pg._config_values import ENV_PREFIX as ENV_PREFIX
 from actrone_pg._config_values import resolve
 from actrone_pg._redact import redact
 from actrone_pg.errors import ConfigurationError
-from actrone_pg.ranking import ANALYZERS
+from actrone_pg.ranking import ANALYZERS, DEFAULT_LEXICAL_DATES
 
 __all__ = [
     "BACKENDS",
@@ -139,6 +139,12 @@ class MemoryConfig:
     #: How text becomes BM25 terms in every backend: "english" (Snowball English stemming) or
     #: "simple" (lower-case tokens). A store records it with its term statistics.
     text_analyzer: str = "english"
+    #: Index each memory's date too: the day of its ``created_at`` in UTC ("8 May 2023",
+    #: ``ranking.date_text``) joins its BM25 terms in every backend, never its content or its
+    #: embedding, so "what did she do in May 2023?" meets what was said then. A store records
+    #: it with its terms, like ``text_analyzer`` (measured: docs/quality.md, "Round 5"). Like
+    #: the analyzer, it does not apply under a ``postgres_text_search_config`` other than "simple".
+    lexical_dates: bool = DEFAULT_LEXICAL_DATES
     #: BM25's term-frequency saturation and length normalisation (measured: docs/quality.md).
     bm25_k1: float = 1.2
     bm25_b: float = 0.3

@@ -29,6 +29,7 @@ from actrone_pg.errors import (
 from actrone_pg.ranking import (
     ANALYZERS,
     DEFAULT_ANALYZER,
+    DEFAULT_LEXICAL_DATES,
     analyzer,
 )
 from actrone_pg.stores.postgres.rows import jsonb
@@ -86,6 +87,7 @@ class Database:
         statement_timeout: float = 30.0,
         text_search_config: str = "simple",
         text_analyzer: str = DEFAULT_ANALYZER,
+        lexical_dates: bool = DEFAULT_LEXICAL_DATES,
         ann_min_memories: int = 50_000,
         ann_ef_search: int = 800,
         distribute: str = "auto",
@@ -112,7 +114,7 @@ class Database:
             raise ConfigurationError("text_analyzer", f"unknown analyzer {text_analyzer!r}")
         #: How contents and queries become BM25 terms (under postgres_text_search_config
         #: 'simple'; any other configuration maps the plain tokens through the server instead).
-        self.analyzer = analyzer(text_analyzer)
+        self.analyzer = analyzer(text_analyzer, dates=lexical_dates)
         # token -> its lexeme under a non-'simple' configuration (None for a stop word)
         self.lexemes: dict[str, str | None] = {}
         self.dsn = dsn
