@@ -77,18 +77,10 @@ async def dated(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
         await store.close()
         return
     if backend == "redis_qdrant":
-        from actrone_pg.config import MemoryConfig
-        from actrone_pg.stores.redis_qdrant import from_config
-        from tests.backends.redis_qdrant import cleanup, redis_qdrant_settings, unique_prefix
+        from tests.backends.redis_qdrant import isolated_store
 
-        prefix = unique_prefix()
-        store = from_config(MemoryConfig(**redis_qdrant_settings(prefix), lexical_dates=True))
-        await store.setup()
-        try:
+        async with isolated_store(lexical_dates=True) as store:
             yield store
-        finally:
-            await store.close()
-            await cleanup(prefix)
         return
     import psycopg
     from psycopg import sql

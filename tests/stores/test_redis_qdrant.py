@@ -29,7 +29,12 @@ from actrone_pg.models import Memory, Turn
 from actrone_pg.stores.base import MemoryRecord, SearchRequest
 from actrone_pg.stores.memory import InMemoryStore
 from tests import factories
-from tests.backends.redis_qdrant import cleanup, redis_qdrant_settings, unique_prefix
+from tests.backends.redis_qdrant import (
+    cleanup,
+    isolated_store,
+    redis_qdrant_settings,
+    unique_prefix,
+)
 from tests.factories import unit
 
 pytestmark = [pytest.mark.redis, pytest.mark.qdrant]
@@ -201,15 +206,8 @@ async def test_remembered_turn_ids_are_bounded(store_redis_qdrant: Any) -> None:
 @pytest.fixture
 async def short_grace() -> AsyncIterator[Any]:
     """A store whose sessions' keys outlive their TTL by 0.3 s only."""
-    prefix = unique_prefix()
-    cfg = MemoryConfig(**redis_qdrant_settings(prefix, redis_session_grace_hours=0.3 / 3600))
-    store = rq.from_config(cfg)
-    await store.setup()
-    try:
+    async with isolated_store(redis_session_grace_hours=0.3 / 3600) as store:
         yield store
-    finally:
-        await store.close()
-        await cleanup(prefix)
 
 
 async def test_the_erasure_keyset_holds_only_live_keys(short_grace: Any) -> None:
