@@ -221,7 +221,12 @@ _ANALYZERS: dict[tuple[str, bool], Analyzer] = {}
 
 
 def analyzer(name: str = DEFAULT_ANALYZER, *, dates: bool = False) -> Analyzer:
-    """The shared :class:`Analyzer` called ``name`` (one stem cache per analyzer)."""
+    """The shared :class:`Analyzer` called ``name`` (one stem cache per analyzer).
+
+    Every store builds its analyzer here, so a ``dates`` that is not a bool is refused here.
+    """
+    if not isinstance(dates, bool):
+        raise ConfigurationError("lexical_dates", f"expected true or false, got {dates!r}")
     found = _ANALYZERS.get((name, dates))
     if found is None:
         found = _ANALYZERS.setdefault((name, dates), Analyzer(name, dates=dates))

@@ -249,6 +249,13 @@ def test_bad_lexical_dates_values_are_configuration_errors() -> None:
         MemoryConfig.from_env({"ACTRONE_LEXICAL_DATES": "sometimes"})
     with pytest.raises(ConfigurationError, match="lexical_dates"):
         MemoryConfig(lexical_dates="yes")  # type: ignore[arg-type]
+    # the stores and reindex, built without a MemoryConfig, refuse it too (nothing connects)
+    with pytest.raises(ConfigurationError, match="lexical_dates: expected true or false"):
+        InMemoryStore(lexical_dates="yes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="lexical_dates"):
+        PostgresStore("postgresql://nowhere/x", lexical_dates=1)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="lexical_dates"):
+        reindex("postgresql://nowhere/x", "actrone", "english", lexical_dates="no")  # type: ignore[arg-type]
     assert MemoryConfig.from_env({"ACTRONE_LEXICAL_DATES": "false"}).lexical_dates is False
     assert MemoryConfig().lexical_dates is True
 
