@@ -20,7 +20,7 @@ from actrone_pg._config_values import ENV_PREFIX as ENV_PREFIX
 from actrone_pg._config_values import resolve
 from actrone_pg._redact import redact
 from actrone_pg.errors import ConfigurationError
-from actrone_pg.ranking import ANALYZERS, DEFAULT_LEXICAL_DATES
+from actrone_pg.ranking import ANALYZERS
 
 __all__ = [
     "BACKENDS",
@@ -144,7 +144,10 @@ class MemoryConfig:
     #: embedding, so "what did she do in May 2023?" meets what was said then. A store records
     #: it with its terms, like ``text_analyzer`` (measured: docs/quality.md, "Round 5"). Like
     #: the analyzer, it does not apply under a ``postgres_text_search_config`` other than "simple".
-    lexical_dates: bool = DEFAULT_LEXICAL_DATES
+    #: Unset (``None``): on for a store that holds no terms yet, and what a store recorded for
+    #: one that does, so that a store indexed before date terms existed keeps working (without
+    #: them, saying once how to add them: ``actrone-pg reindex --lexical-dates``).
+    lexical_dates: bool | None = None
     #: BM25's term-frequency saturation and length normalisation (measured: docs/quality.md).
     bm25_k1: float = 1.2
     bm25_b: float = 0.3

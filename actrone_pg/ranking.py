@@ -38,6 +38,7 @@ admitted candidates.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import threading
@@ -70,6 +71,7 @@ __all__ = [
     "code_point_ranks",
     "cosines",
     "date_text",
+    "follow_recorded",
     "idf",
     "micros",
     "nearest_first",
@@ -78,6 +80,8 @@ __all__ = [
     "term_counts",
     "tokenize",
 ]
+
+logger = logging.getLogger("actrone_pg")
 
 BM25_K1 = 1.2
 #: Length normalisation: 0.3, not the textbook 0.75, because a dialog turn's length says little
@@ -110,8 +114,10 @@ def tokenize(text: str) -> list[str]:
 #: The analyzers a store can index with (``MemoryConfig.text_analyzer``).
 ANALYZERS = ("english", "simple")
 DEFAULT_ANALYZER = "english"
-#: ``MemoryConfig.lexical_dates`` and the stores' default: on, because questions name dates
-#: ("in May 2023") and a turn never says its own (measured: docs/quality.md, "Round 5").
+#: What ``MemoryConfig.lexical_dates`` left unset (``None``) means for a store that holds no terms
+#: yet: on, because questions name dates ("in May 2023") and a turn never says its own (measured:
+#: docs/quality.md, "Round 5"). A store that already holds terms keeps the choice it recorded
+#: (:func:`follow_recorded`), so an upgrade never stops a deployment.
 DEFAULT_LEXICAL_DATES = True
 #: Appended to the analyzer's name in the index name of an analyzer with date terms.
 _DATES_SUFFIX = "+dates"
@@ -220,11 +226,14 @@ class Analyzer:
 _ANALYZERS: dict[tuple[str, bool], Analyzer] = {}
 
 
-def analyzer(name: str = DEFAULT_ANALYZER, *, dates: bool = False) -> Analyzer:
+def analyzer(name: str = DEFAULT_ANALYZER, *, dates: bool | None = False) -> Analyzer:
     """The shared :class:`Analyzer` called ``name`` (one stem cache per analyzer).
 
-    Every store builds its analyzer here, so a ``dates`` that is not a bool is refused here.
+    Every store builds its analyzer here, so a ``dates`` that is not a bool is refused here;
+    ``None`` (``lexical_dates`` unset) is :data:`DEFAULT_LEXICAL_DATES`.
     """
+    if dates is None:
+        dates = DEFAULT_LEXICAL_DATES
     if not isinstance(dates, bool):
         raise ConfigurationError("lexical_dates", f"expected true or false, got {dates!r}")
     found = _ANALYZERS.get((name, dates))
@@ -251,6 +260,29 @@ def analyzer_mismatch(store: str, recorded: str, configured: str) -> Configurati
         "ACTRONE_TEXT_ANALYZER and ACTRONE_LEXICAL_DATES, or --text-analyzer and "
         f"--lexical-dates/--no-lexical-dates), or configure {_settings(recorded)}",
     )
+
+
+def follow_recorded(store: str, current: Analyzer, recorded: str, *, dates_given: bool) -> Analyzer:
+    """The analyzer a store indexes with, given the one its terms were ``recorded`` with.
+
+    ``current`` is the configured analyzer; ``dates_given`` says whether ``lexical_dates`` was
+    set (``False``: left at ``None``). An unset ``lexical_dates`` follows what the store
+    recorded, so a store indexed before date terms existed keeps working, without them (a
+    warning says how to add them); any other difference is :func:`analyzer_mismatch`.
+    """
+    if recorded == current.index_name:
+        return current
+    name, dated = recorded.removesuffix(_DATES_SUFFIX), recorded.endswith(_DATES_SUFFIX)
+    if dates_given or name != current.name:
+        raise analyzer_mismatch(store, recorded, current.index_name)
+    if not dated:
+        logger.warning(
+            "%s holds BM25 terms without memories' dates (indexed before lexical_dates): it "
+            "goes on without them; `actrone-pg reindex --lexical-dates` adds them "
+            '(docs/quality.md, "Round 5"), lexical_dates=false silences this',
+            store,
+        )
+    return analyzer(name, dates=dated)
 
 
 def query_terms(

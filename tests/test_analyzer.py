@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
@@ -257,16 +258,21 @@ def test_bad_lexical_dates_values_are_configuration_errors() -> None:
     with pytest.raises(ConfigurationError, match="lexical_dates"):
         reindex("postgresql://nowhere/x", "actrone", "english", lexical_dates="no")  # type: ignore[arg-type]
     assert MemoryConfig.from_env({"ACTRONE_LEXICAL_DATES": "false"}).lexical_dates is False
-    assert MemoryConfig().lexical_dates is True
+    # unset: on for a store that holds nothing yet (a store that does follows its record)
+    assert MemoryConfig().lexical_dates is None
+    assert InMemoryStore().analyzer.index_name == "english+dates"
 
 
 @pytest.mark.postgres
 async def test_postgres_records_lexical_dates_refuses_a_mix_and_reindexes(
-    postgres_dsn: str, scratch_schema: str, capsys: pytest.CaptureFixture[str]
+    postgres_dsn: str,
+    scratch_schema: str,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     migrations.migrate(postgres_dsn, scratch_schema)
 
-    def store(dates: bool) -> PostgresStore:
+    def store(dates: bool | None) -> PostgresStore:
         return PostgresStore(postgres_dsn, schema=scratch_schema, lexical_dates=dates)
 
     old = store(False)  # as every schema written before the option: 'english', no dates
@@ -284,6 +290,17 @@ async def test_postgres_records_lexical_dates_refuses_a_mix_and_reindexes(
     await old.setup()
     assert await _dated_ranked(old) == await _dated_reference(False)
     await old.close()
+    # Left unset (the default), lexical_dates follows the schema: an upgrade keeps serving a
+    # schema indexed before dates, without them, and says once how to add them.
+    with caplog.at_level(logging.WARNING, logger="actrone_pg"):
+        follower = store(None)
+        await follower.setup()
+    try:
+        assert follower.analyzer.index_name == "english"
+        assert "reindex --lexical-dates" in caplog.text
+        assert await _dated_ranked(follower) == await _dated_reference(False)
+    finally:
+        await follower.close()
 
     argv = ["reindex", "--backend", "postgres", "--dsn", postgres_dsn, "--schema", scratch_schema]
     assert cli.main([*argv, "--lexical-dates"]) == 0
@@ -296,6 +313,12 @@ async def test_postgres_records_lexical_dates_refuses_a_mix_and_reindexes(
         assert await _dated_ranked(new) == await _dated_reference(True)
     finally:
         await new.close()
+    caplog.clear()
+    follower = store(None)  # unset now follows the dated schema, silently
+    await follower.setup()
+    assert follower.analyzer.index_name == "english+dates"
+    assert "reindex" not in caplog.text
+    await follower.close()
     with pytest.raises(ConfigurationError, match=r"'english\+dates', not 'english'.*reindex"):
         await store(False).setup()
     # and back, with the plain function
@@ -316,7 +339,7 @@ async def test_redis_records_lexical_dates_refuses_a_mix_and_reindexes(tmp_path:
     prefix = unique_prefix()
     settings = redis_qdrant_settings(prefix, qdrant_url=str(tmp_path / "qdrant"))
 
-    def store(dates: bool):  # type: ignore[no-untyped-def]
+    def store(dates: bool | None):  # type: ignore[no-untyped-def]
         return from_config(MemoryConfig(**settings, lexical_dates=dates))
 
     try:
@@ -325,6 +348,11 @@ async def test_redis_records_lexical_dates_refuses_a_mix_and_reindexes(tmp_path:
         await old.upsert_memories(_dated_records())
         assert await _dated_ranked(old) == await _dated_reference(False)
         await old.close()
+        follower = store(None)  # unset: follows the prefix's record, as on PostgreSQL
+        await follower.setup()
+        assert follower.analyzer.index_name == "english"
+        assert await _dated_ranked(follower) == await _dated_reference(False)
+        await follower.close()
         with pytest.raises(ConfigurationError, match=r"'english', not 'english\+dates'.*reindex"):
             await store(True).setup()
         assert await store(True).reindex() == len(DATED)

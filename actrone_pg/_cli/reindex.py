@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 from typing import Any
 
 from actrone_pg._cli._store import add_store_arguments, store_config
-from actrone_pg.ranking import ANALYZERS
+from actrone_pg.ranking import ANALYZERS, DEFAULT_LEXICAL_DATES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="index each memory's date among its terms, or not (default: "
-        "ACTRONE_LEXICAL_DATES, else off)",
+        "ACTRONE_LEXICAL_DATES, else on)",
     )
 
 
@@ -50,6 +51,9 @@ def run(args: argparse.Namespace) -> int:
         "ACTRONE_BACKEND",
         **overrides,
     )
+    if config.lexical_dates is None:
+        # Unset, a store follows what it recorded; a rebuild takes the default for new terms.
+        config = dataclasses.replace(config, lexical_dates=DEFAULT_LEXICAL_DATES)
     if config.backend == "postgres":
         from actrone_pg._cli._pg import connection_errors
         from actrone_pg.stores.postgres.reindex import reindex

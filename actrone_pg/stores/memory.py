@@ -25,7 +25,6 @@ from actrone_pg.models import Memory, SessionInfo, Turn, Vector
 from actrone_pg.pipeline import Candidates, PackedSearch, SearchRequest
 from actrone_pg.ranking import (
     DEFAULT_ANALYZER,
-    DEFAULT_LEXICAL_DATES,
     CorpusStats,
     analyzer,
     code_point_ranks,
@@ -232,7 +231,7 @@ class InMemoryStore:
     backend = "memory"
 
     def __init__(
-        self, *, text_analyzer: str = DEFAULT_ANALYZER, lexical_dates: bool = DEFAULT_LEXICAL_DATES
+        self, *, text_analyzer: str = DEFAULT_ANALYZER, lexical_dates: bool | None = None
     ) -> None:
         #: How contents become BM25 terms (``MemoryConfig.text_analyzer`` and ``lexical_dates``).
         self.analyzer = analyzer(text_analyzer, dates=lexical_dates)

@@ -29,7 +29,6 @@ from actrone_pg.errors import (
 from actrone_pg.ranking import (
     ANALYZERS,
     DEFAULT_ANALYZER,
-    DEFAULT_LEXICAL_DATES,
     analyzer,
 )
 from actrone_pg.stores.postgres.rows import jsonb
@@ -87,7 +86,7 @@ class Database:
         statement_timeout: float = 30.0,
         text_search_config: str = "simple",
         text_analyzer: str = DEFAULT_ANALYZER,
-        lexical_dates: bool = DEFAULT_LEXICAL_DATES,
+        lexical_dates: bool | None = None,
         ann_min_memories: int = 50_000,
         ann_ef_search: int = 800,
         distribute: str = "auto",
@@ -115,6 +114,9 @@ class Database:
         #: How contents and queries become BM25 terms (under postgres_text_search_config
         #: 'simple'; any other configuration maps the plain tokens through the server instead).
         self.analyzer = analyzer(text_analyzer, dates=lexical_dates)
+        #: lexical_dates was set: a store recorded otherwise is then an error, not followed
+        #: (ranking.follow_recorded).
+        self.dates_given = lexical_dates is not None
         # token -> its lexeme under a non-'simple' configuration (None for a stop word)
         self.lexemes: dict[str, str | None] = {}
         self.dsn = dsn

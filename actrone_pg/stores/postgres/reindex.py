@@ -12,7 +12,7 @@ reading the old terms until it commits, writes wait for it.
 from __future__ import annotations
 
 from actrone_pg.errors import ConfigurationError, MissingDependencyError
-from actrone_pg.ranking import ANALYZERS, DEFAULT_LEXICAL_DATES, analyzer
+from actrone_pg.ranking import ANALYZERS, analyzer
 from actrone_pg.stores.postgres.statements import (
     REINDEX_LOCK,
     REINDEX_READ,
@@ -35,9 +35,7 @@ __all__ = ["reindex"]
 _BATCH = 1000
 
 
-def reindex(
-    dsn: str, schema: str, text_analyzer: str, *, lexical_dates: bool = DEFAULT_LEXICAL_DATES
-) -> int:
+def reindex(dsn: str, schema: str, text_analyzer: str, *, lexical_dates: bool | None = None) -> int:
     """Rewrite the terms of every memory in ``schema`` with ``text_analyzer`` (and, with
     ``lexical_dates``, the terms of each memory's date); returns how many.
 

@@ -17,7 +17,7 @@ from actrone_pg.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from actrone_pg.ranking import analyzer_mismatch
+from actrone_pg.ranking import follow_recorded
 from actrone_pg.stores.postgres.connection import Database
 from actrone_pg.stores.postgres.statements import (
     CITUS_INSTALLED,
@@ -173,8 +173,9 @@ async def _check_text_analyzer(db: Database) -> None:
         cur = await conn.execute(db.compose(SELECT_ANALYZER))
         row = await cur.fetchone()
     recorded = str(row[0]) if row else db.analyzer.index_name
-    if recorded != db.analyzer.index_name:
-        raise analyzer_mismatch(f"schema {db.schema!r}", recorded, db.analyzer.index_name)
+    db.analyzer = follow_recorded(
+        f"schema {db.schema!r}", db.analyzer, recorded, dates_given=db.dates_given
+    )
 
 
 def _prepare_schema(db: Database, dsn: str) -> None:

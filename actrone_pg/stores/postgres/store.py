@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from actrone_pg.models import Memory, SessionInfo, Turn
-from actrone_pg.ranking import DEFAULT_ANALYZER, DEFAULT_LEXICAL_DATES, Analyzer
+from actrone_pg.ranking import DEFAULT_ANALYZER, Analyzer
 from actrone_pg.stores.postgres import context, maintenance, search, sessions, setup, writes
 from actrone_pg.stores.postgres.connection import Database
 
@@ -56,7 +56,7 @@ class PostgresStore:
         statement_timeout: float = 30.0,
         text_search_config: str = "simple",
         text_analyzer: str = DEFAULT_ANALYZER,
-        lexical_dates: bool = DEFAULT_LEXICAL_DATES,
+        lexical_dates: bool | None = None,
         ann_min_memories: int = 50_000,
         ann_ef_search: int = 800,
         distribute: str = "auto",

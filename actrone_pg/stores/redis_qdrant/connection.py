@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from actrone_pg.config import redact
 from actrone_pg.errors import MissingDependencyError, StoreError, StoreUnavailableError
-from actrone_pg.ranking import DEFAULT_ANALYZER, DEFAULT_LEXICAL_DATES, analyzer
+from actrone_pg.ranking import DEFAULT_ANALYZER, analyzer
 from actrone_pg.stores._keyed_locks import KeyedLocks
 from actrone_pg.stores.redis_qdrant.layout import LAYOUT
 from actrone_pg.stores.redis_qdrant.scripts import SCRIPTS
@@ -63,12 +63,15 @@ class Servers:
         qdrant_timeout: float = 10.0,
         redis_pool_size: int = 20,
         text_analyzer: str = DEFAULT_ANALYZER,
-        lexical_dates: bool = DEFAULT_LEXICAL_DATES,
+        lexical_dates: bool | None = None,
         session_grace_seconds: float = 48 * 3600.0,
     ) -> None:
         #: How contents and queries become BM25 terms (``MemoryConfig.text_analyzer`` and
         #: ``lexical_dates``).
         self.analyzer = analyzer(text_analyzer, dates=lexical_dates)
+        #: lexical_dates was set: a prefix recorded otherwise is then an error, not followed
+        #: (ranking.follow_recorded).
+        self.dates_given = lexical_dates is not None
         #: The start of every Redis key and Qdrant collection name of this store.
         self.prefix = prefix
         self.qdrant_url = qdrant_url

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from actrone_pg.errors import MissingDependencyError, StoreError
-from actrone_pg.ranking import analyzer_mismatch
+from actrone_pg.ranking import follow_recorded
 from actrone_pg.stores.base import Fence, lock_lost
 from actrone_pg.stores.redis_qdrant import registry
 from actrone_pg.stores.redis_qdrant.connection import Servers
@@ -283,9 +283,12 @@ async def check_text_analyzer(sv: Servers) -> None:
         initial = "simple" if written else sv.analyzer.index_name
         await sv.redis_call(r.setnx(sv.analyzer_key, initial))
     recorded = await sv.redis_call(r.get(sv.analyzer_key))
-    if recorded is not None and str(recorded) != sv.analyzer.index_name:
-        raise analyzer_mismatch(
-            f"the Redis index of prefix {sv.prefix!r}", str(recorded), sv.analyzer.index_name
+    if recorded is not None:
+        sv.analyzer = follow_recorded(
+            f"the Redis index of prefix {sv.prefix!r}",
+            sv.analyzer,
+            str(recorded),
+            dates_given=sv.dates_given,
         )
 
 

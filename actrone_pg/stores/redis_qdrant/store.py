@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from actrone_pg.models import Memory, SessionInfo, Turn
-from actrone_pg.ranking import DEFAULT_ANALYZER, DEFAULT_LEXICAL_DATES, Analyzer
+from actrone_pg.ranking import DEFAULT_ANALYZER, Analyzer
 from actrone_pg.stores.redis_qdrant import index, registry, search, sessions, writes
 from actrone_pg.stores.redis_qdrant.connection import Servers
 
@@ -50,7 +50,7 @@ class RedisQdrantStore:
         qdrant_timeout: float = 10.0,
         redis_pool_size: int = 20,
         text_analyzer: str = DEFAULT_ANALYZER,
-        lexical_dates: bool = DEFAULT_LEXICAL_DATES,
+        lexical_dates: bool | None = None,
         session_grace_seconds: float = 48 * 3600.0,
     ) -> None:
         #: The clients, settings and caches every function of the package is given.
