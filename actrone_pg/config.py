@@ -139,6 +139,15 @@ class MemoryConfig:
     #: How text becomes BM25 terms in every backend: "english" (Snowball English stemming) or
     #: "simple" (lower-case tokens). A store records it with its term statistics.
     text_analyzer: str = "english"
+    #: Index each memory's date too: the day of its ``created_at`` in UTC ("8 May 2023",
+    #: ``ranking.date_text``) joins its BM25 terms in every backend, never its content or its
+    #: embedding, so "what did she do in May 2023?" meets what was said then. A store records
+    #: it with its terms, like ``text_analyzer`` (measured: docs/quality.md, "Round 5"). Like
+    #: the analyzer, it does not apply under a ``postgres_text_search_config`` other than "simple".
+    #: Unset (``None``): on for a store that holds no terms yet, and what a store recorded for
+    #: one that does, so that a store indexed before date terms existed keeps working (without
+    #: them, saying once how to add them: ``actrone-pg reindex --lexical-dates``).
+    lexical_dates: bool | None = None
     #: BM25's term-frequency saturation and length normalisation (measured: docs/quality.md).
     bm25_k1: float = 1.2
     bm25_b: float = 0.3

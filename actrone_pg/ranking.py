@@ -23,7 +23,9 @@ of Unicode letters and digits (``[^\\W_]+``); everything else separates terms. `
 me!"`` gives ``["don", "t", "e", "mail", "me"]``. An :class:`Analyzer` then turns the tokens into
 terms (``english``, the default: each token's Snowball English stem; ``simple``: the tokens as
 they are). Every backend gets its terms from here, and each store records the analyzer its
-stored terms were built with. A query's terms are its distinct terms; with
+stored terms were built with. With ``lexical_dates`` a memory's document is its content
+followed by the terms of its date (:func:`date_text`); the analyzer names what a store recorded
+(:attr:`Analyzer.index_name`). A query's terms are its distinct terms; with
 ``drop_question_words`` (the manager's default) the tokens of :data:`QUESTION_WORDS` are left
 out of them first, unless nothing else would remain. Documents keep every token.
 
@@ -36,6 +38,7 @@ admitted candidates.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import threading
@@ -54,6 +57,7 @@ __all__ = [
     "BM25_B",
     "BM25_K1",
     "DEFAULT_ANALYZER",
+    "DEFAULT_LEXICAL_DATES",
     "DEFAULT_RELEVANCE_THRESHOLD",
     "QUESTION_WORDS",
     "Analyzer",
@@ -66,6 +70,8 @@ __all__ = [
     "bm25",
     "code_point_ranks",
     "cosines",
+    "date_text",
+    "follow_recorded",
     "idf",
     "micros",
     "nearest_first",
@@ -74,6 +80,8 @@ __all__ = [
     "term_counts",
     "tokenize",
 ]
+
+logger = logging.getLogger("actrone_pg")
 
 BM25_K1 = 1.2
 #: Length normalisation: 0.3, not the textbook 0.75, because a dialog turn's length says little
@@ -106,6 +114,29 @@ def tokenize(text: str) -> list[str]:
 #: The analyzers a store can index with (``MemoryConfig.text_analyzer``).
 ANALYZERS = ("english", "simple")
 DEFAULT_ANALYZER = "english"
+#: What ``MemoryConfig.lexical_dates`` left unset (``None``) means for a store that holds no terms
+#: yet: on, because questions name dates ("in May 2023") and a turn never says its own (measured:
+#: docs/quality.md, "Round 5"). A store that already holds terms keeps the choice it recorded
+#: (:func:`follow_recorded`), so an upgrade never stops a deployment.
+DEFAULT_LEXICAL_DATES = True
+#: Appended to the analyzer's name in the index name of an analyzer with date terms.
+_DATES_SUFFIX = "+dates"
+#: English month names, written out here so that no locale changes a memory's terms.
+_MONTHS = (
+    "January February March April May June July August September October November December".split()
+)
+
+
+def date_text(created_at: datetime) -> str:
+    """The day of ``created_at`` in UTC as questions name it: ``"8 May 2023"`` (day, English
+    month name, year; no locale, no leading zero). A naive datetime is taken as UTC.
+
+    ``lexical_dates`` adds its terms to a memory's lexical document, so that "in May 2023" or
+    "in 2022" meets the memories written then (measured: docs/quality.md, "Round 5").
+    """
+    day = created_at.replace(tzinfo=UTC) if created_at.tzinfo is None else created_at
+    day = day.astimezone(UTC)
+    return f"{day.day} {_MONTHS[day.month - 1]} {day.year}"
 
 
 class Analyzer:
@@ -116,16 +147,40 @@ class Analyzer:
     dictionary), so "cats running" and "cat runs" share their terms. No stop words: IDF already
     weighs function words down, and dropping them measured worse (docs/quality.md). Stems are
     cached: a vocabulary is small, its texts are not.
+
+    ``dates`` (``MemoryConfig.lexical_dates``): a memory's document (:meth:`document_counts`)
+    also holds the terms of its date, :func:`date_text`. Only documents: a query's terms, the
+    stored content and the embedding stay as they are.
     """
 
-    __slots__ = ("_cache", "_local", "name")
+    __slots__ = ("_cache", "_local", "dates", "name")
 
-    def __init__(self, name: str = DEFAULT_ANALYZER) -> None:
+    def __init__(self, name: str = DEFAULT_ANALYZER, *, dates: bool = False) -> None:
         if name not in ANALYZERS:
             raise ValueError(f"unknown analyzer {name!r} (known: {', '.join(ANALYZERS)})")
         self.name = name
+        self.dates = dates
         self._cache: dict[str, str] = {}
         self._local = threading.local()
+
+    @property
+    def index_name(self) -> str:
+        """What a store records with the terms it holds: the analyzer's name, followed by
+        ``"+dates"`` with date terms (``"english+dates"``)."""
+        return self.name + _DATES_SUFFIX if self.dates else self.name
+
+    def document_terms(self, content: str, created_at: datetime) -> list[str]:
+        """The terms of a memory's lexical document: its content's, then (with ``dates``) those
+        of :func:`date_text` of its ``created_at``. Every store indexes memories through this."""
+        tokens = tokenize(content)
+        if self.dates:
+            tokens += tokenize(date_text(created_at))
+        return self.terms_of(tokens)
+
+    def document_counts(self, content: str, created_at: datetime) -> tuple[Counter[str], int]:
+        """Term frequencies and length (in terms) of a memory's lexical document."""
+        terms = self.document_terms(content, created_at)
+        return Counter(terms), len(terms)
 
     def terms_of(self, tokens: Sequence[str]) -> list[str]:
         """The terms of already tokenized text, in order (repeats kept)."""
@@ -168,25 +223,66 @@ class Analyzer:
         return Counter(terms), len(terms)
 
 
-_ANALYZERS: dict[str, Analyzer] = {}
+_ANALYZERS: dict[tuple[str, bool], Analyzer] = {}
 
 
-def analyzer(name: str = DEFAULT_ANALYZER) -> Analyzer:
-    """The shared :class:`Analyzer` called ``name`` (one stem cache per analyzer)."""
-    found = _ANALYZERS.get(name)
+def analyzer(name: str = DEFAULT_ANALYZER, *, dates: bool | None = False) -> Analyzer:
+    """The shared :class:`Analyzer` called ``name`` (one stem cache per analyzer).
+
+    Every store builds its analyzer here, so a ``dates`` that is not a bool is refused here;
+    ``None`` (``lexical_dates`` unset) is :data:`DEFAULT_LEXICAL_DATES`.
+    """
+    if dates is None:
+        dates = DEFAULT_LEXICAL_DATES
+    if not isinstance(dates, bool):
+        raise ConfigurationError("lexical_dates", f"expected true or false, got {dates!r}")
+    found = _ANALYZERS.get((name, dates))
     if found is None:
-        found = _ANALYZERS.setdefault(name, Analyzer(name))
+        found = _ANALYZERS.setdefault((name, dates), Analyzer(name, dates=dates))
     return found
 
 
+def _settings(index_name: str) -> str:
+    name, dated = index_name.removesuffix(_DATES_SUFFIX), index_name.endswith(_DATES_SUFFIX)
+    return f"text_analyzer={name!r}, lexical_dates={'true' if dated else 'false'}"
+
+
 def analyzer_mismatch(store: str, recorded: str, configured: str) -> ConfigurationError:
-    """The error of a store whose stored terms were built by another analyzer than configured."""
+    """The error of a store whose stored terms were built otherwise than configured.
+
+    ``recorded`` and ``configured`` are :attr:`Analyzer.index_name` values.
+    """
+    same_analyzer = recorded.removesuffix(_DATES_SUFFIX) == configured.removesuffix(_DATES_SUFFIX)
     return ConfigurationError(
-        "text_analyzer",
+        "lexical_dates" if same_analyzer else "text_analyzer",
         f"{store} holds BM25 terms built by the analyzer {recorded!r}, not {configured!r}: "
-        f"rebuild them with `actrone-pg reindex` (it uses text_analyzer={configured!r}; "
-        f"ACTRONE_TEXT_ANALYZER or --text-analyzer), or set text_analyzer={recorded!r}",
+        f"rebuild them with `actrone-pg reindex` (it uses the configured {_settings(configured)}; "
+        "ACTRONE_TEXT_ANALYZER and ACTRONE_LEXICAL_DATES, or --text-analyzer and "
+        f"--lexical-dates/--no-lexical-dates), or configure {_settings(recorded)}",
     )
+
+
+def follow_recorded(store: str, current: Analyzer, recorded: str, *, dates_given: bool) -> Analyzer:
+    """The analyzer a store indexes with, given the one its terms were ``recorded`` with.
+
+    ``current`` is the configured analyzer; ``dates_given`` says whether ``lexical_dates`` was
+    set (``False``: left at ``None``). An unset ``lexical_dates`` follows what the store
+    recorded, so a store indexed before date terms existed keeps working, without them (a
+    warning says how to add them); any other difference is :func:`analyzer_mismatch`.
+    """
+    if recorded == current.index_name:
+        return current
+    name, dated = recorded.removesuffix(_DATES_SUFFIX), recorded.endswith(_DATES_SUFFIX)
+    if dates_given or name != current.name:
+        raise analyzer_mismatch(store, recorded, current.index_name)
+    if not dated:
+        logger.warning(
+            "%s holds BM25 terms without memories' dates (indexed before lexical_dates): it "
+            "goes on without them; `actrone-pg reindex --lexical-dates` adds them "
+            '(docs/quality.md, "Round 5"), lexical_dates=false silences this',
+            store,
+        )
+    return analyzer(name, dates=dated)
 
 
 def query_terms(

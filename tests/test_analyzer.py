@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
@@ -111,7 +113,9 @@ async def test_postgres_records_its_analyzer_refuses_another_and_reindexes(
         settings = sql.Identifier(scratch_schema, "settings")
         conn.execute(sql.SQL("DELETE FROM {} WHERE name = 'text_analyzer'").format(settings))
     new = store("english")
-    with pytest.raises(ConfigurationError, match=r"'simple', not 'english'.*actrone-pg reindex"):
+    with pytest.raises(
+        ConfigurationError, match=r"'simple', not 'english\+dates'.*actrone-pg reindex"
+    ):
         await new.setup()
 
     assert reindex(postgres_dsn, scratch_schema, "english") == len(TEXTS)
@@ -125,7 +129,7 @@ async def test_postgres_records_its_analyzer_refuses_another_and_reindexes(
     finally:
         await new.close()
     # ... and a store still configured for the old analyzer is refused in turn.
-    with pytest.raises(ConfigurationError, match="'english', not 'simple'"):
+    with pytest.raises(ConfigurationError, match=r"'english\+dates', not 'simple\+dates'"):
         await store("simple").setup()
 
 
@@ -136,14 +140,16 @@ def test_reindex_command(
     migrations.migrate(postgres_dsn, scratch_schema)
     argv = ["reindex", "--backend", "postgres", "--dsn", postgres_dsn, "--schema", scratch_schema]
     assert cli.main([*argv, "--text-analyzer", "simple"]) == 0
-    assert "re-indexed 0 memories with the analyzer 'simple'" in capsys.readouterr().out
+    assert "re-indexed 0 memories with the analyzer 'simple', with date terms" in (
+        capsys.readouterr().out
+    )
     with psycopg.connect(postgres_dsn) as conn:
         row = conn.execute(
             sql.SQL("SELECT value FROM {} WHERE name = 'text_analyzer'").format(
                 sql.Identifier(scratch_schema, "settings")
             )
         ).fetchone()
-    assert row == ("simple",)
+    assert row == ("simple+dates",)
     assert cli.main(["reindex", "--backend", "memory"]) == 2
     assert "nothing to re-index" in capsys.readouterr().err
 
@@ -173,7 +179,7 @@ async def test_redis_records_its_analyzer_refuses_another_and_reindexes(tmp_path
             await client.delete(f"{prefix}:{LAYOUT}:analyzer")
         finally:
             await client.aclose()
-        with pytest.raises(ConfigurationError, match=r"'simple', not 'english'.*reindex"):
+        with pytest.raises(ConfigurationError, match=r"'simple', not 'english\+dates'.*reindex"):
             await store("english").setup()
         assert await store("english").reindex() == len(TEXTS)
         new = store("english")
@@ -194,3 +200,172 @@ def test_every_backend_builds_its_store_with_the_configured_analyzer() -> None:
             backend=backend, text_analyzer="simple", postgres_dsn="postgresql://x"
         )
         assert create_store(config).analyzer.name == "simple"  # type: ignore[attr-defined]
+        undated = MemoryConfig(backend=backend, lexical_dates=False, postgres_dsn="postgresql://x")
+        assert create_store(undated).analyzer.dates is False  # type: ignore[attr-defined]
+        assert create_store(config).analyzer.index_name == "simple+dates"  # type: ignore[attr-defined]
+
+
+# -- lexical_dates: recorded with the analyzer, rebuilt by reindex ------------------------------
+
+DATED = {  # the same words, two months: only the date terms tell them apart
+    "may": ("we painted the lake", datetime(2023, 5, 8, 13, 56, tzinfo=UTC)),
+    "june": ("we painted the lake", datetime(2023, 6, 2, 9, 0, tzinfo=UTC)),
+    "other": ("nothing in common", datetime(2023, 5, 9, 9, 0, tzinfo=UTC)),
+}
+DATED_QUERY = "what did we paint in May 2023"
+
+
+def _dated_records() -> list:  # type: ignore[type-arg]
+    return [
+        record("a", mid, text, [1, i, 0, 0], created_at=created)
+        for i, (mid, (text, created)) in enumerate(DATED.items())
+    ]
+
+
+async def _dated_ranked(store: object) -> list[tuple[str, float | None, int | None]]:
+    req = request("a", DATED_QUERY, [1, 0, 0, 0])
+    hits = (await store.search(req)).hits  # type: ignore[attr-defined]
+    return [(h.memory.id, h.explain.bm25, h.explain.lexical_rank) for h in hits]
+
+
+async def _dated_reference(dates: bool) -> list[tuple[str, float | None, int | None]]:
+    store = InMemoryStore(lexical_dates=dates)
+    await store.upsert_memories(_dated_records())
+    return await _dated_ranked(store)
+
+
+async def test_the_date_terms_change_the_lexical_ranking_only_with_the_option() -> None:
+    with_dates, without = await _dated_reference(True), await _dated_reference(False)
+    assert with_dates != without
+    # without dates "may" and "june" tie on BM25; with them the May memory wins on "may"
+    lexical = {m: bm25 for m, bm25, _ in without}
+    assert lexical["may"] == lexical["june"]
+    lexical = {m: bm25 for m, bm25, _ in with_dates}
+    assert lexical["may"] > lexical["june"] > 0  # type: ignore[operator]
+    assert lexical["other"] is not None  # "other" shares "may" and "2023", nothing else
+
+
+def test_bad_lexical_dates_values_are_configuration_errors() -> None:
+    with pytest.raises(ConfigurationError, match="lexical_dates: expected true or false"):
+        MemoryConfig.from_env({"ACTRONE_LEXICAL_DATES": "sometimes"})
+    with pytest.raises(ConfigurationError, match="lexical_dates"):
+        MemoryConfig(lexical_dates="yes")  # type: ignore[arg-type]
+    # the stores and reindex, built without a MemoryConfig, refuse it too (nothing connects)
+    with pytest.raises(ConfigurationError, match="lexical_dates: expected true or false"):
+        InMemoryStore(lexical_dates="yes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="lexical_dates"):
+        PostgresStore("postgresql://nowhere/x", lexical_dates=1)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="lexical_dates"):
+        reindex("postgresql://nowhere/x", "actrone", "english", lexical_dates="no")  # type: ignore[arg-type]
+    assert MemoryConfig.from_env({"ACTRONE_LEXICAL_DATES": "false"}).lexical_dates is False
+    # unset: on for a store that holds nothing yet (a store that does follows its record)
+    assert MemoryConfig().lexical_dates is None
+    assert InMemoryStore().analyzer.index_name == "english+dates"
+
+
+@pytest.mark.postgres
+async def test_postgres_records_lexical_dates_refuses_a_mix_and_reindexes(
+    postgres_dsn: str,
+    scratch_schema: str,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    migrations.migrate(postgres_dsn, scratch_schema)
+
+    def store(dates: bool | None) -> PostgresStore:
+        return PostgresStore(postgres_dsn, schema=scratch_schema, lexical_dates=dates)
+
+    old = store(False)  # as every schema written before the option: 'english', no dates
+    await old.setup()
+    await old.upsert_memories(_dated_records())
+    assert await _dated_ranked(old) == await _dated_reference(False)
+    await old.close()
+    with pytest.raises(ConfigurationError) as refused:
+        await store(True).setup()
+    assert refused.value.field == "lexical_dates"
+    assert "'english', not 'english+dates'" in str(refused.value)
+    assert "actrone-pg reindex" in str(refused.value)
+    # nothing was written by the refused store: the old one still ranks as before
+    old = store(False)
+    await old.setup()
+    assert await _dated_ranked(old) == await _dated_reference(False)
+    await old.close()
+    # Left unset (the default), lexical_dates follows the schema: an upgrade keeps serving a
+    # schema indexed before dates, without them, and says once how to add them.
+    with caplog.at_level(logging.WARNING, logger="actrone_pg"):
+        follower = store(None)
+        await follower.setup()
+    try:
+        assert follower.analyzer.index_name == "english"
+        assert "reindex --lexical-dates" in caplog.text
+        assert await _dated_ranked(follower) == await _dated_reference(False)
+    finally:
+        await follower.close()
+
+    argv = ["reindex", "--backend", "postgres", "--dsn", postgres_dsn, "--schema", scratch_schema]
+    assert cli.main([*argv, "--lexical-dates"]) == 0
+    assert "re-indexed 3 memories with the analyzer 'english', with date terms" in (
+        capsys.readouterr().out
+    )
+    new = store(True)
+    await new.setup()
+    try:
+        assert await _dated_ranked(new) == await _dated_reference(True)
+    finally:
+        await new.close()
+    caplog.clear()
+    follower = store(None)  # unset now follows the dated schema, silently
+    await follower.setup()
+    assert follower.analyzer.index_name == "english+dates"
+    assert "reindex" not in caplog.text
+    await follower.close()
+    with pytest.raises(ConfigurationError, match=r"'english\+dates', not 'english'.*reindex"):
+        await store(False).setup()
+    # and back, with the plain function
+    assert reindex(postgres_dsn, scratch_schema, "english", lexical_dates=False) == len(DATED)
+    back = store(False)
+    await back.setup()
+    try:
+        assert await _dated_ranked(back) == await _dated_reference(False)
+    finally:
+        await back.close()
+
+
+@pytest.mark.redis
+@pytest.mark.qdrant
+async def test_redis_records_lexical_dates_refuses_a_mix_and_reindexes(tmp_path: Path) -> None:
+    from actrone_pg.stores.redis_qdrant import from_config
+
+    prefix = unique_prefix()
+    settings = redis_qdrant_settings(prefix, qdrant_url=str(tmp_path / "qdrant"))
+
+    def store(dates: bool | None):  # type: ignore[no-untyped-def]
+        return from_config(MemoryConfig(**settings, lexical_dates=dates))
+
+    try:
+        old = store(False)
+        await old.setup()
+        await old.upsert_memories(_dated_records())
+        assert await _dated_ranked(old) == await _dated_reference(False)
+        await old.close()
+        follower = store(None)  # unset: follows the prefix's record, as on PostgreSQL
+        await follower.setup()
+        assert follower.analyzer.index_name == "english"
+        assert await _dated_ranked(follower) == await _dated_reference(False)
+        await follower.close()
+        with pytest.raises(ConfigurationError, match=r"'english', not 'english\+dates'.*reindex"):
+            await store(True).setup()
+        assert await store(True).reindex() == len(DATED)
+        new = store(True)
+        await new.setup()
+        try:
+            assert await _dated_ranked(new) == await _dated_reference(True)
+            # the index rebuilt from Qdrant (Redis lost it) holds the date terms too
+            assert await new.rebuild_index("a") == len(DATED)
+            assert await _dated_ranked(new) == await _dated_reference(True)
+        finally:
+            await new.close()
+        with pytest.raises(ConfigurationError, match=r"'english\+dates', not 'english'"):
+            await store(False).setup()
+    finally:
+        await cleanup(prefix)

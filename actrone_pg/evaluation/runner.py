@@ -38,6 +38,7 @@ from actrone_pg.errors import ConfigurationError
 from actrone_pg.evaluation.loader import Conversation, DialogTurn
 from actrone_pg.evaluation.metrics import OVERALL, QueryResult, Scores, score
 from actrone_pg.models import Turn
+from actrone_pg.ranking import analyzer
 
 if TYPE_CHECKING:
     from actrone_pg.manager import MemoryManager
@@ -324,7 +325,7 @@ async def run_eval(
     out: list[ConfigResult] = []
     backend = configs[0].config.backend if configs else "memory"
     for ec in configs:
-        mm = await MemoryManager.create(ec.config, embedder=cached)
+        mm = await MemoryManager.create(_own_index(ec.config, configs[0].config), embedder=cached)
         result = ConfigResult(ec.label, ec.overrides, mm.relevance_threshold)
         try:
             for conv in conversations:
@@ -380,6 +381,23 @@ async def run_eval(
         for c in conversations
     ]
     return EvalReport(cached.name, backend, summary, out)
+
+
+def _own_index(config: MemoryConfig, first: MemoryConfig) -> MemoryConfig:
+    """``config``, with a schema and key prefix of its own where it indexes terms otherwise than
+    the first configuration (``text_analyzer``, ``lexical_dates``): a PostgreSQL schema or a Redis
+    prefix records how its terms were built and refuses a store that builds them otherwise."""
+    mine = analyzer(config.text_analyzer, dates=config.lexical_dates).index_name
+    if config.backend == "memory" or mine == (
+        analyzer(first.text_analyzer, dates=first.lexical_dates).index_name
+    ):
+        return config
+    return dataclasses.replace(
+        config,
+        postgres_schema=f"{config.postgres_schema}_{mine.replace('+', '_')}",
+        # '-': a collection of this prefix never matches the pattern of the first's
+        qdrant_collection_prefix=f"{config.qdrant_collection_prefix}-{mine.replace('+', '-')}",
+    )
 
 
 async def _consolidate(

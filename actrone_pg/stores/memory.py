@@ -230,9 +230,11 @@ class InMemoryStore:
 
     backend = "memory"
 
-    def __init__(self, *, text_analyzer: str = DEFAULT_ANALYZER) -> None:
-        #: How contents become BM25 terms (``MemoryConfig.text_analyzer``).
-        self.analyzer = analyzer(text_analyzer)
+    def __init__(
+        self, *, text_analyzer: str = DEFAULT_ANALYZER, lexical_dates: bool | None = None
+    ) -> None:
+        #: How contents become BM25 terms (``MemoryConfig.text_analyzer`` and ``lexical_dates``).
+        self.analyzer = analyzer(text_analyzer, dates=lexical_dates)
         self._sessions: dict[tuple[str, str], _Session] = {}
         self._agents: dict[str, _Agent] = {}
         self._locks: dict[tuple[str, str], tuple[str, float]] = {}
@@ -386,7 +388,7 @@ class InMemoryStore:
                 raise dimension_mismatch(name, dims[name], size)
         self._dimensions = dims
         for rec in records:
-            tf, length = self.analyzer.term_counts(rec.memory.content)
+            tf, length = self.analyzer.document_counts(rec.memory.content, rec.memory.created_at)
             vector = np.asarray(rec.vector, dtype=np.float32)
             agent = self._agents.setdefault(rec.memory.agent_id, _Agent())
             agent.add(_Entry(memory=rec.memory, vector=vector, tf=tf, length=length))
@@ -555,7 +557,7 @@ class InMemoryStore:
 
 def from_config(config: MemoryConfig) -> InMemoryStore:
     """Factory used by :func:`actrone_pg.stores.create_store`."""
-    return InMemoryStore(text_analyzer=config.text_analyzer)
+    return InMemoryStore(text_analyzer=config.text_analyzer, lexical_dates=config.lexical_dates)
 
 
 def _now() -> datetime:

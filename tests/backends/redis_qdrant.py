@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -72,6 +73,23 @@ async def cleanup(prefix: str) -> None:
                     await q.delete_collection(c.name)
         finally:
             await q.close()
+
+
+@asynccontextmanager
+async def isolated_store(**overrides: Any) -> AsyncIterator[RedisQdrantStore]:
+    """A connected store of ``redis_qdrant_settings`` with ``overrides``, under a prefix of its
+    own, closed and cleaned up afterwards."""
+    from actrone_pg.config import MemoryConfig
+    from actrone_pg.stores.redis_qdrant import from_config
+
+    prefix = unique_prefix()
+    store = from_config(MemoryConfig(**redis_qdrant_settings(prefix, **overrides)))
+    await store.setup()
+    try:
+        yield store
+    finally:
+        await store.close()
+        await cleanup(prefix)
 
 
 @pytest.fixture

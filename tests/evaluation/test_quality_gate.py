@@ -74,6 +74,46 @@ async def test_postgres_ranks_the_set_as_the_memory_store(
     assert [r.ranked for r in postgres.results] == [r.ranked for r in memory.results]
 
 
+async def test_the_gate_holds_with_and_without_lexical_dates() -> None:
+    # the shipped set's questions name no date: its scores are the same either way (the dates'
+    # own effect is pinned by tests/conformance/test_lexical_dates.py)
+    on, off = (await measure()).scores(), (await measure(lexical_dates=False)).scores()
+    assert {k: (v.recall_at_10, v.mrr) for k, v in on.items()} == {
+        k: (v.recall_at_10, v.mrr) for k, v in off.items()
+    }
+
+
+@pytest.mark.postgres
+async def test_postgres_measures_configurations_that_index_otherwise(
+    postgres_dsn: str, scratch_schema: str
+) -> None:
+    # one run, two ways of indexing: each gets a schema of its own (a schema refuses terms built
+    # otherwise than it recorded), and each ranks as the memory store does
+    def configs(**settings: Any) -> list[EvalConfig]:
+        return [
+            EvalConfig(label, {}, MemoryConfig.from_env({}, **settings, lexical_dates=dates))
+            for label, dates in (("dates", True), ("no dates", False))
+        ]
+
+    memory = await run_eval(shipped_conversations(), configs(), HashingEmbedder())
+    settings = {"backend": "postgres", "postgres_dsn": postgres_dsn}
+    try:
+        postgres = await run_eval(
+            shipped_conversations(),
+            configs(**settings, postgres_schema=scratch_schema),
+            HashingEmbedder(),
+        )
+    finally:
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            own = sql.Identifier(f"{scratch_schema}_english")
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(own))
+    for got, want in zip(postgres.configs, memory.configs, strict=True):
+        assert [r.ranked for r in got.results] == [r.ranked for r in want.results]
+
+
 @pytest.mark.redis
 @pytest.mark.qdrant
 async def test_redis_qdrant_ranks_the_set_as_the_memory_store() -> None:

@@ -12,6 +12,7 @@ from actrone_pg.ranking import (
     CorpusStats,
     RankingParams,
     code_point_ranks,
+    date_text,
     micros,
     nearest_first,
     rank_arrays,
@@ -48,7 +49,11 @@ async def test_vectorised_search_equals_reference(seed: int) -> None:
     recs = _records(rng, 300)
     store = InMemoryStore()
     await store.upsert_memories(recs)
-    counts = {r.memory.id: term_counts(r.memory.content) for r in recs}
+    # the default lexical document: the content, then the memory's date (lexical_dates)
+    counts = {
+        r.memory.id: term_counts(f"{r.memory.content} {date_text(r.memory.created_at)}")
+        for r in recs
+    }
     df: dict[str, int] = {}
     for tf, _ in counts.values():
         for t in tf:

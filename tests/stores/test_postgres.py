@@ -23,7 +23,7 @@ from actrone_pg.errors import (
     StoreUnavailableError,
     ValidationError,
 )
-from actrone_pg.ranking import CorpusStats, term_counts, tokenize
+from actrone_pg.ranking import CorpusStats, tokenize
 from actrone_pg.stores.postgres import PostgresStore
 from tests.factories import NOW, ago, record, request, turn
 from tests.helpers import FixedEmbedder
@@ -161,7 +161,10 @@ async def test_bm25_statistics_match_a_recount_after_random_writes(
             live[mid] = text
         await store_postgres.upsert_memories(batch)
     df: Counter[str] = Counter()
-    terms = store_postgres.analyzer.terms
+
+    def terms(text: str) -> list[str]:  # each memory's document: its text, then its date
+        return store_postgres.analyzer.document_terms(text, NOW)
+
     for text in live.values():
         df.update(set(terms(text)))
     total = sum(len(terms(t)) for t in live.values())
@@ -195,7 +198,9 @@ async def test_bm25_adds_its_terms_in_query_order_bit_for_bit(
     await store_postgres.upsert_memories(
         [record("a", mid, text, [1, 0, 0, 0]) for mid, text in texts.items()]
     )
-    counts = {mid: term_counts(text) for mid, text in texts.items()}
+    counts = {
+        mid: store_postgres.analyzer.document_counts(text, NOW) for mid, text in texts.items()
+    }
     df: Counter[str] = Counter()
     for tf, _ in counts.values():
         df.update(tf.keys())

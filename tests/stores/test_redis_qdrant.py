@@ -29,7 +29,12 @@ from actrone_pg.models import Memory, Turn
 from actrone_pg.stores.base import MemoryRecord, SearchRequest
 from actrone_pg.stores.memory import InMemoryStore
 from tests import factories
-from tests.backends.redis_qdrant import cleanup, redis_qdrant_settings, unique_prefix
+from tests.backends.redis_qdrant import (
+    cleanup,
+    isolated_store,
+    redis_qdrant_settings,
+    unique_prefix,
+)
 from tests.factories import unit
 
 pytestmark = [pytest.mark.redis, pytest.mark.qdrant]
@@ -201,15 +206,8 @@ async def test_remembered_turn_ids_are_bounded(store_redis_qdrant: Any) -> None:
 @pytest.fixture
 async def short_grace() -> AsyncIterator[Any]:
     """A store whose sessions' keys outlive their TTL by 0.3 s only."""
-    prefix = unique_prefix()
-    cfg = MemoryConfig(**redis_qdrant_settings(prefix, redis_session_grace_hours=0.3 / 3600))
-    store = rq.from_config(cfg)
-    await store.setup()
-    try:
+    async with isolated_store(redis_session_grace_hours=0.3 / 3600) as store:
         yield store
-    finally:
-        await store.close()
-        await cleanup(prefix)
 
 
 async def test_the_erasure_keyset_holds_only_live_keys(short_grace: Any) -> None:
@@ -375,14 +373,23 @@ async def test_upsert_replaces_and_retry_leaves_statistics_unchanged(
     batch = [record("a", "m1", "red apple", [1, 0, 0]), record("a", "m2", "green apple", [0, 1, 0])]
     await s.upsert_memories(batch)
     first = await redis_state(s, "a")
-    assert first["df"] == {"red": "1", "green": "1", "appl": "2"}  # stems (english analyzer)
-    assert first["stats"] == {"len": "4", "indexed": "1"}
+    # stems (english analyzer), and the date of each memory (lexical_dates: "1 January 2026")
+    day = {"1": "2", "januari": "2", "2026": "2"}
+    assert first["df"] == {"red": "1", "green": "1", "appl": "2", **day}
+    assert first["stats"] == {"len": "10", "indexed": "1"}
     await s.upsert_memories(batch)  # a client retry
     assert await redis_state(s, "a") == first
     await s.upsert_memories([record("a", "m1", "blue sky above", [1, 0, 0])])
     state = await redis_state(s, "a")
-    assert state["df"] == {"green": "1", "appl": "1", "blue": "1", "sky": "1", "abov": "1"}
-    assert state["stats"] == {"len": "5", "indexed": "1"}
+    assert state["df"] == {
+        "green": "1",
+        "appl": "1",
+        "blue": "1",
+        "sky": "1",
+        "abov": "1",
+        **day,
+    }
+    assert state["stats"] == {"len": "11", "indexed": "1"}
     got = await s.get_memory("a", "m1")
     assert got is not None and got.content == "blue sky above"
     assert await s.count_memories("a") == 2
@@ -397,7 +404,8 @@ async def test_deleted_memory_is_never_returned(store_redis_qdrant: Any) -> None
     assert await s.delete_memory("a", "m1") is False
     assert [h.memory.id for h in (await s.search(request("a", "apple", [1, 0, 0]))).hits] == ["m2"]
     assert await s.get_memory("a", "m1") is None
-    assert (await redis_state(s, "a"))["df"] == {"appl": "1", "tart": "1"}
+    day = {"1": "1", "januari": "1", "2026": "1"}  # lexical_dates: "1 January 2026"
+    assert (await redis_state(s, "a"))["df"] == {"appl": "1", "tart": "1", **day}
 
 
 async def test_batch_with_a_dimension_mismatch_writes_nothing(store_redis_qdrant: Any) -> None:

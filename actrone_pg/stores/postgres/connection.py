@@ -102,6 +102,7 @@ class Database:
         statement_timeout: float = 30.0,
         text_search_config: str = "simple",
         text_analyzer: str = DEFAULT_ANALYZER,
+        lexical_dates: bool | None = None,
         ann_min_memories: int = 50_000,
         ann_ef_search: int = 800,
         distribute: str = "auto",
@@ -128,7 +129,10 @@ class Database:
             raise ConfigurationError("text_analyzer", f"unknown analyzer {text_analyzer!r}")
         #: How contents and queries become BM25 terms (under postgres_text_search_config
         #: 'simple'; any other configuration maps the plain tokens through the server instead).
-        self.analyzer = analyzer(text_analyzer)
+        self.analyzer = analyzer(text_analyzer, dates=lexical_dates)
+        #: lexical_dates was set: a store recorded otherwise is then an error, not followed
+        #: (ranking.follow_recorded).
+        self.dates_given = lexical_dates is not None
         # token -> its lexeme under a non-'simple' configuration (None for a stop word)
         self.lexemes: dict[str, str | None] = {}
         self.dsn = dsn

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from actrone_pg.models import Memory
 from actrone_pg.ranking import tokenize
 from actrone_pg.stores.base import Fence, dimension_mismatch, lock_lost
 from actrone_pg.stores.postgres import rows
@@ -36,11 +37,11 @@ async def check_fence(db: Database, conn: _Conn, agent_id: str, fence: Fence | N
             raise lock_lost(agent_id, fence)
 
 
-async def term_counts(db: Database, conn: _Conn, text: str) -> tuple[Counter[str], int]:
-    """The BM25 terms of ``text`` and its length, as the schema indexes them."""
+async def term_counts(db: Database, conn: _Conn, memory: Memory) -> tuple[Counter[str], int]:
+    """The BM25 terms of ``memory`` and its length, as the schema indexes them."""
     if db.ts_config == "simple":
-        return db.analyzer.term_counts(text)
-    lexemes = await normalise(db, conn, tokenize(text))
+        return db.analyzer.document_counts(memory.content, memory.created_at)
+    lexemes = await normalise(db, conn, tokenize(memory.content))
     kept = [lx for lx in lexemes if lx is not None]
     return Counter(kept), len(kept)
 

@@ -1,11 +1,12 @@
-"""Rebuild a schema's BM25 terms with another analyzer: ``actrone-pg reindex``.
+"""Rebuild a schema's BM25 terms with another analyzer or date rule: ``actrone-pg reindex``.
 
 ``term_freqs``, ``doc_len`` and the statistics (``term_stats``, ``agent_stats``) hold the terms of
-the analyzer the schema recorded in ``settings``; a store configured with another refuses to
-start (``ranking.analyzer_mismatch``). :func:`reindex` recomputes every memory's terms in Python
-with the analyzer asked for (the same code every backend uses), rebuilds the statistics from them
-and records the analyzer, in one transaction: searches keep reading the old terms until it
-commits, writes wait for it.
+the analyzer the schema recorded in ``settings`` (its index name: ``english``, or
+``english+dates`` with ``lexical_dates``); a store configured otherwise refuses to start
+(``ranking.analyzer_mismatch``). :func:`reindex` recomputes every memory's terms in Python with
+the analyzer asked for (``Analyzer.document_counts``, the code every backend indexes with),
+rebuilds the statistics from them and records the analyzer, in one transaction: searches keep
+reading the old terms until it commits, writes wait for it.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ __all__ = ["reindex"]
 _BATCH = 1000
 
 
-def reindex(dsn: str, schema: str, text_analyzer: str) -> int:
-    """Rewrite the terms of every memory in ``schema`` with ``text_analyzer``; returns how many.
+def reindex(dsn: str, schema: str, text_analyzer: str, *, lexical_dates: bool | None = None) -> int:
+    """Rewrite the terms of every memory in ``schema`` with ``text_analyzer`` (and, with
+    ``lexical_dates``, the terms of each memory's date); returns how many.
 
     The schema must be migrated and use the text search configuration ``simple`` (any other
     maps tokens through the server, and no analyzer applies).
@@ -44,7 +46,7 @@ def reindex(dsn: str, schema: str, text_analyzer: str) -> int:
         raise ConfigurationError(
             "text_analyzer", f"unknown analyzer {text_analyzer!r}; choose {' or '.join(ANALYZERS)}"
         )
-    terms = analyzer(text_analyzer)
+    terms = analyzer(text_analyzer, dates=lexical_dates)
 
     def q(text: str) -> sql.Composed:
         return sql.SQL(text).format(s=sql.Identifier(schema))
@@ -63,12 +65,12 @@ def reindex(dsn: str, schema: str, text_analyzer: str) -> int:
             read.execute(q(REINDEX_READ))
             while rows := read.fetchmany(_BATCH):
                 updates = []
-                for agent_id, memory_id, content in rows:
-                    tf, length = terms.term_counts(content)
+                for agent_id, memory_id, content, created_at in rows:
+                    tf, length = terms.document_counts(content, created_at)
                     updates.append((Jsonb(dict(tf)), length, agent_id, memory_id))
                 write.executemany(q(REINDEX_WRITE), updates)
                 count += len(rows)
         for statement in REINDEX_STATS:
             conn.execute(q(statement))
-        conn.execute(q(SET_ANALYZER), (text_analyzer,))
+        conn.execute(q(SET_ANALYZER), (terms.index_name,))
     return count

@@ -17,7 +17,7 @@ from actrone_pg.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from actrone_pg.ranking import analyzer_mismatch
+from actrone_pg.ranking import follow_recorded
 from actrone_pg.stores.postgres.connection import Database
 from actrone_pg.stores.postgres.statements import (
     CITUS_INSTALLED,
@@ -169,12 +169,13 @@ async def _check_text_analyzer(db: Database) -> None:
     if db.ts_config != "simple":
         return
     async with db.conn() as conn:
-        await conn.execute(db.compose(RECORD_ANALYZER), (db.analyzer.name,))
+        await conn.execute(db.compose(RECORD_ANALYZER), (db.analyzer.index_name,))
         cur = await conn.execute(db.compose(SELECT_ANALYZER))
         row = await cur.fetchone()
-    recorded = str(row[0]) if row else db.analyzer.name
-    if recorded != db.analyzer.name:
-        raise analyzer_mismatch(f"schema {db.schema!r}", recorded, db.analyzer.name)
+    recorded = str(row[0]) if row else db.analyzer.index_name
+    db.analyzer = follow_recorded(
+        f"schema {db.schema!r}", db.analyzer, recorded, dates_given=db.dates_given
+    )
 
 
 def _prepare_schema(db: Database, dsn: str) -> None:

@@ -357,7 +357,7 @@ SET_ANALYZER = (
 )
 # -- reindex.py: every memory's terms again, then the statistics from them, in one transaction
 REINDEX_LOCK = "LOCK TABLE {s}.memories, {s}.term_stats, {s}.agent_stats IN EXCLUSIVE MODE"
-REINDEX_READ = "SELECT m.agent_id, m.id, m.content FROM {s}.memories AS m"
+REINDEX_READ = "SELECT m.agent_id, m.id, m.content, m.created_at FROM {s}.memories AS m"
 REINDEX_WRITE = (
     "UPDATE {s}.memories SET term_freqs = %s, doc_len = %s WHERE agent_id = %s AND id = %s"
 )

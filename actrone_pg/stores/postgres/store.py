@@ -56,6 +56,7 @@ class PostgresStore:
         statement_timeout: float = 30.0,
         text_search_config: str = "simple",
         text_analyzer: str = DEFAULT_ANALYZER,
+        lexical_dates: bool | None = None,
         ann_min_memories: int = 50_000,
         ann_ef_search: int = 800,
         distribute: str = "auto",
@@ -72,6 +73,7 @@ class PostgresStore:
             statement_timeout=statement_timeout,
             text_search_config=text_search_config,
             text_analyzer=text_analyzer,
+            lexical_dates=lexical_dates,
             ann_min_memories=ann_min_memories,
             ann_ef_search=ann_ef_search,
             distribute=distribute,
@@ -91,6 +93,7 @@ class PostgresStore:
             statement_timeout=config.postgres_statement_timeout,
             text_search_config=config.postgres_text_search_config,
             text_analyzer=config.text_analyzer,
+            lexical_dates=config.lexical_dates,
             ann_min_memories=config.postgres_ann_min_memories,
             ann_ef_search=config.postgres_ann_ef_search,
             distribute=config.postgres_distribute,
@@ -113,7 +116,8 @@ class PostgresStore:
 
     @property
     def analyzer(self) -> Analyzer:
-        """How contents and queries become BM25 terms (``MemoryConfig.text_analyzer``)."""
+        """How contents and queries become BM25 terms (``MemoryConfig.text_analyzer`` and
+        ``lexical_dates``)."""
         return self.db.analyzer
 
     # -- lifecycle ------------------------------------------------------------------------------

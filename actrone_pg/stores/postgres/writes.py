@@ -187,7 +187,7 @@ async def _write_agent(
     copied = []
     for rec in recs:
         m = rec.memory
-        tf, length = await lookups.term_counts(db, conn, m.content)
+        tf, length = await lookups.term_counts(db, conn, m)
         n_delta += 1
         len_delta += length
         df.update(tf.keys())

@@ -63,10 +63,15 @@ class Servers:
         qdrant_timeout: float = 10.0,
         redis_pool_size: int = 20,
         text_analyzer: str = DEFAULT_ANALYZER,
+        lexical_dates: bool | None = None,
         session_grace_seconds: float = 48 * 3600.0,
     ) -> None:
-        #: How contents and queries become BM25 terms (``MemoryConfig.text_analyzer``).
-        self.analyzer = analyzer(text_analyzer)
+        #: How contents and queries become BM25 terms (``MemoryConfig.text_analyzer`` and
+        #: ``lexical_dates``).
+        self.analyzer = analyzer(text_analyzer, dates=lexical_dates)
+        #: lexical_dates was set: a prefix recorded otherwise is then an error, not followed
+        #: (ranking.follow_recorded).
+        self.dates_given = lexical_dates is not None
         #: The start of every Redis key and Qdrant collection name of this store.
         self.prefix = prefix
         self.qdrant_url = qdrant_url

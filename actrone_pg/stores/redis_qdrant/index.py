@@ -11,10 +11,11 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from actrone_pg.errors import MissingDependencyError, StoreError
-from actrone_pg.ranking import analyzer_mismatch
+from actrone_pg.ranking import follow_recorded
 from actrone_pg.stores.base import Fence, lock_lost
 from actrone_pg.stores.redis_qdrant import registry
 from actrone_pg.stores.redis_qdrant.connection import Servers
@@ -208,7 +209,7 @@ async def _our_points(
 async def _qdrant_entries(sv: Servers, agent_id: str) -> list[tuple[str, str, str, str]]:
     """(agent, memory id, embedder, doc) of each of the agent's points in our collections."""
     entries: list[tuple[str, str, str, str]] = []
-    fields = ["memory_id", "content", "embedder"]
+    fields = ["memory_id", "content", "created_at", "embedder"]
     async for payload, dim in _our_points(sv, agent_filter(agent_id), fields):
         embedder = str(payload["embedder"])
         if await registry.registered_dim(sv, embedder) is None:
@@ -218,7 +219,9 @@ async def _qdrant_entries(sv: Servers, agent_id: str) -> list[tuple[str, str, st
                 agent_id,
                 payload["memory_id"],
                 embedder,
-                doc_entry(payload["content"], sv.analyzer),
+                doc_entry(
+                    payload["content"], datetime.fromisoformat(payload["created_at"]), sv.analyzer
+                ),
             )
         )
     return entries
@@ -277,11 +280,15 @@ async def check_text_analyzer(sv: Servers) -> None:
     r = sv.redis()
     if not await sv.redis_call(r.exists(sv.analyzer_key)):
         written = int(await sv.redis_call(r.hlen(sv.dims_key))) > 0
-        await sv.redis_call(r.setnx(sv.analyzer_key, "simple" if written else sv.analyzer.name))
+        initial = "simple" if written else sv.analyzer.index_name
+        await sv.redis_call(r.setnx(sv.analyzer_key, initial))
     recorded = await sv.redis_call(r.get(sv.analyzer_key))
-    if recorded is not None and str(recorded) != sv.analyzer.name:
-        raise analyzer_mismatch(
-            f"the Redis index of prefix {sv.prefix!r}", str(recorded), sv.analyzer.name
+    if recorded is not None:
+        sv.analyzer = follow_recorded(
+            f"the Redis index of prefix {sv.prefix!r}",
+            sv.analyzer,
+            str(recorded),
+            dates_given=sv.dates_given,
         )
 
 
@@ -310,7 +317,7 @@ async def reindex_terms(sv: Servers) -> int:
     count = 0
     for agent_id in sorted(agents):
         count += await rebuild_index(sv, agent_id)
-    await sv.redis_call(sv.redis().set(sv.analyzer_key, sv.analyzer.name))
+    await sv.redis_call(sv.redis().set(sv.analyzer_key, sv.analyzer.index_name))
     return count
 
 

@@ -143,9 +143,9 @@ def point_id(agent_id: str, memory_id: str) -> str:
     return str(uuid.uuid5(_POINT_NAMESPACE, f"{agent_id}\x00{memory_id}"))
 
 
-def doc_entry(content: str, terms: Analyzer) -> str:
+def doc_entry(content: str, created_at: datetime, terms: Analyzer) -> str:
     """``"length term term ..."``: what the BM25 statistics need to add or remove a memory."""
-    tf, length = terms.term_counts(content)
+    tf, length = terms.document_counts(content, created_at)
     return " ".join([str(length), *tf.keys()])
 
 

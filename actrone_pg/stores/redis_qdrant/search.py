@@ -119,12 +119,15 @@ async def search(sv: Servers, request: SearchRequest) -> PackedSearch:
     payloads = [p.payload or {} for p in kept]
     columns = payload_columns(payloads)
 
-    terms_of = sv.analyzer.terms
+    terms_of = sv.analyzer.document_terms
 
     def tf(
         idx: npt.NDArray[np.intp], terms: Sequence[str]
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        tokens = [terms_of(columns.contents[i]) for i in idx.tolist()]
+        tokens = [
+            terms_of(columns.contents[i], datetime.fromisoformat(payloads[i]["created_at"]))
+            for i in idx.tolist()
+        ]
         counts = [[t.count(term) for t in tokens] for term in terms]
         lengths = np.array([len(t) for t in tokens], dtype=np.float64)
         return np.array(counts, dtype=np.float64).reshape(len(terms), idx.size), lengths
@@ -224,7 +227,10 @@ def _filtered_stats(
 ) -> CorpusStats:
     """The BM25 statistics of the memories whose payloads are given (a filtered set), their
     contents analysed as the store indexes them."""
-    counted = [analyzer.term_counts(str(p["content"])) for p in payloads]
+    counted = [
+        analyzer.document_counts(str(p["content"]), datetime.fromisoformat(p["created_at"]))
+        for p in payloads
+    ]
     lengths = np.array([length for _, length in counted], dtype=np.int64)
     every = np.ones(len(counted), dtype=bool)
 

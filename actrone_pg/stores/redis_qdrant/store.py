@@ -50,6 +50,7 @@ class RedisQdrantStore:
         qdrant_timeout: float = 10.0,
         redis_pool_size: int = 20,
         text_analyzer: str = DEFAULT_ANALYZER,
+        lexical_dates: bool | None = None,
         session_grace_seconds: float = 48 * 3600.0,
     ) -> None:
         #: The clients, settings and caches every function of the package is given.
@@ -62,12 +63,14 @@ class RedisQdrantStore:
             qdrant_timeout=qdrant_timeout,
             redis_pool_size=redis_pool_size,
             text_analyzer=text_analyzer,
+            lexical_dates=lexical_dates,
             session_grace_seconds=session_grace_seconds,
         )
 
     @property
     def analyzer(self) -> Analyzer:
-        """How contents and queries become BM25 terms (``MemoryConfig.text_analyzer``)."""
+        """How contents and queries become BM25 terms (``MemoryConfig.text_analyzer`` and
+        ``lexical_dates``)."""
         return self.servers.analyzer
 
     @property
@@ -269,5 +272,6 @@ def from_config(config: MemoryConfig) -> RedisQdrantStore:
         qdrant_timeout=config.qdrant_timeout,
         redis_pool_size=config.redis_pool_size,
         text_analyzer=config.text_analyzer,
+        lexical_dates=config.lexical_dates,
         session_grace_seconds=config.redis_session_grace_hours * 3600.0,
     )

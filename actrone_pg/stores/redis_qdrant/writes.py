@@ -155,7 +155,7 @@ async def _fenced_entries(
                 r.memory.agent_id,
                 r.memory.id,
                 r.memory.embedder,
-                doc_entry(r.memory.content, sv.analyzer),
+                doc_entry(r.memory.content, r.memory.created_at, sv.analyzer),
             )
             for r in records
         ],
