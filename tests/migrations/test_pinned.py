@@ -94,6 +94,15 @@ LIVE: dict[str, dict[str, str]] = {
         "agent_retrieve": "0017",
         "retrieve": "0015",
     },
+    "0018": _AT_0003
+    | {
+        "hybrid_search": "0018",
+        "pack_positions": "0010",
+        "memory_versions": "0012",
+        "memory_lineage": "0012",
+        "agent_retrieve": "0018",
+        "retrieve": "0018",
+    },
 }
 #: hybrid_search's argument count at each revision that has it (0006 and 0007 each add one,
 #: 0011 two).
@@ -113,6 +122,7 @@ ARITY = {
     "0015": 20,
     "0016": 20,
     "0017": 20,
+    "0018": 20,
 }
 #: hybrid_search's SET clauses (0005 adds enable_nestloop, 0009 plan_cache_mode).
 _NESTLOOP = ["jit=off", "enable_nestloop=off"]
@@ -133,6 +143,7 @@ SETTINGS = {
     "0015": _GENERIC,
     "0016": _GENERIC,
     "0017": _GENERIC,
+    "0018": _GENERIC,
 }
 
 
@@ -412,8 +423,8 @@ def test_head_serves_every_statement_of_the_store(postgres_dsn: str, postgres_sc
 
 
 def test_the_ranking_is_written_once_at_head() -> None:
-    """At head the fusion is written in one pinned file: agent_retrieve (0017) takes
-    hybrid_search's body (0016) verbatim instead of a copy of its own."""
+    """At head the fusion is written in one pinned file: agent_retrieve (0017) and retrieve
+    (0018) take hybrid_search's body verbatim instead of a copy of their own."""
     from importlib import resources
 
     head = LIVE[_chain()[-1]]
@@ -426,8 +437,9 @@ def test_the_ranking_is_written_once_at_head() -> None:
     assert [name for name, text in raw.items() if fusion in text] == ["hybrid_search"]
     body = pinned_body(head["hybrid_search"], "hybrid_search")
     assert body.startswith("WITH\n") and body.rstrip().endswith("f.id")
-    assert body in pinned(head["agent_retrieve"], "agent_retrieve")
-    assert "{{body" not in pinned(head["agent_retrieve"], "agent_retrieve")
+    for entry in ("agent_retrieve", "retrieve"):
+        assert body in pinned(head[entry], entry), entry
+        assert "{{body" not in pinned(head[entry], entry), entry
 
 
 def test_a_copy_takes_only_an_older_copys_body() -> None:

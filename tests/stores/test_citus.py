@@ -141,24 +141,31 @@ def _bodies(dsn: str, schema: str, revision: str) -> tuple[str, list[str]]:
 
 
 def test_every_node_ranks_with_hybrid_search_s_own_text_up_and_down(citus_dsn: str) -> None:
-    # agent_retrieve (0017) runs hybrid_search's body verbatim; CREATE OR REPLACE on the
+    # agent_retrieve (0017, 0018) runs hybrid_search's body verbatim; CREATE OR REPLACE on the
     # coordinator reaches the workers, where the delegated call runs, on the way down too.
     import uuid
 
     from actrone_pg.migrations._ops import pinned_body
 
     schema = f"actrone_c_{uuid.uuid4().hex[:8]}"
-    ranking = pinned_body("0016", "hybrid_search")
     try:
         migrations.migrate(citus_dsn, schema)
+        expected, nodes = _bodies(citus_dsn, schema, "0018")
+        # 0018's body, told from 0016's by the condition it adds
+        added = "\n    WHERE f.df > 0\n"
+        assert added in pinned_body("0018", "hybrid_search")
+        assert added not in pinned_body("0016", "hybrid_search")
+        assert len(nodes) >= 3 and added in expected
+        assert all(n.strip() == expected.strip() for n in nodes), nodes[0][:300]
+        migrations.downgrade(citus_dsn, schema, revision="0017")
         expected, nodes = _bodies(citus_dsn, schema, "0017")
-        assert len(nodes) >= 3 and ranking.splitlines()[1] in expected
+        assert added not in expected
         assert all(n.strip() == expected.strip() for n in nodes), nodes[0][:300]
         migrations.downgrade(citus_dsn, schema, revision="0016")
         expected, nodes = _bodies(citus_dsn, schema, "0014")
         assert all(n.strip() == expected.strip() for n in nodes), nodes[0][:300]
         migrations.migrate(citus_dsn, schema)
-        expected, nodes = _bodies(citus_dsn, schema, "0017")
+        expected, nodes = _bodies(citus_dsn, schema, "0018")
         assert all(n.strip() == expected.strip() for n in nodes), nodes[0][:300]
     finally:
         with psycopg.connect(citus_dsn, autocommit=True) as conn:
