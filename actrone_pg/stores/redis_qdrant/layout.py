@@ -221,6 +221,8 @@ class PayloadColumns:
     """What ranking reads of candidates' payloads, column by column, before any memory is built."""
 
     ids: list[str]
+    #: Parsed once: the recency ranking reads ``created_us``, the date terms ``created_at``.
+    created_at: list[datetime]
     created_us: npt.NDArray[np.int64]
     tokens: npt.NDArray[np.int64]
     contents: list[str]
@@ -228,11 +230,11 @@ class PayloadColumns:
 
 def payload_columns(payloads: Sequence[dict[str, Any]]) -> PayloadColumns:
     """The columns of :class:`PayloadColumns` from payloads of :func:`to_payload`."""
+    created_at = [datetime.fromisoformat(p["created_at"]) for p in payloads]
     return PayloadColumns(
         ids=[str(p["memory_id"]) for p in payloads],
-        created_us=np.array(
-            [micros(datetime.fromisoformat(p["created_at"])) for p in payloads], dtype=np.int64
-        ),
+        created_at=created_at,
+        created_us=np.array([micros(c) for c in created_at], dtype=np.int64),
         tokens=np.array([int(p["token_count"]) for p in payloads], dtype=np.int64),
         contents=[str(p["content"]) for p in payloads],
     )

@@ -124,10 +124,7 @@ async def search(sv: Servers, request: SearchRequest) -> PackedSearch:
     def tf(
         idx: npt.NDArray[np.intp], terms: Sequence[str]
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        tokens = [
-            terms_of(columns.contents[i], datetime.fromisoformat(payloads[i]["created_at"]))
-            for i in idx.tolist()
-        ]
+        tokens = [terms_of(columns.contents[i], columns.created_at[i]) for i in idx.tolist()]
         counts = [[t.count(term) for t in tokens] for term in terms]
         lengths = np.array([len(t) for t in tokens], dtype=np.float64)
         return np.array(counts, dtype=np.float64).reshape(len(terms), idx.size), lengths
