@@ -81,7 +81,7 @@ __all__ = [
     "tokenize",
 ]
 
-logger = logging.getLogger("actrone_pg")
+logger = logging.getLogger("actrone_pg.ranking")
 
 BM25_K1 = 1.2
 #: Length normalisation: 0.3, not the textbook 0.75, because a dialog turn's length says little
