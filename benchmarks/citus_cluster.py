@@ -73,6 +73,12 @@ class CitusCluster:
         self, workers: int = 2, *, shard_count: int = 8, extra_conf: str = "fsync=off"
     ) -> None:
         self.scripts = Path(os.environ.get("ACTRONE_TEST_CITUS_SCRIPTS") or CITUS_SCRIPTS)
+        if not (self.scripts / "install.sh").is_file():
+            # A one-line exit, not a traceback: the benchmarks' users run them from a clone.
+            raise SystemExit(
+                f"no Citus scripts (install.sh, cluster.sh) in {self.scripts}: put the clone "
+                "beside shared/ or point ACTRONE_TEST_CITUS_SCRIPTS at shared/citus"
+            )
         self.parent = Path(tempfile.mkdtemp(prefix="actrone-bench-citus-"))
         self.parent.chmod(0o755)  # run as root, the servers' own user must enter it
         self.directory = self.parent / "cluster"

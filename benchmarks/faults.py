@@ -1383,6 +1383,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args(argv)
+    if args.consolidate_after < 0:
+        parser.error(f"--consolidate-after: 0 (off) or more turns, not {args.consolidate_after}")
     if args.short:
         args.warm, args.down, args.after = 1.0, 3.0, 1.0
         args.writers, args.readers, args.agents = 3, 2, 8
