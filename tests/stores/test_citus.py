@@ -19,6 +19,7 @@ from actrone_pg import migrations
 from actrone_pg.errors import ConfigurationError, StoreError
 from actrone_pg.pipeline import MemoryFilter
 from actrone_pg.stores.postgres import PostgresStore, builders
+from actrone_pg.stores.postgres.statements import UPDATE_TERM_STATS
 from tests.factories import record, request
 
 pytestmark = [pytest.mark.postgres, pytest.mark.citus]
@@ -230,6 +231,18 @@ async def test_a_filtered_search_reads_one_shard_then_delegates(
     plan = _explain(citus_dsn, *inputs)
     assert "Task Count: 1" in plan, plan  # a router query: one shard
     _assert_delegated(_explain(citus_dsn, *search), citus_schema, _worker_ports(citus_dsn))
+
+
+async def test_the_term_statistics_are_written_by_the_agents_worker(
+    store_citus: PostgresStore, citus_dsn: str, citus_schema: str
+) -> None:
+    """Every writer's df update is a router query: one task on the agent's shard, not rows
+    pulled to the coordinator and copied back (its SELECT reads the agent's statistics row)."""
+    await store_citus.upsert_memories([record("a", "m1", "coffee", [1, 0, 0, 0])])
+    statement = sql.SQL(UPDATE_TERM_STATS).format(s=sql.Identifier(citus_schema))
+    plan = _explain(citus_dsn, statement, ("a", ["coffee", "tea"], [1, -1]))
+    assert "Task Count: 1" in plan, plan
+    assert "coordinator" not in plan, plan
 
 
 async def test_a_pooled_connection_keeps_delegating_after_an_error(

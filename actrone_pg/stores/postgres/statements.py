@@ -134,9 +134,15 @@ COPY_TYPES = [
     "jsonb",
     "vector",
 ]
+# The agent's id comes from its statistics row (which every caller holds, LOCK_AGENT_STATS, in
+# the same transaction): on Citus that makes the insert a router query run on the agent's
+# worker, where a SELECT of parameters alone goes through the coordinator's intermediate
+# results (docs/scale-out.md, "Ingest on the cluster").
 UPDATE_TERM_STATS = (
     "INSERT INTO {s}.term_stats AS t (agent_id, term, df)"
-    " SELECT %s, u.term, u.delta FROM unnest(%s::text[], %s::int[]) AS u(term, delta)"
+    " SELECT a.agent_id, u.term, u.delta"
+    " FROM (SELECT s.agent_id FROM {s}.agent_stats AS s WHERE s.agent_id = %s) AS a"
+    " CROSS JOIN unnest(%s::text[], %s::int[]) AS u(term, delta)"
     " ON CONFLICT (agent_id, term) DO UPDATE SET df = t.df + EXCLUDED.df"
 )
 PRUNE_TERM_STATS = "DELETE FROM {s}.term_stats WHERE agent_id = %s AND term = ANY(%s) AND df <= 0"
