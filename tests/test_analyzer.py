@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
@@ -13,7 +15,9 @@ from psycopg import sql
 
 from actrone_pg import MemoryConfig, cli, migrations
 from actrone_pg.errors import ConfigurationError
+from actrone_pg.models import Memory
 from actrone_pg.ranking import Analyzer, analyzer, query_terms, term_counts, tokenize
+from actrone_pg.stores.base import MemoryRecord
 from actrone_pg.stores.memory import InMemoryStore
 from actrone_pg.stores.postgres import PostgresStore
 from actrone_pg.stores.postgres.reindex import reindex
@@ -63,6 +67,70 @@ async def _ranked(store: object) -> list[tuple[str, float | None, int | None]]:
 
 async def _reference(name: str) -> list[tuple[str, float | None, int | None]]:
     store = InMemoryStore(text_analyzer=name)
+    await store.upsert_memories(_records())
+    return await _ranked(store)
+
+
+@pytest.mark.postgres
+async def test_a_store_running_while_its_schema_is_reindexed_refuses_its_old_terms(
+    postgres_dsn: str, scratch_schema: str
+) -> None:
+    """A reindex commits while a store started before it runs (or waits on the tables): the
+    store's next write of terms is refused whole, never mixed with the new analyzer's terms;
+    restarted, the store follows what the schema records."""
+    migrations.migrate(postgres_dsn, scratch_schema)
+    records = _records()
+    running = PostgresStore(postgres_dsn, schema=scratch_schema, text_analyzer="english")
+    await running.setup()
+    try:
+        await running.upsert_memories(records[:2])
+        assert reindex(postgres_dsn, scratch_schema, "english", lexical_dates=False) == 2
+        refused = r"re-indexed while this store ran.*'english', not 'english\+dates'"
+        with pytest.raises(ConfigurationError, match=refused):
+            await running.upsert_memories(records[2:])
+        with pytest.raises(ConfigurationError, match=refused):
+            await running.update_memory("a", "m1", _new_content)
+        assert await running.count_memories("a") == 2
+
+        # A write that waits on the reindex's lock sees its analyzer once it commits.
+        settings = sql.Identifier(scratch_schema, "settings")
+        tables = sql.SQL(", ").join(
+            sql.Identifier(scratch_schema, t) for t in ("memories", "term_stats", "agent_stats")
+        )
+        with psycopg.connect(postgres_dsn) as conn:
+            conn.execute(sql.SQL("LOCK TABLE {} IN EXCLUSIVE MODE").format(tables))
+            conn.execute(
+                sql.SQL("UPDATE {} SET value = 'simple' WHERE name = 'text_analyzer'").format(
+                    settings
+                )
+            )
+            write = asyncio.create_task(running.upsert_memories(records[2:]))
+            await asyncio.sleep(0.3)
+            assert not write.done()  # waiting on the lock
+            conn.commit()
+        with pytest.raises(ConfigurationError, match=r"re-indexed while this store ran"):
+            await write
+    finally:
+        await running.close()
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("UPDATE {} SET value = 'english' WHERE name = 'text_analyzer'").format(settings)
+        )
+    restarted = PostgresStore(postgres_dsn, schema=scratch_schema, text_analyzer="english")
+    await restarted.setup()
+    try:
+        await restarted.upsert_memories(records[2:])
+        assert await _ranked(restarted) == await _reference_without_dates("english")
+    finally:
+        await restarted.close()
+
+
+async def _new_content(current: Memory) -> MemoryRecord:
+    return MemoryRecord(replace(current, content="changed"), [1.0, 0.0, 0.0, 0.0])
+
+
+async def _reference_without_dates(name: str) -> list[tuple[str, float | None, int | None]]:
+    store = InMemoryStore(text_analyzer=name, lexical_dates=False)
     await store.upsert_memories(_records())
     return await _ranked(store)
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from actrone_pg.errors import MissingDependencyError
 from actrone_pg.models import MEMORY_FIELD_TYPES, Memory
+from actrone_pg.ranking import analyzer_mismatch
 from actrone_pg.stores.base import BuildVersion, Fence, MemoryRecord, batch_dimensions
 from actrone_pg.stores.postgres import lookups, maintenance, rows
 from actrone_pg.stores.postgres.connection import Database, _Conn, jsonb
@@ -27,6 +28,7 @@ from actrone_pg.stores.postgres.statements import (
     MEMORY_FIELDS,
     PRUNE_TERM_STATS,
     REGISTER_EMBEDDERS,
+    SELECT_ANALYZER,
     SELECT_EMBEDDERS,
     SELECT_EXPIRED,
     SELECT_HISTORY,
@@ -86,7 +88,7 @@ async def upsert_memories(
     async with db.conn() as conn, conn.transaction():
         stored = await _register(db, conn, dims)
         for agent_id in sorted(by_agent):
-            await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
+            await _lock_for_terms(db, conn, agent_id)
             await lookups.check_fence(db, conn, agent_id, fence)
             sizes[agent_id] = await _write_agent(db, conn, agent_id, by_agent[agent_id], fresh=True)
     await _written_now(db, records, dims, stored, sizes)
@@ -108,7 +110,7 @@ async def update_memory(
     so updates of one memory queue on it, in the order they came, none refused.
     """
     async with db.conn() as conn, conn.transaction():
-        await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
+        await _lock_for_terms(db, conn, agent_id)
         await lookups.check_fence(db, conn, agent_id, fence)
         found = await db.fetch(conn, db.compose(SELECT_MEMORY_FOR_UPDATE), (agent_id, memory_id))
         if not found:
@@ -125,6 +127,30 @@ async def update_memory(
         size = await _write_agent(db, conn, agent_id, [record], fresh=False)
     await _written_now(db, [record], dims, stored, {agent_id: size})
     return m
+
+
+async def _lock_for_terms(db: Database, conn: _Conn, agent_id: str) -> None:
+    """Take the agent's statistics row (LOCK_AGENT_STATS) for a write of BM25 terms, and refuse
+    it if the schema now records another analyzer than this store's: ``actrone-pg reindex``
+    ran since the store started (the store's own check, at setup, saw the old one).
+
+    ``reindex`` holds the statistics table exclusively from before it reads to its commit, so
+    once the row is held the recorded analyzer cannot change until this transaction ends, and
+    a write that waited on a reindex reads the analyzer it recorded. (One more round trip:
+    Citus refuses a subquery in an INSERT's RETURNING, which would have carried it.)
+    """
+    await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
+    if db.ts_config != "simple":
+        return  # the server's configuration makes the terms; no analyzer is recorded
+    cur = await conn.execute(db.compose(SELECT_ANALYZER))
+    row = await cur.fetchone()
+    recorded = row[0] if row else None
+    if recorded is not None and recorded != db.analyzer.index_name:
+        raise analyzer_mismatch(
+            f"schema {db.schema!r} (re-indexed while this store ran; restart it to follow)",
+            str(recorded),
+            db.analyzer.index_name,
+        )
 
 
 async def _register(db: Database, conn: _Conn, dims: dict[str, int]) -> dict[str, int]:
