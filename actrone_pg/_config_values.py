@@ -146,8 +146,8 @@ def _coerce(name: str, hint: Any, value: Any, *, from_env: bool) -> Any:
         if origin is tuple:
             # A fixed-length tuple of floats, or tuple[float, ...] (its length is the field's
             # own check: rrf_weights has one weight per ranking).
-            args = typing.get_args(hint)
-            count = None if args[-1] is Ellipsis else len(args)
+            kinds = typing.get_args(hint)
+            count = None if kinds[-1] is Ellipsis else len(kinds)
             items = list(value) if not isinstance(value, (str, bytes)) else None
             if items is None or (count is not None and len(items) != count):
                 wanted = "numbers" if count is None else f"{count} numbers"

@@ -10,10 +10,10 @@ The rules it applies (tie order, BM25, RRF, the classic blend) are :mod:`actrone
 the packing is :func:`actrone_pg.budget.pack_costs`. PostgreSQL renders the same pipeline in SQL
 (``hybrid_search.sql``, ``pack_positions.sql``) and is pinned to this one by the parity tests.
 
-Adding a ranking channel means this module and :mod:`actrone_pg.ranking` for the rule, each
-store's feed of :class:`Candidates`, the SQL (one new ``hybrid_search`` copy, which the Citus
-entry takes verbatim) and its callers, the config: docs/architecture.md lists the files; a
-filter key is defined in :mod:`actrone_pg.filters` alone.
+A ranking channel is one entry of :data:`actrone_pg.ranking.CHANNELS` (this module derives its
+explanations from it), its rank in ``Explain``, one new ``hybrid_search`` copy for the SQL, and
+a new input, if it reads one, in :class:`Candidates` and each store's feed of it:
+docs/architecture.md lists the files; a filter key is defined in :mod:`actrone_pg.filters` alone.
 """
 
 from __future__ import annotations

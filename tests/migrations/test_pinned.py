@@ -461,3 +461,14 @@ def test_a_copy_takes_only_an_older_copys_body() -> None:
     for line in ("{{body 0018_hybrid_search}}", "{{body 0017_x}}"):
         with pytest.raises(ValueError):
             with_bodies("0017", "x", line)
+
+
+def test_a_later_revision_installs_an_older_copy_around_its_own_body() -> None:
+    # How a new ranking is one new hybrid_search copy: 0019's entry functions, installed again
+    # with their body line naming that copy (here 0018's, standing in for a later one).
+    for entry in ("retrieve", "agent_retrieve"):
+        text = pinned("0019", entry, {"hybrid_search": "0018"})
+        assert pinned_body("0018", "hybrid_search") in text, entry
+        assert pinned_body("0019", "hybrid_search") not in text, entry
+    with pytest.raises(ValueError):
+        pinned("0019", "hybrid_search", {"hybrid_search": "0018"})  # it has no body line
