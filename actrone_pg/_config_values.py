@@ -144,9 +144,14 @@ def _coerce(name: str, hint: Any, value: Any, *, from_env: bool) -> Any:
                 raise ConfigurationError(name, f"expected non-empty strings, got {value!r}")
             return labels
         if origin is tuple:
+            # A fixed-length tuple of floats, or tuple[float, ...] (its length is the field's
+            # own check: rrf_weights has one weight per ranking).
+            kinds = typing.get_args(hint)
+            count = None if kinds[-1] is Ellipsis else len(kinds)
             items = list(value) if not isinstance(value, (str, bytes)) else None
-            if items is None or len(items) != 3:
-                raise ConfigurationError(name, f"expected three numbers, got {value!r}")
+            if items is None or (count is not None and len(items) != count):
+                wanted = "numbers" if count is None else f"{count} numbers"
+                raise ConfigurationError(name, f"expected {wanted}, got {value!r}")
             out_t = tuple(_coerce(name, float, v, from_env=False) for v in items)
             return out_t
     except TypeError:
@@ -188,9 +193,9 @@ def _parse_env(name: str, hint: Any, text: str) -> Any:
             )
         except ValueError:
             raise ConfigurationError(
-                name, f"expected a list of three numbers such as '[1, 1, 0.3]', got {text!r}"
+                name, f"expected a list of numbers such as '[1, 1, 0.3]', got {text!r}"
             ) from None
         if not isinstance(parsed, list):
-            raise ConfigurationError(name, f"expected a list of three numbers, got {text!r}")
+            raise ConfigurationError(name, f"expected a list of numbers, got {text!r}")
         return parsed
     return text

@@ -20,7 +20,7 @@ from actrone_pg._config_values import ENV_PREFIX as ENV_PREFIX
 from actrone_pg._config_values import resolve
 from actrone_pg._redact import redact
 from actrone_pg.errors import ConfigurationError
-from actrone_pg.ranking import ANALYZERS
+from actrone_pg.ranking import ANALYZERS, CHANNELS, DEFAULT_RRF_WEIGHTS
 
 __all__ = [
     "BACKENDS",
@@ -135,7 +135,9 @@ class MemoryConfig:
     max_episodic_memories: int = 500
     hybrid_retrieval: bool = True
     rrf_k: int = 60
-    rrf_weights: tuple[float, float, float] = (1.0, 4.0, 0.1)  # measured: docs/quality.md
+    #: One weight per ranking of ``ranking.CHANNELS`` (dense, lexical, recency), each channel's
+    #: measured default (docs/quality.md).
+    rrf_weights: tuple[float, ...] = DEFAULT_RRF_WEIGHTS
     #: How text becomes BM25 terms in every backend: "english" (Snowball English stemming) or
     #: "simple" (lower-case tokens). A store records it with its term statistics.
     text_analyzer: str = "english"
@@ -375,6 +377,9 @@ def _validate(cfg: MemoryConfig) -> None:
         fail("bm25_k1", f"must be greater than 0, got {cfg.bm25_k1}")
     if not (0.0 <= cfg.bm25_b <= 1.0):
         fail("bm25_b", f"must lie in [0, 1], got {cfg.bm25_b}")
+    if len(cfg.rrf_weights) != len(CHANNELS):
+        names = ", ".join(c.name for c in CHANNELS)
+        fail("rrf_weights", f"expected {len(CHANNELS)} weights ({names}), got {cfg.rrf_weights}")
     if any(w < 0 for w in cfg.rrf_weights) or not any(w > 0 for w in cfg.rrf_weights):
         fail("rrf_weights", f"weights must be ≥ 0 with at least one > 0, got {cfg.rrf_weights}")
     for name in ("relevance_weight", "recency_weight"):

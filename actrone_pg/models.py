@@ -54,6 +54,8 @@ class Explain:
     Ranks are 1-based; a rank is ``None`` where the memory is absent from that ranking (for example
     ``lexical_rank`` when the memory shares no term with the query). ``fused_score`` is the RRF
     score in hybrid mode and the weighted blend in classic mode.
+    Each ranking of :data:`actrone_pg.ranking.CHANNELS` has its rank here, named by its
+    ``Channel.field`` (a test checks that every channel has one).
     """
 
     cosine: float
@@ -68,17 +70,11 @@ class Explain:
     neighbour_score: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """The explanation as a JSON-ready dict."""
-        return {
-            "cosine": self.cosine,
-            "dense_rank": self.dense_rank,
-            "lexical_rank": self.lexical_rank,
-            "recency_rank": self.recency_rank,
-            "fused_score": self.fused_score,
-            "rerank_score": self.rerank_score,
-            "bm25": self.bm25,
-            "neighbour_score": self.neighbour_score,
-        }
+        """The explanation as a JSON-ready dict: every field, in field order."""
+        return {name: getattr(self, name) for name in _EXPLAIN_FIELDS}
+
+
+_EXPLAIN_FIELDS = tuple(f.name for f in fields(Explain))
 
 
 @dataclass(frozen=True, slots=True)

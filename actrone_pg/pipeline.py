@@ -10,15 +10,15 @@ The rules it applies (tie order, BM25, RRF, the classic blend) are :mod:`actrone
 the packing is :func:`actrone_pg.budget.pack_costs`. PostgreSQL renders the same pipeline in SQL
 (``hybrid_search.sql``, ``pack_positions.sql``) and is pinned to this one by the parity tests.
 
-Adding a ranking channel means this module and :mod:`actrone_pg.ranking` for the rule, each
-store's feed of :class:`Candidates`, the SQL (one new ``hybrid_search`` copy, which the Citus
-entry takes verbatim) and its callers, the config: docs/architecture.md lists the files; a
-filter key is defined in :mod:`actrone_pg.filters` alone.
+A ranking channel is one entry of :data:`actrone_pg.ranking.CHANNELS` (this module derives its
+explanations from it), its rank in ``Explain``, one new ``hybrid_search`` copy for the SQL, and
+a new input, if it reads one, in :class:`Candidates` and each store's feed of it:
+docs/architecture.md lists the files; a filter key is defined in :mod:`actrone_pg.filters` alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -29,6 +29,7 @@ from actrone_pg.budget import pack_costs
 from actrone_pg.filters import MemoryFilter  # re-exported: the type of SearchRequest.filter
 from actrone_pg.models import Explain, Memory, ScoredMemory, Vector
 from actrone_pg.ranking import (
+    CHANNELS,
     CorpusStats,
     RankingParams,
     bm25,
@@ -172,9 +173,7 @@ def search(request: SearchRequest, candidates: Candidates, stats: CorpusStats) -
     explained = explains(
         cosine=cosine[chosen].tolist(),
         bm25=scores[chosen].tolist(),
-        dense_rank=ranked.dense_rank[chosen].tolist(),
-        lexical_rank=ranked.lexical_rank[chosen].tolist(),
-        recency_rank=ranked.recency_rank[chosen].tolist(),
+        ranks={name: rank[chosen].tolist() for name, rank in ranked.ranks.items()},
         fused_score=ranked.score[chosen].tolist(),
     )
     hits = [ScoredMemory(m, e) for m, e in zip(memories, explained, strict=True)]
@@ -185,27 +184,24 @@ def explains(
     *,
     cosine: Sequence[float],
     bm25: Sequence[float | None],
-    dense_rank: Sequence[int],
-    lexical_rank: Sequence[int | None],
-    recency_rank: Sequence[int],
+    ranks: Mapping[str, Sequence[int | None]],
     fused_score: Sequence[float],
 ) -> list[Explain]:
     """The explanations of hits given column by column, by name (one entry per hit, in order).
 
-    A lexical rank of 0 or ``None`` and a BM25 of 0 or ``None`` mean "absent from that ranking".
+    ``ranks`` holds each channel's ranks by its name (:data:`~actrone_pg.ranking.CHANNELS`),
+    each the ``Explain`` field of :attr:`~actrone_pg.ranking.Channel.field`. A rank of 0 or
+    ``None`` and a BM25 of 0 or ``None`` mean "absent from that ranking".
     """
+    channels = [(c.field, ranks[c.name]) for c in CHANNELS]
     return [
         Explain(
             cosine=c,
-            dense_rank=d,
-            lexical_rank=lx or None,
-            recency_rank=r,
             fused_score=f,
             bm25=b if b is not None and b > 0.0 else None,
+            **{name: column[i] or None for name, column in channels},
         )
-        for c, b, d, lx, r, f in zip(
-            cosine, bm25, dense_rank, lexical_rank, recency_rank, fused_score, strict=True
-        )
+        for i, (c, b, f) in enumerate(zip(cosine, bm25, fused_score, strict=True))
     ]
 
 

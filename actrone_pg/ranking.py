@@ -1,17 +1,18 @@
-"""The ranking rules: admission order, BM25, the three rankings, RRF, the blend (README, step 4-6).
+"""The ranking rules: admission order, BM25, the rankings, RRF, the blend (README, step 4-6).
 
 This module does no I/O. :mod:`actrone_pg.pipeline` applies these rules for every Python store,
 and PostgreSQL's SQL is tested for parity against it, so every rule here is the contract:
 
 * **Admission**: a memory is a candidate only if ``cosine >= threshold``; at most ``limit``
   candidates are kept, nearest first (ties: newer first, then smaller id).
-* **Dense ranking**: cosine descending. **Lexical ranking**: BM25 descending, only candidates that
-  share at least one query term (the others are absent: rank ``None``). **Recency ranking**:
-  ``created_at`` descending. Every ranking breaks ties newer first, then by id ascending, and
-  assigns distinct 1-based ranks.
+* **The rankings** (:data:`CHANNELS`, one :class:`Channel` each; a new one is added there).
+  **Dense**: cosine descending. **Lexical**: BM25 descending, only candidates that share at
+  least one query term (the others are absent: rank ``None``). **Recency**: ``created_at``
+  descending. Every ranking breaks ties newer first, then by id ascending, and assigns distinct
+  1-based ranks.
 * **RRF**: ``fused = Σ weight_i / (k + rank_i)`` over the rankings a memory appears in, summed in
-  the order dense, lexical, recency (floating-point addition is not associative; a fixed order
-  keeps every backend bit-identical).
+  the order of :data:`CHANNELS`, dense, lexical, recency (floating-point addition is not
+  associative; a fixed order keeps every backend bit-identical).
 * **Classic blend** (hybrid off): ``relevance_weight × cosine + recency_weight × recency`` with
   recency falling linearly from 1 (written now) to 0 (30 days or older).
 * Final order: score descending, then newer first, then id ascending. (After the store, the
@@ -43,9 +44,10 @@ import math
 import re
 import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -56,14 +58,18 @@ __all__ = [
     "ANALYZERS",
     "BM25_B",
     "BM25_K1",
+    "CHANNELS",
+    "DEFAULT_RRF_WEIGHTS",
     "DEFAULT_ANALYZER",
     "DEFAULT_LEXICAL_DATES",
     "DEFAULT_RELEVANCE_THRESHOLD",
     "QUESTION_WORDS",
     "Analyzer",
+    "Channel",
     "RECENCY_HORIZON_SECONDS",
     "CorpusStats",
     "RankedArrays",
+    "RankRule",
     "RankingParams",
     "analyzer",
     "analyzer_mismatch",
@@ -346,19 +352,6 @@ def term_counts(text: str, analyzer_name: str = DEFAULT_ANALYZER) -> tuple[Count
     return analyzer(analyzer_name).term_counts(text)
 
 
-@dataclass(frozen=True, slots=True)
-class RankingParams:
-    """Everything a ranking depends on besides the candidates."""
-
-    hybrid: bool = True
-    rrf_k: int = 60
-    rrf_weights: tuple[float, float, float] = (1.0, 1.0, 1.0)
-    relevance_weight: float = 0.7
-    recency_weight: float = 0.3
-    bm25_k1: float = BM25_K1
-    bm25_b: float = BM25_B
-
-
 def micros(dt: datetime) -> int:
     """Whole microseconds since the Unix epoch (exact, the resolution PostgreSQL keeps)."""
     delta = dt - _EPOCH
@@ -397,17 +390,111 @@ def nearest_first(
     return candidates[best[:limit]]
 
 
+#: What a channel's rule reads: the admitted candidates' columns by name (``cosine``, ``bm25``,
+#: ``created_us``, ``id_order``, and whatever else the store gave :func:`rank_arrays` as
+#: ``columns``), then the candidates' positions in the order every ranking breaks ties by (newer
+#: first, then id ascending). It returns each candidate's 1-based rank, 0 where it is absent.
+RankRule = Callable[[Mapping[str, npt.NDArray[Any]], npt.NDArray[np.intp]], npt.NDArray[np.int64]]
+
+
+@dataclass(frozen=True, slots=True)
+class Channel:
+    """One ranking of the fusion: its name, its rule, and its weight's default.
+
+    Its rank is ``Explain.<name>_rank`` (:attr:`field`), and its place in :data:`CHANNELS` is its
+    place everywhere else: its entry in ``rrf_weights``, its term in the fusion's sum, its
+    element of the ``ranks`` array the SQL functions return (docs/architecture.md, "A new
+    ranking channel").
+    """
+
+    name: str
+    rank: RankRule
+    #: ``MemoryConfig.rrf_weights``' default entry (measured: docs/quality.md).
+    weight: float
+    #: It ranks only some candidates (rank 0 for the others): they get no term in the fusion.
+    partial: bool = False
+    #: Reported only in hybrid mode (``None`` in the classic blend).
+    hybrid_only: bool = False
+
+    @property
+    def field(self) -> str:
+        """The name of its rank in :class:`~actrone_pg.models.Explain` and in SQL."""
+        return self.name + "_rank"
+
+
+def _ranks_of(order: npt.NDArray[np.intp], n: int) -> npt.NDArray[np.int64]:
+    """1-based ranks of ``n`` candidates of which ``order`` lists some, best first (0: absent)."""
+    ranks = np.zeros(n, dtype=np.int64)
+    ranks[order] = np.arange(1, order.size + 1, dtype=np.int64)
+    return ranks
+
+
+# Every ranking breaks ties newer first, then by id: the recency order. Stable sorts of the
+# candidates taken in that order break them so, each on one key (faster: docs/benchmarks.md).
+def _dense(
+    values: Mapping[str, npt.NDArray[Any]], recent: npt.NDArray[np.intp]
+) -> npt.NDArray[np.int64]:
+    """Cosine descending."""
+    return _ranks_of(recent[np.argsort(-values["cosine"][recent], kind="stable")], recent.size)
+
+
+def _lexical(
+    values: Mapping[str, npt.NDArray[Any]], recent: npt.NDArray[np.intp]
+) -> npt.NDArray[np.int64]:
+    """BM25 descending, only candidates that share a query term (BM25 > 0)."""
+    bm25 = values["bm25"]
+    has_term = recent[bm25[recent] > 0.0]
+    return _ranks_of(has_term[np.argsort(-bm25[has_term], kind="stable")], recent.size)
+
+
+def _recency(
+    values: Mapping[str, npt.NDArray[Any]], recent: npt.NDArray[np.intp]
+) -> npt.NDArray[np.int64]:
+    """``created_at`` descending: the tie order itself."""
+    return _ranks_of(recent, recent.size)
+
+
+#: The rankings RRF fuses, in the order of their weights and of the fusion's sum
+#: (floating-point addition is not associative: every backend adds them in this order).
+CHANNELS: tuple[Channel, ...] = (
+    Channel("dense", _dense, weight=1.0),
+    Channel("lexical", _lexical, weight=4.0, partial=True, hybrid_only=True),
+    Channel("recency", _recency, weight=0.1),
+)
+#: ``MemoryConfig.rrf_weights``' default: each channel's measured weight (docs/quality.md).
+DEFAULT_RRF_WEIGHTS = tuple(c.weight for c in CHANNELS)
+
+
+#: ``RankingParams.rrf_weights``' default: unweighted RRF.
+_UNWEIGHTED = tuple(1.0 for _ in CHANNELS)
+
+
+@dataclass(frozen=True, slots=True)
+class RankingParams:
+    """Everything a ranking depends on besides the candidates.
+
+    ``rrf_weights`` has one entry per channel of :data:`CHANNELS`, in its order (by default
+    1.0 each: unweighted RRF).
+    """
+
+    hybrid: bool = True
+    rrf_k: int = 60
+    rrf_weights: tuple[float, ...] = _UNWEIGHTED
+    relevance_weight: float = 0.7
+    recency_weight: float = 0.3
+    bm25_k1: float = BM25_K1
+    bm25_b: float = BM25_B
+
+
 @dataclass(frozen=True, slots=True)
 class RankedArrays:
     """The result of :func:`rank_arrays`: positions into the input, best first, and channel ranks.
 
-    ``lexical_rank`` is 0 where a candidate is absent from the lexical ranking.
+    ``ranks`` holds each channel's ranks by its name, 0 where a candidate is absent from it.
     """
 
     order: npt.NDArray[np.intp]
-    dense_rank: npt.NDArray[np.int64]
-    lexical_rank: npt.NDArray[np.int64]
-    recency_rank: npt.NDArray[np.int64]
+    ranks: dict[str, npt.NDArray[np.int64]]
     score: npt.NDArray[np.float64]
 
 
@@ -418,40 +505,45 @@ def rank_arrays(
     bm25: npt.NDArray[np.float64],
     params: RankingParams,
     now: datetime,
+    columns: Mapping[str, npt.NDArray[Any]] | None = None,
 ) -> RankedArrays:
-    """Rank admitted candidates: the three rankings and their fusion (or the classic blend).
+    """Rank admitted candidates: every channel's ranking and their fusion (or the classic blend).
 
     ``id_order`` must order the candidates as their ids compare (any integers that sort the same
-    way). A test holds it, bit for bit, to a plain-Python oracle on random inputs full of ties.
+    way); ``columns`` are further inputs of the channels' rules, by name. A test holds it, bit
+    for bit, to a plain-Python oracle on random inputs full of ties.
     """
     n = cosine.shape[0]
-    positions = np.arange(1, n + 1, dtype=np.int64)
-    # Every ranking breaks ties newer first, then by id: the recency order. Stable sorts of the
-    # candidates taken in that order break them so, each on one key (faster: docs/benchmarks.md).
+    values = {
+        **(columns or {}),
+        "id_order": id_order,
+        "created_us": created_us,
+        "cosine": cosine,
+        "bm25": bm25,
+    }
     recent = np.lexsort((id_order, -created_us))  # np.lexsort sorts by the last key first
-    recency_rank = np.empty(n, dtype=np.int64)
-    recency_rank[recent] = positions
-    dense = recent[np.argsort(-cosine[recent], kind="stable")]
-    dense_rank = np.empty(n, dtype=np.int64)
-    dense_rank[dense] = positions
-    lexical_rank = np.zeros(n, dtype=np.int64)
-    has_term = recent[bm25[recent] > 0.0]
-    if has_term.size:
-        lex = has_term[np.argsort(-bm25[has_term], kind="stable")]
-        lexical_rank[lex] = positions[: lex.size]
+    ranks = {c.name: c.rank(values, recent) for c in CHANNELS}
     score: npt.NDArray[np.float64]
     if params.hybrid:
         k = float(params.rrf_k)
-        w_dense, w_lex, w_rec = params.rrf_weights
-        lex_part = np.where(lexical_rank > 0, w_lex / (k + np.maximum(lexical_rank, 1)), 0.0)
-        score = np.asarray(w_dense / (k + dense_rank) + lex_part + w_rec / (k + recency_rank))
+        total: Any = None
+        for channel, weight in zip(CHANNELS, params.rrf_weights, strict=True):
+            rank = ranks[channel.name]
+            if channel.partial:
+                term = np.where(rank > 0, weight / (k + np.maximum(rank, 1)), 0.0)
+            else:
+                term = weight / (k + rank)
+            total = term if total is None else total + term  # summed in channel order
+        score = np.asarray(total)
     else:
         age = (micros(now) - created_us) / 1_000_000.0
         rec = np.where(age <= 0, 1.0, np.maximum(0.0, 1.0 - age / RECENCY_HORIZON_SECONDS))
         score = np.asarray(params.relevance_weight * cosine + params.recency_weight * rec)
-        lexical_rank = np.zeros(n, dtype=np.int64)
+        for channel in CHANNELS:
+            if channel.hybrid_only:
+                ranks[channel.name] = np.zeros(n, dtype=np.int64)
     order = recent[np.argsort(-score[recent], kind="stable")]
-    return RankedArrays(order, dense_rank, lexical_rank, recency_rank, score)
+    return RankedArrays(order, ranks, score)
 
 
 # Columns per matrix-vector product: on 1,024 columns OpenBLAS stays on the calling thread. One

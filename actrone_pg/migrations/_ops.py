@@ -13,14 +13,17 @@ A copy may take another copy's body instead of repeating it: a line ``{{body <re
 stands for the body of that pinned copy (its text between ``AS $$`` and ``$$``), verbatim; only
 a copy of the same revision or an older one, so that it never changes either. That is how the
 ranking has one text: ``agent_retrieve`` (0017) runs ``hybrid_search``'s statement (0016) in
-PL/pgSQL, which Citus can plan, instead of a copy of it (docs/scale-out.md).
+PL/pgSQL, which Citus can plan, instead of a copy of it (docs/scale-out.md). A later revision
+may install an older copy with such a line standing for a newer copy's body instead
+(:func:`install`'s ``bodies``): a change of the ranking alone is then one new copy of
+``hybrid_search`` (docs/architecture.md, "A new ranking channel").
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any
 
@@ -42,6 +45,7 @@ __all__ = [
     "pinned",
     "pinned_body",
     "pinned_names",
+    "replace_function",
     "schema_name",
     "template",
     "vector_schema",
@@ -86,12 +90,13 @@ def template(text: str, **identifiers: str) -> sql.Composed:
     return sql.SQL(text).format(**{k: sql.Identifier(v) for k, v in identifiers.items()})
 
 
-def pinned(revision: str, name: str) -> str:
+def pinned(revision: str, name: str, bodies: Mapping[str, str] | None = None) -> str:
     """The text of object ``name`` as ``revision`` pinned it (``sql/<revision>_<name>.sql``).
 
     One ``CREATE OR REPLACE`` statement, whose ``{schema}`` and ``{vector_schema}``
     placeholders :func:`install` fills with quoted identifiers; each ``{{body <rev>_<name>}}``
-    line is replaced by that copy's body (:func:`pinned_body`).
+    line is replaced by that copy's body (:func:`pinned_body`), or for an object ``bodies``
+    names (``{object: revision}``) by the body of that revision's copy of it.
     """
     filename = f"{revision}_{name}.sql"
     if not _PINNED.match(filename):
@@ -101,19 +106,35 @@ def pinned(revision: str, name: str) -> str:
         .joinpath("sql", filename)
         .read_text(encoding="utf-8")
     )
-    return with_bodies(revision, name, text)
+    return with_bodies(revision, name, text, bodies)
 
 
-def with_bodies(revision: str, name: str, text: str) -> str:
+def with_bodies(
+    revision: str, name: str, text: str, bodies: Mapping[str, str] | None = None
+) -> str:
     """``text``, the copy ``revision`` pinned of ``name``, with each ``{{body <rev>_<name>}}``
-    line replaced by that copy's body; a body of a later copy, or of itself, is an error."""
+    line replaced by that copy's body; a body of a later copy, or of itself, is an error.
+
+    ``bodies`` (``{object: revision}``) redirects the lines of the objects it names to those
+    revisions' copies, later ones included: how a later revision installs ``revision``'s copy
+    around its own body. Naming an object ``text`` has no line of is an error.
+    """
+    redirect = dict(bodies or {})
+    missing = set(redirect)
 
     def body(found: re.Match[str]) -> str:
+        source = redirect.get(found[2])
+        if source is not None:
+            missing.discard(found[2])
+            return pinned_body(source, found[2])
         if found[1] > revision or (found[1], found[2]) == (revision, name):
             raise ValueError(f"{revision}_{name}.sql takes the body of a later copy, or its own")
         return pinned_body(found[1], found[2])
 
-    return _BODY.sub(body, text)
+    replaced = _BODY.sub(body, text)
+    if missing:
+        raise ValueError(f"{revision}_{name}.sql takes no body of {', '.join(sorted(missing))}")
+    return replaced
 
 
 def pinned_body(revision: str, name: str) -> str:
@@ -135,9 +156,36 @@ def pinned_names() -> list[tuple[str, str]]:
     return sorted((m[1], m[2]) for m in found if m)
 
 
-def install(revision: str, name: str) -> None:
-    """CREATE OR REPLACE object ``name`` from the copy ``revision`` pinned."""
-    execute(template(pinned(revision, name), schema=schema_name(), vector_schema=vector_schema()))
+def install(revision: str, name: str, bodies: Mapping[str, str] | None = None) -> None:
+    """CREATE OR REPLACE object ``name`` from the copy ``revision`` pinned, its body lines
+    redirected as ``bodies`` says (:func:`pinned`)."""
+    text = pinned(revision, name, bodies)
+    execute(template(text, schema=schema_name(), vector_schema=vector_schema()))
+
+
+def replace_function(revision: str, name: str, arguments: str) -> None:
+    """Replace the function ``name(arguments)`` by ``revision``'s copy when its result type
+    changes, which ``CREATE OR REPLACE`` refuses: drop it, install the copy, and distribute it
+    again by its first argument if Citus had it so (``arguments`` as :func:`drop_function`
+    takes them)."""
+    signature = f"{name}({arguments})"
+    was_distributed = _distributed_by_agent(signature)
+    drop_function(name, arguments)
+    install(revision, name)
+    if was_distributed:
+        distribute_function(signature)
+
+
+def _distributed_by_agent(signature: str) -> bool:
+    if not _citus.citus_installed(run):
+        return False
+    qualified = _qualified(signature)
+    rows = run(
+        "SELECT EXISTS (SELECT 1 FROM pg_dist_object AS o WHERE o.classid = 'pg_proc'::regclass"
+        " AND o.objid = to_regprocedure(%s) AND o.distribution_argument_index IS NOT NULL)",
+        (qualified,),
+    )
+    return bool(rows and rows[0][0])
 
 
 def drop_function(name: str, arguments: str) -> None:
@@ -219,13 +267,17 @@ def distribute_function(signature: str, *, force_delegation: bool = False) -> bo
     distributed (off Citus, with ``postgres_distribute="off"``, before ``migrate --distribute``).
     A revision that installs a per-agent function calls this right after installing it.
     """
+    return _citus.distribute_function(
+        run, schema_name(), _qualified(signature), force_delegation=force_delegation
+    )
+
+
+def _qualified(signature: str) -> str:
+    """``"f(text, ...)"`` as ``"schema".f(text, ...)``, ``{vector_schema}`` filled in."""
     name, _, arguments = signature.partition("(")
-    qualified = template(
+    return template(
         "{schema}.{name}(" + arguments,
         schema=schema_name(),
         vector_schema=vector_schema(),
         name=name.strip(),
     ).as_string()
-    return _citus.distribute_function(
-        run, schema_name(), qualified, force_delegation=force_delegation
-    )

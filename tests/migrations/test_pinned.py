@@ -103,6 +103,15 @@ LIVE: dict[str, dict[str, str]] = {
         "agent_retrieve": "0018",
         "retrieve": "0018",
     },
+    "0019": _AT_0003
+    | {
+        "hybrid_search": "0019",
+        "pack_positions": "0010",
+        "memory_versions": "0012",
+        "memory_lineage": "0012",
+        "agent_retrieve": "0019",
+        "retrieve": "0019",
+    },
 }
 #: hybrid_search's argument count at each revision that has it (0006 and 0007 each add one,
 #: 0011 two).
@@ -123,6 +132,7 @@ ARITY = {
     "0016": 20,
     "0017": 20,
     "0018": 20,
+    "0019": 20,
 }
 #: hybrid_search's SET clauses (0005 adds enable_nestloop, 0009 plan_cache_mode).
 _NESTLOOP = ["jit=off", "enable_nestloop=off"]
@@ -144,6 +154,7 @@ SETTINGS = {
     "0016": _GENERIC,
     "0017": _GENERIC,
     "0018": _GENERIC,
+    "0019": _GENERIC,
 }
 
 
@@ -175,7 +186,9 @@ def test_each_pinned_copy_is_installed_by_its_own_revision_only() -> None:
     calls: dict[str, set[tuple[str, str]]] = {}
     for path in VERSIONS.glob("[0-9][0-9][0-9][0-9]_*.py"):
         text = path.read_text(encoding="utf-8")
-        calls[path.name[:4]] = set(re.findall(r'install\("(\d{4})", "([a-z_]+)"\)', text))
+        calls[path.name[:4]] = set(
+            re.findall(r'(?:install|replace_function)\("(\d{4})", "([a-z_]+)"[,)]', text)
+        )
         # Migrations never read the library's current SQL.
         assert "actrone_pg import sql" not in text and "sql_files" not in text, path.name
     for revision, name in pinned_names():
@@ -448,3 +461,14 @@ def test_a_copy_takes_only_an_older_copys_body() -> None:
     for line in ("{{body 0018_hybrid_search}}", "{{body 0017_x}}"):
         with pytest.raises(ValueError):
             with_bodies("0017", "x", line)
+
+
+def test_a_later_revision_installs_an_older_copy_around_its_own_body() -> None:
+    # How a new ranking is one new hybrid_search copy: 0019's entry functions, installed again
+    # with their body line naming that copy (here 0018's, standing in for a later one).
+    for entry in ("retrieve", "agent_retrieve"):
+        text = pinned("0019", entry, {"hybrid_search": "0018"})
+        assert pinned_body("0018", "hybrid_search") in text, entry
+        assert pinned_body("0019", "hybrid_search") not in text, entry
+    with pytest.raises(ValueError):
+        pinned("0019", "hybrid_search", {"hybrid_search": "0018"})  # it has no body line

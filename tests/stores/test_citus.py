@@ -141,9 +141,23 @@ def _bodies(dsn: str, schema: str, revision: str) -> tuple[str, list[str]]:
     return expected, [str(r[0]) for r in nodes]
 
 
+def _distributed_by_agent(dsn: str, schema: str) -> list[str]:
+    """The schema's functions Citus distributes by an argument (delegated calls)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT p.proname FROM pg_dist_object AS o JOIN pg_proc AS p ON p.oid = o.objid"
+            " JOIN pg_namespace AS n ON n.oid = p.pronamespace WHERE n.nspname = %s"
+            " AND o.classid = 'pg_proc'::regclass AND o.distribution_argument_index IS NOT NULL"
+            " ORDER BY 1",
+            (schema,),
+        ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
 def test_every_node_ranks_with_hybrid_search_s_own_text_up_and_down(citus_dsn: str) -> None:
-    # agent_retrieve (0017, 0018) runs hybrid_search's body verbatim; CREATE OR REPLACE on the
-    # coordinator reaches the workers, where the delegated call runs, on the way down too.
+    # agent_retrieve (0017 to 0019) runs hybrid_search's body verbatim; CREATE OR REPLACE on
+    # the coordinator reaches the workers, where the delegated call runs, on the way down too,
+    # and so does 0019's drop and new creation (its result type changes).
     import uuid
 
     from actrone_pg.migrations._ops import pinned_body
@@ -151,6 +165,13 @@ def test_every_node_ranks_with_hybrid_search_s_own_text_up_and_down(citus_dsn: s
     schema = f"actrone_c_{uuid.uuid4().hex[:8]}"
     try:
         migrations.migrate(citus_dsn, schema)
+        expected, nodes = _bodies(citus_dsn, schema, "0019")
+        # 0019's body, told from 0018's by the array of ranks it returns
+        ranks = "ARRAY[f.dense_rank::integer"
+        assert ranks in expected and ranks not in pinned_body("0018", "hybrid_search")
+        assert len(nodes) >= 3 and all(n.strip() == expected.strip() for n in nodes)
+        assert _distributed_by_agent(citus_dsn, schema) == ["agent_retrieve"]
+        migrations.downgrade(citus_dsn, schema, revision="0018")
         expected, nodes = _bodies(citus_dsn, schema, "0018")
         # 0018's body, told from 0016's by the condition it adds
         added = "\n    WHERE f.df > 0\n"
@@ -166,8 +187,9 @@ def test_every_node_ranks_with_hybrid_search_s_own_text_up_and_down(citus_dsn: s
         expected, nodes = _bodies(citus_dsn, schema, "0014")
         assert all(n.strip() == expected.strip() for n in nodes), nodes[0][:300]
         migrations.migrate(citus_dsn, schema)
-        expected, nodes = _bodies(citus_dsn, schema, "0018")
+        expected, nodes = _bodies(citus_dsn, schema, "0019")
         assert all(n.strip() == expected.strip() for n in nodes), nodes[0][:300]
+        assert _distributed_by_agent(citus_dsn, schema) == ["agent_retrieve"]
     finally:
         with psycopg.connect(citus_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))

@@ -124,8 +124,9 @@ def test_rank_arrays_matches_rank_on_ties() -> None:
         assert [ids[i] for i in got.order] == [c.id for c, _ in want]
         for pos, (_c, e) in zip(got.order, want, strict=True):
             assert float(got.score[pos]) == e.fused_score
-            assert int(got.dense_rank[pos]) == e.dense_rank
-            assert (int(got.lexical_rank[pos]) or None) == e.lexical_rank
+            assert int(got.ranks["dense"][pos]) == e.dense_rank
+            assert (int(got.ranks["lexical"][pos]) or None) == e.lexical_rank
+            assert int(got.ranks["recency"][pos]) == e.recency_rank
 
 
 def test_nearest_first_is_admits_order_on_ties() -> None:

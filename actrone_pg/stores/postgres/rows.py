@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from actrone_pg.models import Memory, ScoredMemory, SessionInfo, Turn, memory_from_fields
 from actrone_pg.pipeline import PackedSearch, explains
+from actrone_pg.ranking import CHANNELS
 
 if TYPE_CHECKING:
     from psycopg.types.json import Jsonb
@@ -82,9 +83,8 @@ def hits(agent_id: str, rows: Sequence[Row]) -> list[ScoredMemory]:
     explained = explains(
         cosine=[float(r["cosine"]) for r in rows],
         bm25=[None if r["bm25"] is None else float(r["bm25"]) for r in rows],
-        dense_rank=[r["dense_rank"] for r in rows],
-        lexical_rank=[r["lexical_rank"] for r in rows],
-        recency_rank=[r["recency_rank"] for r in rows],
+        # ranks: an array in the order of CHANNELS (migration 0019).
+        ranks={c.name: [r["ranks"][i] for r in rows] for i, c in enumerate(CHANNELS)},
         fused_score=[float(r["fused_score"]) for r in rows],
     )
     return [

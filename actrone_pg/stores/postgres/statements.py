@@ -243,7 +243,8 @@ ANN_CANDIDATES = (
     " ORDER BY (a.embedding::{vs}.vector({d})) OPERATOR({vs}.<#>) %(vector)s::{vs}.vector({d})"
     " LIMIT %(ann_limit)s::int)"
 )
-_EXPLAIN_COLUMNS = "h.cosine, h.bm25, h.dense_rank, h.lexical_rank, h.recency_rank, h.fused_score"
+# ranks: one element per ranking of actrone_pg.ranking.CHANNELS, in its order (migration 0019).
+_EXPLAIN_COLUMNS = "h.cosine, h.bm25, h.ranks, h.fused_score"
 # Search reads metadata as text: most memories have none, and the decoder skips the JSON parser
 # for '{}' (see rows.memory).
 _SEARCH_MEMORY_COLUMNS = MEMORY_COLUMNS.replace("m.metadata", "m.metadata::text AS metadata")
@@ -276,9 +277,7 @@ SEARCH_PACKED = (
     " h.position), %(budget)s::bigint, %(max_hits)s::int) AS taken,"
     " count(*)::int AS candidates_considered FROM h),"
     " c AS MATERIALIZED (SELECT h.* FROM h WHERE h.position = ANY ((SELECT p.taken FROM p)::int[]))"
-    " SELECT p.candidates_considered, c.cosine, c.bm25, c.dense_rank, c.lexical_rank,"
-    " c.recency_rank,"
-    " c.fused_score, f.*"
+    " SELECT p.candidates_considered, " + _EXPLAIN_COLUMNS.replace("h.", "c.") + ", f.*"
     # One primary-key probe per chosen memory (LATERAL, OFFSET 0 so that it stays a probe):
     # joined as sets, the planner either compared every pair or read all of the agent's rows
     # into a hash table.
