@@ -968,11 +968,13 @@ async def erase_scenario(
         for n, (path, eraser, delay) in enumerate(rounds):
             agent = f"{tag}-erased{n}"
             lines = ERASE_TURNS + (("That is all for today.",) if path == "background" else ())
-            for i, line in enumerate(lines):
-                await mm.store_turn(agent, "s1", line, "Noted.", turn_id=f"{agent}-{i}")
+            # The agent that stays is written first: its inject embeds (ERASE_EMBED_SECONDS),
+            # time in which the erased agent's background run could already have finished.
             await mm.inject_memory(kept, f"note {n} of the agent that stays")
             await mm.store_turn(kept, f"s{n}", "hello", "hi", turn_id=f"{kept}-{n}")
             kept_memories, kept_turns = kept_memories + 1, kept_turns + 1
+            for i, line in enumerate(lines):
+                await mm.store_turn(agent, "s1", line, "Noted.", turn_id=f"{agent}-{i}")
             if path == "consolidate_session":
                 run: asyncio.Task[Any] = asyncio.create_task(mm.consolidate_session(agent, "s1"))
             else:  # the last turn started it (consolidate_after_turns)
