@@ -32,8 +32,12 @@ _AT_0003 = {
     "recent_turns": "0003",
     "memory_overview": "0003",
 }
-#: revision -> {object: the revision whose pinned copy of it is installed there}
-LIVE: dict[str, dict[str, str]] = {
+#: What LIVE holds for one object: the revision whose pinned copy is installed, or, for a copy
+#: installed again around a later body (a new ranking: docs/architecture.md, "A new ranking
+#: channel"), ``(that revision, {object: the revision whose body its body line takes})``.
+Entry = str | tuple[str, dict[str, str]]
+#: revision -> {object: its entry there}
+LIVE: dict[str, dict[str, Entry]] = {
     "0001": {},
     "0002": {},
     "0003": _AT_0003,
@@ -158,6 +162,16 @@ SETTINGS = {
 }
 
 
+def _copy(entry: Entry) -> str:
+    """The revision of the pinned file an entry installs."""
+    return entry if isinstance(entry, str) else entry[0]
+
+
+def _text(name: str, entry: Entry) -> str:
+    """The statement an entry installs, its body lines resolved as the migration resolves them."""
+    return pinned(entry, name) if isinstance(entry, str) else pinned(entry[0], name, entry[1])
+
+
 def _chain() -> list[str]:
     """Every shipped revision, oldest first."""
     from alembic.script import ScriptDirectory
@@ -177,7 +191,7 @@ def test_live_covers_every_revision_and_every_pinned_copy() -> None:
     for revision, name in pinned_names():
         assert LIVE[revision][name] == revision, (revision, name)
     # ... and every live copy exists.
-    assert {(rev, name) for live in LIVE.values() for name, rev in live.items()} == set(
+    assert {(_copy(e), name) for live in LIVE.values() for name, e in live.items()} == set(
         pinned_names()
     )
 
@@ -199,7 +213,7 @@ def test_each_pinned_copy_is_installed_by_its_own_revision_only() -> None:
     for revision, installs in calls.items():
         below = chain[chain.index(revision) - 1]
         for source, name in installs:
-            assert source == revision or LIVE[below][name] == source, (revision, source, name)
+            assert source == revision or _copy(LIVE[below][name]) == source, (revision, name)
 
 
 def test_pinned_copies_are_one_statement_with_identifier_placeholders_only() -> None:
@@ -255,7 +269,7 @@ def _hybrid_search(conn: psycopg.Connection[Any], schema: str) -> tuple[int, lis
     return int(row[0]), list(row[1])
 
 
-def _reinstalled(conn: psycopg.Connection[Any], schema: str, live: dict[str, str]) -> Any:
+def _reinstalled(conn: psycopg.Connection[Any], schema: str, live: dict[str, Entry]) -> Any:
     """The fingerprint after installing ``live``'s copies again (rolled back)."""
     vector_schema = conn.execute(
         "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n"
@@ -263,9 +277,9 @@ def _reinstalled(conn: psycopg.Connection[Any], schema: str, live: dict[str, str
     ).fetchone()
     assert vector_schema is not None
     with conn.transaction(force_rollback=True):
-        for name, revision in live.items():
+        for name, entry in live.items():
             conn.execute(
-                sql.SQL(pinned(revision, name)).format(
+                sql.SQL(_text(name, entry)).format(
                     schema=sql.Identifier(schema), vector_schema=sql.Identifier(vector_schema[0])
                 )
             )
@@ -443,16 +457,16 @@ def test_the_ranking_is_written_once_at_head() -> None:
     head = LIVE[_chain()[-1]]
     folder = resources.files("actrone_pg.migrations").joinpath("sql")
     raw = {
-        name: folder.joinpath(f"{rev}_{name}.sql").read_text(encoding="utf-8")
-        for name, rev in head.items()
+        name: folder.joinpath(f"{_copy(e)}_{name}.sql").read_text(encoding="utf-8")
+        for name, e in head.items()
     }
     fusion = "p_rrf_weights[1] / (p_rrf_k + "
     assert [name for name, text in raw.items() if fusion in text] == ["hybrid_search"]
-    body = pinned_body(head["hybrid_search"], "hybrid_search")
+    body = pinned_body(_copy(head["hybrid_search"]), "hybrid_search")
     assert body.startswith("WITH\n") and body.rstrip().endswith("f.id")
     for entry in ("agent_retrieve", "retrieve"):
-        assert body in pinned(head[entry], entry), entry
-        assert "{{body" not in pinned(head[entry], entry), entry
+        assert body in _text(entry, head[entry]), entry
+        assert "{{body" not in _text(entry, head[entry]), entry
 
 
 def test_a_copy_takes_only_an_older_copys_body() -> None:
@@ -468,6 +482,7 @@ def test_a_later_revision_installs_an_older_copy_around_its_own_body() -> None:
     # with their body line naming that copy (here 0018's, standing in for a later one).
     for entry in ("retrieve", "agent_retrieve"):
         text = pinned("0019", entry, {"hybrid_search": "0018"})
+        assert text == _text(entry, ("0019", {"hybrid_search": "0018"}))  # as LIVE says it
         assert pinned_body("0018", "hybrid_search") in text, entry
         assert pinned_body("0019", "hybrid_search") not in text, entry
     with pytest.raises(ValueError):
