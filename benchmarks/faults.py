@@ -19,7 +19,8 @@ memory, ``count_memories``, ``get_recent_turns``, ``retrieve_context``) over sev
 and injects one fault:
 
 - ``kill9``: SIGKILL of every server process, restart after ``--down`` seconds (the same data);
-- ``freeze``: SIGSTOP of every server process for ``--down`` seconds, then SIGCONT;
+- ``freeze``: SIGSTOP of every server process for ``--down`` seconds, then SIGCONT; at least
+  for the client's limit (the row's bound) and ``FREEZE_MARGIN`` more, so that calls fail;
 - ``restart_persistent`` / ``restart_volatile`` (Redis): SIGKILL and restart, with and without
   persistence: without it Redis comes back empty, so recent turns (L1, held only in Redis) are
   lost by design and counted apart; memories (L2, held by Qdrant) must all stay visible;
@@ -111,6 +112,10 @@ WORDS = (
 DETAIL_KEPT = 10
 #: Distinct error messages the report prints per row (the JSON rows have them all).
 MESSAGES_SHOWN = 6
+#: Seconds a freeze lasts beyond the client's limit (the bound: connect + statement timeout, or
+#: Redis's timeout) at least: a freeze that ends first fails no call (a postgres freeze of 3 s
+#: against a bound of 3 s once recorded no error at all in CI).
+FREEZE_MARGIN = 2.0
 #: Seconds the workload goes on after a fault, at most, waiting for a call to succeed again.
 RECOVERY_WAIT = 90.0
 POSTGRES_FAULTS = ("kill9", "freeze", "cancel", "erase_consolidation")
@@ -664,13 +669,15 @@ async def scenario(
             else:
                 assert isinstance(server, EmbeddedPostgres | RedisServer)
                 await asyncio.to_thread(_inject, server, fault)
-                await asyncio.sleep(settings.down)
+                await asyncio.sleep(_down_for(fault, settings.down, bound))
                 # The turns a Redis without persistence may lose: every one acknowledged before
                 # it died, also in the moment between the fault's start and the kill (the kill
                 # runs in a thread while the writers go on), so taken while it is still down.
                 work.ledger.acked_before_fault = {k: set(v) for k, v in work.ledger.turns.items()}
                 await asyncio.to_thread(_restore, server, fault)
                 work.stats.back_at = time.monotonic()
+            # How long the server did not serve: from the fault to its restart or thaw.
+            row["down_s"] = _since(work.stats.fault_at, work.stats.back_at)
             await asyncio.sleep(settings.after)
             # Keep the workload running until a call succeeds again (at most RECOVERY_WAIT s more).
             waited = 0.0
@@ -1026,6 +1033,11 @@ async def erase_scenario(
     return row
 
 
+def _down_for(fault: str, down: float, bound: float) -> float:
+    """Seconds ``fault`` lasts: ``down``, and a freeze at least ``bound + FREEZE_MARGIN``."""
+    return max(down, bound + FREEZE_MARGIN) if fault == "freeze" else down
+
+
 def _inject(server: EmbeddedPostgres | RedisServer, fault: str) -> None:
     if fault == "freeze":
         server.freeze()
@@ -1194,6 +1206,12 @@ def _violations(row: dict[str, Any], fault: str) -> list[str]:
     if fault not in NO_FAILURE:
         if row["time_to_fail_s"] is None:
             out.append("no typed error during the fault")
+        elif row["time_to_fail_s"] > row["bound_s"] + SLACK:
+            # A call in flight when the server stopped answering fails by its bound.
+            out.append(
+                f"the first typed error came {row['time_to_fail_s']} s after the fault "
+                f"(bound {row['bound_s']} s)"
+            )
         if row["time_to_recover_s"] is None:
             out.append("no successful call after the server came back")
         elif row["time_to_recover_s"] > row["bound_s"] + SLACK:
@@ -1226,6 +1244,7 @@ COLUMNS: list[tuple[str, str | Callable[[dict[str, Any]], Any]]] = [
     ("fail s", "time_to_fail_s"),
     ("longest s", "longest_failure_s"),
     ("bound s", "bound_s"),
+    ("down s", lambda r: r.get("down_s")),
     ("recover s", "time_to_recover_s"),
     ("idle-tx", lambda r: r.get("idle_in_transaction", "-")),
     ("leaked", _leaked),
