@@ -19,6 +19,7 @@ memory, ``count_memories``, ``get_recent_turns``, ``retrieve_context``) over sev
 and injects one fault:
 
 - ``kill9``: SIGKILL of every server process, restart after ``--down`` seconds (the same data);
+  ``--kills N`` repeats it N times in the run, each once a call succeeded again;
 - ``freeze``: SIGSTOP of every server process for ``--down`` seconds, then SIGCONT; at least
   for the client's limit (the row's bound) and ``FREEZE_MARGIN`` more, so that calls fail;
 - ``restart_persistent`` / ``restart_volatile`` (Redis): SIGKILL and restart, with and without
@@ -30,7 +31,8 @@ and injects one fault:
   nobody writes to must answer the same before and after;
 - ``kill9_worker`` (Citus): SIGKILL of one worker's processes, restart after ``--down`` seconds;
   calls for the agents on its shards fail with a typed error, calls for the agents on the other
-  worker go on (a probe counts them), and the killed worker's agents are served again;
+  worker go on (a probe counts them), and the killed worker's agents are served again (also
+  repeated by ``--kills N``);
 - ``erase_consolidation`` (every backend, the in-memory one too): ``erase_agent`` while a
   consolidation of the agent runs (an embedder that takes ``ERASE_EMBED_SECONDS`` per call),
   issued at once or after a delay, from the consolidating manager or from another one (another
@@ -128,6 +130,8 @@ FAULTS = {
     "memory": MEMORY_FAULTS,
     "citus": CITUS_FAULTS,
 }
+#: Faults that ``--kills N`` repeats in one run.
+REPEATED = ("kill9", "kill9_worker")
 #: Faults where nothing may fail (no typed error, no recovery to wait for).
 NO_FAILURE = ("cancel", "rebalance")
 #: Seconds each embedding call of the erase scenario takes (a model server's answer).
@@ -578,6 +582,7 @@ class Settings:
     statement_timeout: float
     redis_timeout: float
     consolidate_after: int
+    kills: int = 1
 
 
 async def scenario(
@@ -650,42 +655,21 @@ async def scenario(
     tasks = [asyncio.create_task(work.writer(i)) for i in range(settings.writers)]
     tasks += [asyncio.create_task(work.reader()) for _ in range(settings.readers)]
     row: dict[str, Any] = {"backend": backend, "fault": fault, "bound_s": bound}
+    rounds = settings.kills if fault in REPEATED else 1
+    # Per round of the fault: fault to first typed error, server back to first success, and
+    # fault to the server's restart or thaw.
+    fails: list[float | None] = []
+    recovers: list[float | None] = []
+    downs: list[float | None] = []
     try:
         try:
             await asyncio.sleep(settings.warm)
-            work.stats.fault_at = time.monotonic()
-            if fault == "cancel":
-                storm = asyncio.create_task(work.cancellation_storm())
-                await asyncio.sleep(settings.down)
-                storm.cancel()
-                await asyncio.gather(storm, return_exceptions=True)
-            elif fault == "rebalance":
-                assert not isinstance(server, EmbeddedPostgres | RedisServer)
-                row["shards_moved"] = await asyncio.to_thread(server.add_worker_and_rebalance)
-            elif fault == "kill9_worker":
-                assert not isinstance(server, EmbeddedPostgres | RedisServer)
-                row.update(await _kill_a_worker(mm, server, agents, f"faults_{tag}", settings))
-                work.stats.back_at = time.monotonic()
-            else:
-                assert isinstance(server, EmbeddedPostgres | RedisServer)
-                await asyncio.to_thread(_inject, server, fault)
-                await asyncio.sleep(_down_for(fault, settings.down, bound))
-                # The turns a Redis without persistence may lose: every one acknowledged before
-                # it died, also in the moment between the fault's start and the kill (the kill
-                # runs in a thread while the writers go on), so taken while it is still down.
-                work.ledger.acked_before_fault = {k: set(v) for k, v in work.ledger.turns.items()}
-                await asyncio.to_thread(_restore, server, fault)
-                work.stats.back_at = time.monotonic()
-            # How long the server did not serve: from the fault to its restart or thaw.
-            row["down_s"] = _since(work.stats.fault_at, work.stats.back_at)
-            await asyncio.sleep(settings.after)
-            # Keep the workload running until a call succeeds again (at most RECOVERY_WAIT s more).
-            waited = 0.0
-            while fault not in NO_FAILURE and work.stats.first_success_after_back is None:
-                if waited >= RECOVERY_WAIT:
-                    break
-                await asyncio.sleep(0.1)
-                waited += 0.1
+            for _ in range(rounds):
+                await _fault_round(work, fault, settings, bound, server, row, f"faults_{tag}")
+                s = work.stats
+                fails.append(_since(s.fault_at, s.first_error_at))
+                recovers.append(_since(s.back_at, s.first_success_after_back))
+                downs.append(_since(s.fault_at, s.back_at))
         finally:
             work.stop.set()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -730,11 +714,80 @@ async def scenario(
         untyped=dict(s.untyped),
         error_messages=dict(s.messages.most_common()),
         longest_failure_s=round(s.longest_failure, 2),
-        time_to_fail_s=_since(s.fault_at, s.first_error_at),
-        time_to_recover_s=_since(s.back_at, s.first_success_after_back),
+        time_to_fail_s=_worst(fails),
+        time_to_recover_s=_worst(recovers),
+        # How long the server did not serve: from the fault to its restart or thaw.
+        down_s=_worst(downs),
     )
+    if rounds > 1:
+        row.update(kills=rounds, time_to_fail_each_s=fails, time_to_recover_each_s=recovers)
     row["violations"] = _violations(row, fault)
     return row
+
+
+async def _fault_round(
+    work: Workload,
+    fault: str,
+    settings: Settings,
+    bound: float,
+    server: EmbeddedPostgres | RedisServer | CitusCluster,
+    row: dict[str, Any],
+    schema: str,
+) -> None:
+    """Inject ``fault`` once, end it, and keep the workload running until a call succeeds again
+    (at most RECOVERY_WAIT s more); ``work.stats`` holds this round's times."""
+    s = work.stats
+    s.fault_at = time.monotonic()
+    s.first_error_at = s.back_at = s.first_success_after_back = None
+    if fault == "cancel":
+        storm = asyncio.create_task(work.cancellation_storm())
+        await asyncio.sleep(settings.down)
+        storm.cancel()
+        await asyncio.gather(storm, return_exceptions=True)
+    elif fault == "rebalance":
+        assert not isinstance(server, EmbeddedPostgres | RedisServer)
+        row["shards_moved"] = await asyncio.to_thread(server.add_worker_and_rebalance)
+    elif fault == "kill9_worker":
+        assert not isinstance(server, EmbeddedPostgres | RedisServer)
+        killed = await _kill_a_worker(work.mm, server, work.agents, schema, settings)
+        s.back_at = time.monotonic()
+        _add_kill(row, killed)
+    else:
+        assert isinstance(server, EmbeddedPostgres | RedisServer)
+        await asyncio.to_thread(_inject, server, fault)
+        await asyncio.sleep(_down_for(fault, settings.down, bound))
+        # The turns a Redis without persistence may lose: every one acknowledged before it
+        # died, also in the moment between the fault's start and the kill (the kill runs in a
+        # thread while the writers go on), so taken while it is still down.
+        work.ledger.acked_before_fault = {k: set(v) for k, v in work.ledger.turns.items()}
+        await asyncio.to_thread(_restore, server, fault)
+        s.back_at = time.monotonic()
+    await asyncio.sleep(settings.after)
+    waited = 0.0
+    while fault not in NO_FAILURE and s.first_success_after_back is None:
+        if waited >= RECOVERY_WAIT:
+            break
+        await asyncio.sleep(0.1)
+        waited += 0.1
+
+
+def _worst(times: list[float | None]) -> float | None:
+    """The longest of the rounds' times; None if a round has none (or there was no round)."""
+    if not times or any(t is None for t in times):
+        return None
+    return max(t for t in times if t is not None)
+
+
+def _add_kill(row: dict[str, Any], killed: dict[str, Any]) -> None:
+    """Add one kill9_worker round's counts to the row (the killed worker's agents are the same
+    in every round; its recovery is the slowest of the rounds', None if one did not recover)."""
+    if "agents_on_killed_worker" not in row:
+        row.update(killed)
+        return
+    for key in ("other_worker_ok", "other_worker_failed", "killed_worker_failed"):
+        row[key] += killed[key]
+    recovered = [row["killed_worker_recover_s"], killed["killed_worker_recover_s"]]
+    row["killed_worker_recover_s"] = _worst(recovered)
 
 
 # -- Citus: a rebalance, a worker killed ------------------------------------------------------
@@ -1278,6 +1331,11 @@ def render(rows: list[dict[str, Any]]) -> str:
             f"{r['backend']}/{r['fault']}: {r['calls']} calls, {r['cancelled']} cancelled;"
             f" errors: {errors}" + (f"; UNTYPED: {untyped}" if untyped else "")
         )
+        if r.get("kills"):
+            out.append(
+                f"  {r['kills']} kills: fail s {r['time_to_fail_each_s']}, "
+                f"recover s {r['time_to_recover_each_s']}"
+            )
         if r.get("memories_consolidated"):
             out.append(
                 f"  {r['memories_consolidated']} memories consolidated from the agents' own turns"
@@ -1325,6 +1383,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         statement_timeout=args.statement_timeout,
         redis_timeout=args.redis_timeout,
         consolidate_after=args.consolidate_after,
+        kills=args.kills,
     )
     rows: list[dict[str, Any]] = []
     try:
@@ -1401,9 +1460,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=5,
         help="consolidate_after_turns of the scenarios' managers (0: no background consolidation)",
     )
+    parser.add_argument(
+        "--kills",
+        type=int,
+        default=1,
+        help="kill9 and kill9_worker: kill this many times in the run, each once calls succeed",
+    )
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args(argv)
+    if args.kills < 1:
+        parser.error(f"--kills: 1 or more, not {args.kills}")
     if args.consolidate_after < 0:
         parser.error(f"--consolidate-after: 0 (off) or more turns, not {args.consolidate_after}")
     if args.short:
