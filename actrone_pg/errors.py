@@ -84,7 +84,13 @@ class StoreError(ActroneError):
 
 
 class StoreUnavailableError(StoreError):
-    """The backend's server could not be reached within the configured timeout."""
+    """The backend's server could not be reached within the configured timeout, or was lost
+    during the call.
+
+    A write that fails with it may still have been committed (the connection was lost while it
+    committed, and the message then says so): retry it with the same id. Writes are idempotent
+    by id, so the retry writes it once or finds it written.
+    """
 
 
 class SchemaError(StoreError):

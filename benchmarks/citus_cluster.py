@@ -32,11 +32,26 @@ __all__ = ["CITUS_SCRIPTS", "CitusCluster", "free_range"]
 CITUS_SCRIPTS = Path(__file__).resolve().parent.parent.parent / "shared" / "citus"
 
 
+def _ephemeral_ports() -> tuple[int, int]:
+    """The kernel's range of local ports for outgoing connections (Linux's default if unknown)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32_768, 60_999
+
+
 def free_range(count: int) -> int:
-    """A port p of 127.0.0.1 with p .. p + count - 1 all free."""
+    """A port p of 127.0.0.1 with p .. p + count - 1 all free, outside the ephemeral range: a
+    killed worker's port must still be free when it restarts, and any outgoing connection can be
+    given a port of that range meanwhile (a run of ten kills once failed to restart the worker:
+    "could not bind ... Address already in use")."""
     rng = random.Random()
+    low, high = _ephemeral_ports()
+    bases = [p for p in range(10_000, 65_000 - count) if p + count <= low or p > high]
+    bases = bases or list(range(20_000, 60_000))
     for _ in range(200):
-        base = rng.randrange(20_000, 60_000)
+        base = rng.choice(bases)
         try:
             for port in range(base, base + count):
                 with socket.socket() as s:

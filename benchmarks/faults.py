@@ -19,7 +19,9 @@ memory, ``count_memories``, ``get_recent_turns``, ``retrieve_context``) over sev
 and injects one fault:
 
 - ``kill9``: SIGKILL of every server process, restart after ``--down`` seconds (the same data);
-- ``freeze``: SIGSTOP of every server process for ``--down`` seconds, then SIGCONT;
+  ``--kills N`` repeats it N times in the run, each once a call succeeded again;
+- ``freeze``: SIGSTOP of every server process for ``--down`` seconds, then SIGCONT; at least
+  for the client's limit (the row's bound) and ``FREEZE_MARGIN`` more, so that calls fail;
 - ``restart_persistent`` / ``restart_volatile`` (Redis): SIGKILL and restart, with and without
   persistence: without it Redis comes back empty, so recent turns (L1, held only in Redis) are
   lost by design and counted apart; memories (L2, held by Qdrant) must all stay visible;
@@ -29,7 +31,8 @@ and injects one fault:
   nobody writes to must answer the same before and after;
 - ``kill9_worker`` (Citus): SIGKILL of one worker's processes, restart after ``--down`` seconds;
   calls for the agents on its shards fail with a typed error, calls for the agents on the other
-  worker go on (a probe counts them), and the killed worker's agents are served again;
+  worker go on (a probe counts them), and the killed worker's agents are served again (also
+  repeated by ``--kills N``);
 - ``erase_consolidation`` (every backend, the in-memory one too): ``erase_agent`` while a
   consolidation of the agent runs (an embedder that takes ``ERASE_EMBED_SECONDS`` per call),
   issued at once or after a delay, from the consolidating manager or from another one (another
@@ -111,6 +114,10 @@ WORDS = (
 DETAIL_KEPT = 10
 #: Distinct error messages the report prints per row (the JSON rows have them all).
 MESSAGES_SHOWN = 6
+#: Seconds a freeze lasts beyond the client's limit (the bound: connect + statement timeout, or
+#: Redis's timeout) at least: a freeze that ends first fails no call (a postgres freeze of 3 s
+#: against a bound of 3 s once recorded no error at all in CI).
+FREEZE_MARGIN = 2.0
 #: Seconds the workload goes on after a fault, at most, waiting for a call to succeed again.
 RECOVERY_WAIT = 90.0
 POSTGRES_FAULTS = ("kill9", "freeze", "cancel", "erase_consolidation")
@@ -123,6 +130,8 @@ FAULTS = {
     "memory": MEMORY_FAULTS,
     "citus": CITUS_FAULTS,
 }
+#: Faults that ``--kills N`` repeats in one run.
+REPEATED = ("kill9", "kill9_worker")
 #: Faults where nothing may fail (no typed error, no recovery to wait for).
 NO_FAILURE = ("cancel", "rebalance")
 #: Seconds each embedding call of the erase scenario takes (a model server's answer).
@@ -573,6 +582,7 @@ class Settings:
     statement_timeout: float
     redis_timeout: float
     consolidate_after: int
+    kills: int = 1
 
 
 async def scenario(
@@ -645,44 +655,27 @@ async def scenario(
     tasks = [asyncio.create_task(work.writer(i)) for i in range(settings.writers)]
     tasks += [asyncio.create_task(work.reader()) for _ in range(settings.readers)]
     row: dict[str, Any] = {"backend": backend, "fault": fault, "bound_s": bound}
+    rounds = settings.kills if fault in REPEATED else 1
+    # Per round of the fault: fault to first typed error, server back to first success, and
+    # fault to the server's restart or thaw.
+    fails: list[float | None] = []
+    recovers: list[float | None] = []
+    downs: list[float | None] = []
     try:
         try:
             await asyncio.sleep(settings.warm)
-            work.stats.fault_at = time.monotonic()
-            if fault == "cancel":
-                storm = asyncio.create_task(work.cancellation_storm())
-                await asyncio.sleep(settings.down)
-                storm.cancel()
-                await asyncio.gather(storm, return_exceptions=True)
-            elif fault == "rebalance":
-                assert not isinstance(server, EmbeddedPostgres | RedisServer)
-                row["shards_moved"] = await asyncio.to_thread(server.add_worker_and_rebalance)
-            elif fault == "kill9_worker":
-                assert not isinstance(server, EmbeddedPostgres | RedisServer)
-                row.update(await _kill_a_worker(mm, server, agents, f"faults_{tag}", settings))
-                work.stats.back_at = time.monotonic()
-            else:
-                assert isinstance(server, EmbeddedPostgres | RedisServer)
-                await asyncio.to_thread(_inject, server, fault)
-                await asyncio.sleep(settings.down)
-                # The turns a Redis without persistence may lose: every one acknowledged before
-                # it died, also in the moment between the fault's start and the kill (the kill
-                # runs in a thread while the writers go on), so taken while it is still down.
-                work.ledger.acked_before_fault = {k: set(v) for k, v in work.ledger.turns.items()}
-                await asyncio.to_thread(_restore, server, fault)
-                work.stats.back_at = time.monotonic()
-            await asyncio.sleep(settings.after)
-            # Keep the workload running until a call succeeds again (at most RECOVERY_WAIT s more).
-            waited = 0.0
-            while fault not in NO_FAILURE and work.stats.first_success_after_back is None:
-                if waited >= RECOVERY_WAIT:
-                    break
-                await asyncio.sleep(0.1)
-                waited += 0.1
+            for _ in range(rounds):
+                await _fault_round(work, fault, settings, bound, server, row, f"faults_{tag}")
+                s = work.stats
+                fails.append(_since(s.fault_at, s.first_error_at))
+                recovers.append(_since(s.back_at, s.first_success_after_back))
+                downs.append(_since(s.fault_at, s.back_at))
         finally:
             work.stop.set()
             await asyncio.gather(*tasks, return_exceptions=True)
         row.update(await _verify(work, backend, fault))
+        if citus is not None and (row["memories_missing"] or row["turns_missing"]):
+            row.update(await _after_2pc_recovery(work, backend, fault, citus.dsn))
         if answers:
             row["answers_changed"] = await _answers_changed(mm, answers)
         pg_dsn = config.postgres_dsn
@@ -723,11 +716,80 @@ async def scenario(
         untyped=dict(s.untyped),
         error_messages=dict(s.messages.most_common()),
         longest_failure_s=round(s.longest_failure, 2),
-        time_to_fail_s=_since(s.fault_at, s.first_error_at),
-        time_to_recover_s=_since(s.back_at, s.first_success_after_back),
+        time_to_fail_s=_worst(fails),
+        time_to_recover_s=_worst(recovers),
+        # How long the server did not serve: from the fault to its restart or thaw.
+        down_s=_worst(downs),
     )
+    if rounds > 1:
+        row.update(kills=rounds, time_to_fail_each_s=fails, time_to_recover_each_s=recovers)
     row["violations"] = _violations(row, fault)
     return row
+
+
+async def _fault_round(
+    work: Workload,
+    fault: str,
+    settings: Settings,
+    bound: float,
+    server: EmbeddedPostgres | RedisServer | CitusCluster,
+    row: dict[str, Any],
+    schema: str,
+) -> None:
+    """Inject ``fault`` once, end it, and keep the workload running until a call succeeds again
+    (at most RECOVERY_WAIT s more); ``work.stats`` holds this round's times."""
+    s = work.stats
+    s.fault_at = time.monotonic()
+    s.first_error_at = s.back_at = s.first_success_after_back = None
+    if fault == "cancel":
+        storm = asyncio.create_task(work.cancellation_storm())
+        await asyncio.sleep(settings.down)
+        storm.cancel()
+        await asyncio.gather(storm, return_exceptions=True)
+    elif fault == "rebalance":
+        assert not isinstance(server, EmbeddedPostgres | RedisServer)
+        row["shards_moved"] = await asyncio.to_thread(server.add_worker_and_rebalance)
+    elif fault == "kill9_worker":
+        assert not isinstance(server, EmbeddedPostgres | RedisServer)
+        killed = await _kill_a_worker(work.mm, server, work.agents, schema, settings)
+        s.back_at = time.monotonic()
+        _add_kill(row, killed)
+    else:
+        assert isinstance(server, EmbeddedPostgres | RedisServer)
+        await asyncio.to_thread(_inject, server, fault)
+        await asyncio.sleep(_down_for(fault, settings.down, bound))
+        # The turns a Redis without persistence may lose: every one acknowledged before it
+        # died, also in the moment between the fault's start and the kill (the kill runs in a
+        # thread while the writers go on), so taken while it is still down.
+        work.ledger.acked_before_fault = {k: set(v) for k, v in work.ledger.turns.items()}
+        await asyncio.to_thread(_restore, server, fault)
+        s.back_at = time.monotonic()
+    await asyncio.sleep(settings.after)
+    waited = 0.0
+    while fault not in NO_FAILURE and s.first_success_after_back is None:
+        if waited >= RECOVERY_WAIT:
+            break
+        await asyncio.sleep(0.1)
+        waited += 0.1
+
+
+def _worst(times: list[float | None]) -> float | None:
+    """The longest of the rounds' times; None if a round has none (or there was no round)."""
+    if not times or any(t is None for t in times):
+        return None
+    return max(t for t in times if t is not None)
+
+
+def _add_kill(row: dict[str, Any], killed: dict[str, Any]) -> None:
+    """Add one kill9_worker round's counts to the row (the killed worker's agents are the same
+    in every round; its recovery is the slowest of the rounds', None if one did not recover)."""
+    if "agents_on_killed_worker" not in row:
+        row.update(killed)
+        return
+    for key in ("other_worker_ok", "other_worker_failed", "killed_worker_failed"):
+        row[key] += killed[key]
+    recovered = [row["killed_worker_recover_s"], killed["killed_worker_recover_s"]]
+    row["killed_worker_recover_s"] = _worst(recovered)
 
 
 # -- Citus: a rebalance, a worker killed ------------------------------------------------------
@@ -803,6 +865,26 @@ async def _kill_a_worker(
     return out
 
 
+async def _after_2pc_recovery(work: Workload, backend: str, fault: str, dsn: str) -> dict[str, Any]:
+    """Missing writes on Citus: are they in a transaction a killed worker prepared, which the
+    coordinator committed and Citus's recovery (every citus.recover_2pc_interval, 60 s by
+    default) has not finished yet? Runs that recovery now and checks again; the missing ones
+    stay counted as missing."""
+    import psycopg
+
+    def recover() -> int:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
+            row = conn.execute("SELECT recover_prepared_transactions()").fetchone()
+        return int(row[0]) if row else 0
+
+    recovered = await asyncio.to_thread(recover)
+    again = await _verify(work, backend, fault)
+    return {
+        "prepared_recovered": recovered,
+        "missing_after_2pc_recovery": again["memories_missing"] + again["turns_missing"],
+    }
+
+
 def _citus_violations(row: dict[str, Any], fault: str) -> list[str]:
     """What the rebalance and kill9_worker rows break besides the common invariants."""
     out = []
@@ -831,15 +913,22 @@ def _citus_summary(r: dict[str, Any]) -> list[str]:
             f"citus/rebalance: {r.get('shards_moved')} shard placements moved to the new "
             f"worker; {r.get('answers_changed')} searches answered otherwise after it"
         ]
+    out = []
     if r["fault"] == "kill9_worker":
-        return [
+        out.append(
             f"citus/kill9_worker: {r.get('agents_on_killed_worker')} agents on the killed "
             f"worker ({r.get('killed_worker_failed')} probe calls failed, served again "
             f"{r.get('killed_worker_recover_s')} s after its restart); the other worker's "
             f"agents: {r.get('other_worker_ok')} probe calls ok, "
             f"{r.get('other_worker_failed')} failed"
-        ]
-    return []
+        )
+    if "prepared_recovered" in r:
+        out.append(
+            f"citus/{r['fault']}: writes missing; recover_prepared_transactions() then "
+            f"committed {r['prepared_recovered']} prepared transaction(s), "
+            f"{r['missing_after_2pc_recovery']} writes still missing"
+        )
+    return out
 
 
 def _citus_cluster() -> CitusCluster:
@@ -1026,6 +1115,11 @@ async def erase_scenario(
     return row
 
 
+def _down_for(fault: str, down: float, bound: float) -> float:
+    """Seconds ``fault`` lasts: ``down``, and a freeze at least ``bound + FREEZE_MARGIN``."""
+    return max(down, bound + FREEZE_MARGIN) if fault == "freeze" else down
+
+
 def _inject(server: EmbeddedPostgres | RedisServer, fault: str) -> None:
     if fault == "freeze":
         server.freeze()
@@ -1049,6 +1143,7 @@ async def _verify(work: Workload, backend: str, fault: str) -> dict[str, Any]:
     mm, ledger = work.mm, work.ledger
     acked = missing = duplicates = cross = consolidated = 0
     foreign: list[str] = []
+    missing_detail: list[str] = []
     for agent in work.agents:
         memories = ledger.memories.get(agent, {})
         acked += len(memories)
@@ -1056,6 +1151,7 @@ async def _verify(work: Workload, backend: str, fault: str) -> dict[str, Any]:
             memory = await mm.get_memory(agent, memory_id)
             if memory is None:
                 missing += 1
+                missing_detail.append(f"memory {agent}/{memory_id}")
             elif memory.agent_id != agent or memory.content != content:
                 cross += 1
                 foreign.append(f"get_memory({agent}, {memory_id}): {memory.content[:60]!r}")
@@ -1079,7 +1175,6 @@ async def _verify(work: Workload, backend: str, fault: str) -> dict[str, Any]:
                         cross += 1
                         foreign.append(f"get_memory({other}, {memory_id}) found {agent}'s")
     turns_acked = turns_missing = turns_duplicated = turns_lost_by_design = 0
-    missing_detail: list[str] = []
     for (agent, session), ids in ledger.turns.items():
         turns = await mm.get_recent_turns(agent, session, limit=100_000)
         seen = Counter(t.id for t in turns)
@@ -1101,7 +1196,7 @@ async def _verify(work: Workload, backend: str, fault: str) -> dict[str, Any]:
         "turns_missing": turns_missing,
         "turns_duplicated": turns_duplicated,
         "turns_lost_no_persistence": turns_lost_by_design,
-        "turns_missing_detail": missing_detail[:DETAIL_KEPT],
+        "missing_detail": missing_detail[:DETAIL_KEPT],
         "cross_tenant": cross,
         "cross_tenant_detail": foreign[:DETAIL_KEPT],
         "memories_consolidated": consolidated,
@@ -1194,6 +1289,12 @@ def _violations(row: dict[str, Any], fault: str) -> list[str]:
     if fault not in NO_FAILURE:
         if row["time_to_fail_s"] is None:
             out.append("no typed error during the fault")
+        elif row["time_to_fail_s"] > row["bound_s"] + SLACK:
+            # A call in flight when the server stopped answering fails by its bound.
+            out.append(
+                f"the first typed error came {row['time_to_fail_s']} s after the fault "
+                f"(bound {row['bound_s']} s)"
+            )
         if row["time_to_recover_s"] is None:
             out.append("no successful call after the server came back")
         elif row["time_to_recover_s"] > row["bound_s"] + SLACK:
@@ -1226,6 +1327,7 @@ COLUMNS: list[tuple[str, str | Callable[[dict[str, Any]], Any]]] = [
     ("fail s", "time_to_fail_s"),
     ("longest s", "longest_failure_s"),
     ("bound s", "bound_s"),
+    ("down s", lambda r: r.get("down_s")),
     ("recover s", "time_to_recover_s"),
     ("idle-tx", lambda r: r.get("idle_in_transaction", "-")),
     ("leaked", _leaked),
@@ -1259,6 +1361,11 @@ def render(rows: list[dict[str, Any]]) -> str:
             f"{r['backend']}/{r['fault']}: {r['calls']} calls, {r['cancelled']} cancelled;"
             f" errors: {errors}" + (f"; UNTYPED: {untyped}" if untyped else "")
         )
+        if r.get("kills"):
+            out.append(
+                f"  {r['kills']} kills: fail s {r['time_to_fail_each_s']}, "
+                f"recover s {r['time_to_recover_each_s']}"
+            )
         if r.get("memories_consolidated"):
             out.append(
                 f"  {r['memories_consolidated']} memories consolidated from the agents' own turns"
@@ -1271,6 +1378,8 @@ def render(rows: list[dict[str, Any]]) -> str:
             out.append(f"  ... and {len(messages) - MESSAGES_SHOWN} other messages (--json)")
         for v in r["violations"]:
             out.append(f"  VIOLATION: {v}")
+        for d in r.get("missing_detail", []):
+            out.append(f"  missing: {d}")
         for d in r.get("cross_tenant_detail", []) if r.get("cross_tenant") else []:
             out.append(f"  foreign: {d}")
         for d in r.get("leaked_detail", []):
@@ -1306,6 +1415,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         statement_timeout=args.statement_timeout,
         redis_timeout=args.redis_timeout,
         consolidate_after=args.consolidate_after,
+        kills=args.kills,
     )
     rows: list[dict[str, Any]] = []
     try:
@@ -1382,9 +1492,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=5,
         help="consolidate_after_turns of the scenarios' managers (0: no background consolidation)",
     )
+    parser.add_argument(
+        "--kills",
+        type=int,
+        default=1,
+        help="kill9 and kill9_worker: kill this many times in the run, each once calls succeed",
+    )
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args(argv)
+    if args.kills < 1:
+        parser.error(f"--kills: 1 or more, not {args.kills}")
     if args.consolidate_after < 0:
         parser.error(f"--consolidate-after: 0 (off) or more turns, not {args.consolidate_after}")
     if args.short:

@@ -353,6 +353,18 @@ CITUS_WORKER_LOST = (
     " abnormally\n\tbefore or while processing the request.\nCONTEXT:  while executing command"
     " on 127.0.0.1:41203\nCOPY memories, line 1",
     'failure on connection marked as essential: 127.0.0.1:41203\nCONTEXT:  COPY t, line 7: "a1"',
+    # A worker's backend ending, its FATAL relayed by the coordinator as XX000 (Citus's COPY
+    # relays a worker's message without its SQLSTATE): the killed worker's postmaster went
+    # first, an administrator stopped the worker, or another of its processes crashed.
+    "terminating connection due to unexpected postmaster exit\nCONTEXT:  COPY memories, line 4",
+    "terminating connection due to administrator command\nCONTEXT:  while executing command"
+    " on 127.0.0.1:41203",
+    "terminating connection because of crash of another server process\nDETAIL:  The postmaster"
+    " has commanded this server process to roll back the current transaction and exit, because"
+    " another server process exited abnormally and possibly corrupted shared memory.",
+    # The same words in libpq's message of the connection, with the worker's severity.
+    "FATAL:  terminating connection due to unexpected postmaster exit\nserver closed the"
+    " connection unexpectedly\nCONTEXT:  while executing command on 127.0.0.1:41203",
 )
 NOT_WORKER_LOST = (
     # A worker's own internal error, relayed: the worker answered.
@@ -372,6 +384,40 @@ async def test_a_citus_worker_lost_during_a_call_is_store_unavailable(
         async with store_postgres.db.conn():
             raise psycopg.errors.InternalError_(message)
     assert await store_postgres.count_memories("a") == 0  # the next call is served
+
+
+async def test_a_commit_a_citus_worker_lost_is_unavailable_and_says_retry_with_the_same_id(
+    store_postgres: PostgresStore,
+) -> None:
+    # The coordinator could not commit on the shard's worker: whether the write is there is not
+    # known, and the retry of a write by its id is what settles it.
+    message = "could not commit transaction for shard 102008 on at least one active node"
+    with pytest.raises(StoreUnavailableError, match="retry it with the same id") as raised:
+        async with store_postgres.db.conn():
+            raise psycopg.errors.InternalError_(message)
+    assert "may or may not have been committed" in str(raised.value)
+    assert "shard 102008" in str(raised.value)
+    assert await store_postgres.count_memories("a") == 0
+
+
+async def test_plain_postgres_shutdown_errors_keep_their_own_mapping(
+    store_postgres: PostgresStore,
+) -> None:
+    # On one server these words come with their own SQLSTATE (57P01, 57P02), operational
+    # errors: the server was lost, not a worker.
+    for error in (psycopg.errors.AdminShutdown, psycopg.errors.CrashShutdown):
+        with pytest.raises(StoreUnavailableError, match="PostgreSQL connection failed"):
+            async with store_postgres.db.conn():
+                raise error("terminating connection due to administrator command")
+    assert await store_postgres.count_memories("a") == 0
+    # The same words raised by a function (P0001, not XX000): the function's error.
+    with pytest.raises(StoreError) as raised:
+        async with store_postgres.db.conn() as conn:
+            await conn.execute(
+                "DO $$ BEGIN RAISE EXCEPTION"
+                " 'terminating connection due to administrator command'; END $$"
+            )
+    assert not isinstance(raised.value, StoreUnavailableError)
 
 
 @pytest.mark.parametrize("message", NOT_WORKER_LOST)

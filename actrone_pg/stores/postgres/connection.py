@@ -63,21 +63,41 @@ _CANCEL_GRACE = 1.0
 #: the next call checks again (see _checkout).
 _CHECKED_RECENTLY = 0.25
 #: Citus's errors for a worker lost during a call that carry no SQLSTATE of their own (XX000,
-#: psycopg's InternalError): the coordinator's failed transaction on that worker, and libpq's
-#: own words for the dropped connection, relayed with the worker in their context. The other
-#: errors of a lost worker are 08006 or 58030, OperationalErrors (docs/scale-out.md, "Runbook").
+#: psycopg's InternalError): the coordinator's failed transaction on that worker; the worker's
+#: backend ending (its postmaster gone first under a kill, an administrator's stop, another of
+#: its processes crashed), whose FATAL Citus relays without its SQLSTATE (57P01, 57P02 on one
+#: server, operational errors there); and libpq's own words for the dropped connection, relayed
+#: with the worker in their context. Either may come as libpq's message of the connection, with
+#: the worker's severity first. The other errors of a lost worker are 08006 or 58030,
+#: OperationalErrors (docs/scale-out.md, "Runbook").
 _WORKER_LOST = re.compile(
-    r"failure on connection marked as essential: "
-    r"|(server closed the connection unexpectedly|could not receive data from server"
+    r"(?:(?:FATAL|ERROR|WARNING):\s+)?"
+    r"(?:failure on connection marked as essential: "
+    r"|terminating connection (?:due to unexpected postmaster exit|due to administrator command"
+    r"|because of crash of another server process)"
+    r"|(?:server closed the connection unexpectedly|could not receive data from server"
     r"|could not send data to server|no connection to the server|connection not open)"
-    r".*\bwhile executing command on ",
+    r".*\bwhile executing command on )",
     re.DOTALL,
 )
+#: Citus's error (XX000) for a commit that failed on a shard's worker after the coordinator sent
+#: it: whether the worker committed is not known.
+_COMMIT_UNCERTAIN = re.compile(r"could not commit transaction for shard \d+ on at least one")
 
 
-def _worker_lost(exc: psycopg.Error) -> bool:
-    """A Citus coordinator's error for a worker that died or dropped the connection mid-call."""
-    return exc.sqlstate == "XX000" and _WORKER_LOST.match(str(exc)) is not None
+def _worker_lost(exc: psycopg.Error) -> str | None:
+    """What a Citus coordinator's error says of a worker that died or dropped the connection
+    mid-call, for the message of a StoreUnavailableError; None if it is not such an error."""
+    if exc.sqlstate != "XX000":
+        return None
+    if _COMMIT_UNCERTAIN.match(str(exc)):
+        return (
+            "a Citus worker was lost while committing; the write may or may not have been "
+            f"committed: retry it with the same id (writes are idempotent by id): {exc}"
+        )
+    if _WORKER_LOST.match(str(exc)):
+        return f"a Citus worker was lost during the call: {exc}"
+    return None
 
 
 class Database:
@@ -262,10 +282,9 @@ class Database:
                 ) from None
             raise StoreUnavailableError(redact(f"PostgreSQL connection failed: {exc}")) from None
         except psycopg.Error as exc:
-            if _worker_lost(exc):
-                raise StoreUnavailableError(
-                    redact(f"a Citus worker was lost during the call: {exc}")
-                ) from None
+            lost = _worker_lost(exc)
+            if lost is not None:
+                raise StoreUnavailableError(redact(lost)) from None
             raise StoreError(redact(f"PostgreSQL error: {exc}")) from exc
 
     async def _checkout(self, by: float) -> tuple[AsyncConnectionPool[_Conn], _Conn]:
