@@ -20,7 +20,7 @@ from actrone_pg._config_values import ENV_PREFIX as ENV_PREFIX
 from actrone_pg._config_values import resolve
 from actrone_pg._redact import redact
 from actrone_pg.errors import ConfigurationError
-from actrone_pg.ranking import ANALYZERS, CHANNELS, DEFAULT_RRF_WEIGHTS
+from actrone_pg.ranking import ANALYZERS, CHANNELS, DEFAULT_RRF_WEIGHTS, required_weights
 
 __all__ = [
     "BACKENDS",
@@ -136,7 +136,8 @@ class MemoryConfig:
     hybrid_retrieval: bool = True
     rrf_k: int = 60
     #: One weight per ranking of ``ranking.CHANNELS`` (dense, lexical, recency), each channel's
-    #: measured default (docs/quality.md).
+    #: measured default (docs/quality.md); a list may stop before the optional channels, which
+    #: then weigh 0.
     rrf_weights: tuple[float, ...] = DEFAULT_RRF_WEIGHTS
     #: How text becomes BM25 terms in every backend: "english" (Snowball English stemming) or
     #: "simple" (lower-case tokens). A store records it with its term statistics.
@@ -377,9 +378,12 @@ def _validate(cfg: MemoryConfig) -> None:
         fail("bm25_k1", f"must be greater than 0, got {cfg.bm25_k1}")
     if not (0.0 <= cfg.bm25_b <= 1.0):
         fail("bm25_b", f"must lie in [0, 1], got {cfg.bm25_b}")
-    if len(cfg.rrf_weights) != len(CHANNELS):
-        names = ", ".join(c.name for c in CHANNELS)
-        fail("rrf_weights", f"expected {len(CHANNELS)} weights ({names}), got {cfg.rrf_weights}")
+    least = required_weights()
+    if not least <= len(cfg.rrf_weights) <= len(CHANNELS):
+        names = ", ".join(c.name for c in CHANNELS[:least])
+        names += "".join(f"[, {c.name}]" for c in CHANNELS[least:])
+        count = f"{least}" if least == len(CHANNELS) else f"{least} to {len(CHANNELS)}"
+        fail("rrf_weights", f"expected {count} weights ({names}), got {cfg.rrf_weights}")
     if any(w < 0 for w in cfg.rrf_weights) or not any(w > 0 for w in cfg.rrf_weights):
         fail("rrf_weights", f"weights must be ≥ 0 with at least one > 0, got {cfg.rrf_weights}")
     for name in ("relevance_weight", "recency_weight"):

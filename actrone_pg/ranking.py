@@ -78,11 +78,13 @@ __all__ = [
     "cosines",
     "date_text",
     "follow_recorded",
+    "full_weights",
     "idf",
     "micros",
     "nearest_first",
     "query_terms",
     "rank_arrays",
+    "required_weights",
     "term_counts",
     "tokenize",
 ]
@@ -415,6 +417,10 @@ class Channel:
     partial: bool = False
     #: Reported only in hybrid mode (``None`` in the classic blend).
     hybrid_only: bool = False
+    #: A ranking added after the spec's three: a list of weights may stop before it, and it then
+    #: weighs 0, so that a configuration written before it ranks as it did. Every channel after
+    #: an optional one is optional.
+    optional: bool = False
 
     @property
     def field(self) -> str:
@@ -461,20 +467,42 @@ CHANNELS: tuple[Channel, ...] = (
     Channel("lexical", _lexical, weight=4.0, partial=True, hybrid_only=True),
     Channel("recency", _recency, weight=0.1),
 )
-#: ``MemoryConfig.rrf_weights``' default: each channel's measured weight (docs/quality.md).
-DEFAULT_RRF_WEIGHTS = tuple(c.weight for c in CHANNELS)
 
 
-#: ``RankingParams.rrf_weights``' default: unweighted RRF.
-_UNWEIGHTED = tuple(1.0 for _ in CHANNELS)
+def required_weights() -> int:
+    """How many weights ``rrf_weights`` holds at least: the channels before the optional ones."""
+    return next((i for i, c in enumerate(CHANNELS) if c.optional), len(CHANNELS))
+
+
+def full_weights(weights: Sequence[float]) -> tuple[float, ...]:
+    """One weight per channel of :data:`CHANNELS`: ``weights``, then 0.0 for each optional
+    channel past them (a list longer than the channels is the caller's error, checked there)."""
+    return (*weights, *(0.0,) * (len(CHANNELS) - len(weights)))
+
+
+def _without_optional_zeros(weights: tuple[float, ...]) -> tuple[float, ...]:
+    keep = len(weights)
+    while keep > required_weights() and weights[keep - 1] == 0.0:
+        keep -= 1
+    return weights[:keep]
+
+
+#: ``MemoryConfig.rrf_weights``' default: each channel's measured weight (docs/quality.md),
+#: without the trailing zeros of optional channels (a new channel off by default leaves it as
+#: it was).
+DEFAULT_RRF_WEIGHTS = _without_optional_zeros(tuple(c.weight for c in CHANNELS))
+
+
+#: ``RankingParams.rrf_weights``' default: unweighted RRF of the required channels.
+_UNWEIGHTED = (1.0,) * required_weights()
 
 
 @dataclass(frozen=True, slots=True)
 class RankingParams:
     """Everything a ranking depends on besides the candidates.
 
-    ``rrf_weights`` has one entry per channel of :data:`CHANNELS`, in its order (by default
-    1.0 each: unweighted RRF).
+    ``rrf_weights`` has one entry per channel of :data:`CHANNELS`, in its order, or stops before
+    the optional ones (:func:`full_weights`); by default 1.0 each: unweighted RRF.
     """
 
     hybrid: bool = True
@@ -527,7 +555,7 @@ def rank_arrays(
     if params.hybrid:
         k = float(params.rrf_k)
         total: Any = None
-        for channel, weight in zip(CHANNELS, params.rrf_weights, strict=True):
+        for channel, weight in zip(CHANNELS, full_weights(params.rrf_weights), strict=True):
             rank = ranks[channel.name]
             if channel.partial:
                 term = np.where(rank > 0, weight / (k + np.maximum(rank, 1)), 0.0)

@@ -178,3 +178,55 @@ def test_question_words_leave_a_query_but_never_all_of_it() -> None:
     # Dropped before stemming: "does" is not left behind as its stem "doe".
     assert query_terms("Where does Ben run?", "english", drop_question_words=True) == ["ben", "run"]
     assert {"what", "did", "was", "when"} <= QUESTION_WORDS and "may" not in QUESTION_WORDS
+
+
+def test_a_channel_added_later_is_off_for_weights_written_before_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A test-only optional channel (docs/architecture.md, "A new ranking channel"): a list of
+    # the three weights ranks as before, a fourth weight brings it in, a fifth is refused.
+    from actrone_pg import config as config_module
+    from actrone_pg import ranking
+    from actrone_pg.config import MemoryConfig
+    from actrone_pg.errors import ConfigurationError
+
+    rng = np.random.default_rng(7)
+    n = 40
+    inputs = (
+        np.arange(n, dtype=np.int64),
+        rng.integers(0, 5, n).astype(np.int64) * 1_000_000,  # ties in age
+        np.round(rng.uniform(0.3, 0.9, n), 2),  # ties in cosine
+        np.where(rng.uniform(size=n) < 0.5, rng.uniform(0.1, 3.0, n), 0.0),
+    )
+    weights = (1.0, 4.0, 0.1)
+    before = ranking.rank_arrays(*inputs, RankingParams(rrf_weights=weights), NOW)
+
+    def id_descending(
+        values: dict[str, npt.NDArray[np.int64]], recent: npt.NDArray[np.intp]
+    ) -> npt.NDArray[np.int64]:
+        order = np.argsort(-values["id_order"], kind="stable")
+        ranks = np.zeros(recent.size, dtype=np.int64)
+        ranks[order] = np.arange(1, recent.size + 1)
+        return ranks
+
+    extra = ranking.Channel("test_only", id_descending, weight=0.0, optional=True)
+    channels = (*ranking.CHANNELS, extra)
+    monkeypatch.setattr(ranking, "CHANNELS", channels)
+    monkeypatch.setattr(config_module, "CHANNELS", channels)
+    assert ranking.required_weights() == 3
+    assert ranking.full_weights(weights) == (*weights, 0.0)
+
+    same = ranking.rank_arrays(*inputs, RankingParams(rrf_weights=weights), NOW)
+    assert same.order.tolist() == before.order.tolist()
+    assert same.score.tolist() == before.score.tolist()  # adding 0.0 changes no bit
+    assert sorted(same.ranks["test_only"].tolist()) == list(range(1, n + 1))
+    on = ranking.rank_arrays(*inputs, RankingParams(rrf_weights=(*weights, 2.0)), NOW)
+    assert on.score.tolist() != before.score.tolist()
+
+    assert MemoryConfig(rrf_weights=weights).rrf_weights == weights
+    assert MemoryConfig(rrf_weights=(*weights, 2.0)).rrf_weights == (*weights, 2.0)
+    for wrong in ((1.0, 4.0), (*weights, 2.0, 1.0)):
+        with pytest.raises(ConfigurationError, match=r"3 to 4 weights .*\[, test_only\]"):
+            MemoryConfig(rrf_weights=wrong)
+    # Off by default: its weight of 0 leaves MemoryConfig's default as it was.
+    assert ranking._without_optional_zeros((*weights, 0.0)) == weights

@@ -27,7 +27,7 @@ import pytest
 from actrone_pg.config import MemoryConfig
 from actrone_pg.manager import MemoryManager
 from actrone_pg.models import Memory, ScoredMemory
-from actrone_pg.ranking import RankingParams
+from actrone_pg.ranking import CHANNELS, RankingParams
 from actrone_pg.stores.base import MemoryRecord, Store, pack_hits, stored_tokens
 from actrone_pg.stores.memory import InMemoryStore
 from tests.conftest import BACKENDS
@@ -91,11 +91,13 @@ def _dataset(
     return records
 
 
-def _ranked(hits: list[ScoredMemory]) -> list[tuple[str, int | None, int | None, int | None]]:
-    return [
-        (h.memory.id, h.explain.dense_rank, h.explain.lexical_rank, h.explain.recency_rank)
-        for h in hits
-    ]
+def _ranked(hits: list[ScoredMemory]) -> list[tuple[object, ...]]:
+    """Each hit's id and its rank in every channel (a channel added later included)."""
+    return [(h.memory.id, *(getattr(h.explain, c.field) for c in CHANNELS)) for h in hits]
+
+
+def _every_channel_weighted(rng: random.Random) -> tuple[float, ...]:
+    return tuple(rng.choice((0.5, 1.0, 2.0)) for _ in CHANNELS)
 
 
 def _near_ties(hits: list[ScoredMemory], threshold: float) -> bool:
@@ -162,7 +164,10 @@ async def test_parity_with_the_reference(other: Store, family: str) -> None:
         params = RankingParams(
             hybrid=hybrid,
             rrf_k=rng.choice([1, 10, 60]),
-            rrf_weights=rng.choice([(1.0, 1.0, 1.0), (1.0, 1.0, 0.3), (0.5, 2.0, 0.0)]),
+            # the last: a weight for every channel, a channel added later included
+            rrf_weights=rng.choice(
+                [(1.0, 1.0, 1.0), (1.0, 1.0, 0.3), (0.5, 2.0, 0.0), _every_channel_weighted(rng)]
+            ),
             relevance_weight=0.7,
             recency_weight=0.3,
             bm25_k1=rng.choice([1.2, 0.9, 2.0]),

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from actrone_pg.ranking import (
+    CHANNELS,
     CorpusStats,
     RankingParams,
     code_point_ranks,
@@ -66,7 +67,9 @@ async def test_vectorised_search_equals_reference(seed: int) -> None:
         params = RankingParams(
             hybrid=rng.random() < 0.7,
             rrf_k=rng.choice([1, 60]),
-            rrf_weights=rng.choice([(1.0, 1.0, 1.0), (1.0, 1.0, 0.3)]),
+            rrf_weights=rng.choice(
+                [(1.0, 1.0, 1.0), (1.0, 1.0, 0.3), tuple(rng.choice((0.5, 2.0)) for _ in CHANNELS)]
+            ),
             bm25_k1=rng.choice([1.2, 0.9, 2.0]),
             bm25_b=rng.choice([0.75, 0.3, 0.0, 1.0]),
         )

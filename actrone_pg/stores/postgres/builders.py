@@ -18,6 +18,7 @@ from typing import Any
 from actrone_pg.errors import MissingDependencyError
 from actrone_pg.filters import FILTERS, MemoryFilter
 from actrone_pg.pipeline import SearchRequest
+from actrone_pg.ranking import full_weights
 from actrone_pg.stores.postgres.statements import (
     AGENT_RETRIEVE,
     ANN_CANDIDATES,
@@ -244,7 +245,7 @@ def _ranking(request: SearchRequest, terms: list[str]) -> dict[str, Any]:
         "limit": int(request.limit),
         "hybrid": p.hybrid,
         "rrf_k": int(p.rrf_k),
-        "rrf_weights": [float(w) for w in p.rrf_weights],
+        "rrf_weights": [float(w) for w in full_weights(p.rrf_weights)],
         "relevance_weight": float(p.relevance_weight),
         "recency_weight": float(p.recency_weight),
         "now": request.now,
