@@ -183,8 +183,8 @@ def test_question_words_leave_a_query_but_never_all_of_it() -> None:
 def test_a_channel_added_later_is_off_for_weights_written_before_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # A test-only optional channel (docs/architecture.md, "A new ranking channel"): a list of
-    # the three weights ranks as before, a fourth weight brings it in, a fifth is refused.
+    # A test-only optional channel appended (docs/architecture.md, "A new ranking channel"): a
+    # list of the weights before it ranks as before, one more brings it in, another is refused.
     from actrone_pg import config as config_module
     from actrone_pg import ranking
     from actrone_pg.config import MemoryConfig
@@ -198,7 +198,7 @@ def test_a_channel_added_later_is_off_for_weights_written_before_it(
         np.round(rng.uniform(0.3, 0.9, n), 2),  # ties in cosine
         np.where(rng.uniform(size=n) < 0.5, rng.uniform(0.1, 3.0, n), 0.0),
     )
-    weights = (1.0, 4.0, 0.1)
+    weights = ranking.full_weights(ranking.DEFAULT_RRF_WEIGHTS)  # every channel of today
     before = ranking.rank_arrays(*inputs, RankingParams(rrf_weights=weights), NOW)
 
     def id_descending(
@@ -213,7 +213,7 @@ def test_a_channel_added_later_is_off_for_weights_written_before_it(
     channels = (*ranking.CHANNELS, extra)
     monkeypatch.setattr(ranking, "CHANNELS", channels)
     monkeypatch.setattr(config_module, "CHANNELS", channels)
-    assert ranking.required_weights() == 3
+    least = ranking.required_weights()
     assert ranking.full_weights(weights) == (*weights, 0.0)
 
     same = ranking.rank_arrays(*inputs, RankingParams(rrf_weights=weights), NOW)
@@ -225,8 +225,9 @@ def test_a_channel_added_later_is_off_for_weights_written_before_it(
 
     assert MemoryConfig(rrf_weights=weights).rrf_weights == weights
     assert MemoryConfig(rrf_weights=(*weights, 2.0)).rrf_weights == (*weights, 2.0)
-    for wrong in ((1.0, 4.0), (*weights, 2.0, 1.0)):
-        with pytest.raises(ConfigurationError, match=r"3 to 4 weights .*\[, test_only\]"):
+    refused = rf"{least} to {len(channels)} weights .*\[, test_only\]"
+    for wrong in (weights[: least - 1], (*weights, 2.0, 1.0)):
+        with pytest.raises(ConfigurationError, match=refused):
             MemoryConfig(rrf_weights=wrong)
     # Off by default: its weight of 0 leaves MemoryConfig's default as it was.
-    assert ranking._without_optional_zeros((*weights, 0.0)) == weights
+    assert ranking._without_optional_zeros((*weights, 0.0)) == ranking.DEFAULT_RRF_WEIGHTS
