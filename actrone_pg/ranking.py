@@ -83,6 +83,7 @@ __all__ = [
     "nearest_first",
     "query_terms",
     "rank_arrays",
+    "recency_places",
     "term_counts",
     "tokenize",
 ]
@@ -339,9 +340,10 @@ def bm25(
     norm = k1 * (1.0 - b + b * lengths / stats.avgdl)
     weights = np.array([idf(stats.n_docs, df) for df in doc_freqs], dtype=np.float64)
     # Every term's row at once (faster: docs/benchmarks.md), the same operations per element as
-    # one term at a time; the rows are added in query order.
-    with np.errstate(divide="ignore", invalid="ignore"):
-        parts = np.where(tf > 0, weights[:, None] * (tf * (k1 + 1.0)) / (tf + norm), 0.0)
+    # one term at a time; the rows are added in query order. Divided only where the term occurs
+    # (elsewhere 0.0), so no 0/0 is computed and no error state needs silencing.
+    parts = np.zeros(tf.shape, dtype=np.float64)
+    np.divide(weights[:, None] * (tf * (k1 + 1.0)), tf + norm, out=parts, where=tf > 0)
     for part in parts:
         score += part
     return score
@@ -377,17 +379,46 @@ def nearest_first(
     created_us: npt.NDArray[np.int64],
     id_order: npt.NDArray[np.int64],
     limit: int,
+    *,
+    among: npt.NDArray[np.intp] | None = None,
 ) -> npt.NDArray[np.intp]:
     """Positions of the nearest ``limit`` admitted candidates, nearest first (ties newer first,
-    then by id), ``id_order`` as in :func:`rank_arrays`.
+    then by id), ``id_order`` as in :func:`rank_arrays`. This is the dense ranking's order.
+
+    ``among`` (positions) restricts the candidates to those; the arrays are then indexed by it.
     """
-    candidates = np.arange(cosine.size)
-    if cosine.size > limit:
+    near = cosine if among is None else cosine[among]
+    keep: npt.NDArray[np.intp] | None = None
+    if near.size > limit:
         # Only rows at least as near as the limit-th can be kept; ties with it all stay.
-        kth = np.partition(cosine, cosine.size - limit)[cosine.size - limit]
-        candidates = np.flatnonzero(cosine >= kth)
-    best = np.lexsort((id_order[candidates], -created_us[candidates], -cosine[candidates]))
-    return candidates[best[:limit]]
+        kth = np.partition(near, near.size - limit)[near.size - limit]
+        keep = np.flatnonzero(near >= kth)
+        near = near[keep]
+    best = np.argsort(-near, kind="stable")
+    ordered = near[best]
+    # Equal cosines are rare: only then are the tie keys read (one sort on the cosine instead of
+    # a sort on three keys: docs/benchmarks.md, "In-memory: where one call's time goes").
+    if near.size > limit or bool((ordered[1:] == ordered[:-1]).any()):
+        rows = keep if among is None else among if keep is None else among[keep]
+        created, ids = (
+            (created_us, id_order) if rows is None else (created_us[rows], id_order[rows])
+        )
+        best = np.lexsort((ids, -created, -near))
+    best = best[:limit]
+    if keep is not None:
+        best = keep[best]
+    return best if among is None else among[best]
+
+
+def recency_places(
+    created_us: npt.NDArray[np.int64], id_order: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """Each candidate's place in the recency order (newest first, then id ascending): distinct
+    integers, so that a plain sort of a subset's places is that subset's recency order (the
+    ``recent`` of :func:`rank_arrays`)."""
+    places = np.empty(created_us.size, dtype=np.int64)
+    places[np.lexsort((id_order, -created_us))] = np.arange(created_us.size, dtype=np.int64)
+    return places
 
 
 #: What a channel's rule reads: the admitted candidates' columns by name (``cosine``, ``bm25``,
@@ -506,11 +537,17 @@ def rank_arrays(
     params: RankingParams,
     now: datetime,
     columns: Mapping[str, npt.NDArray[Any]] | None = None,
+    *,
+    recent: npt.NDArray[np.intp] | None = None,
+    orders: Mapping[str, npt.NDArray[np.intp]] | None = None,
 ) -> RankedArrays:
     """Rank admitted candidates: every channel's ranking and their fusion (or the classic blend).
 
     ``id_order`` must order the candidates as their ids compare (any integers that sort the same
-    way); ``columns`` are further inputs of the channels' rules, by name. A test holds it, bit
+    way); ``columns`` are further inputs of the channels' rules, by name. A caller that already
+    holds the candidates' recency order (``recent``: positions newest first, then id ascending)
+    or a channel's order (``orders``, by channel name: positions best first, ties broken as the
+    channel's rule breaks them) passes it, and it is not computed again. A test holds it, bit
     for bit, to a plain-Python oracle on random inputs full of ties.
     """
     n = cosine.shape[0]
@@ -521,8 +558,13 @@ def rank_arrays(
         "cosine": cosine,
         "bm25": bm25,
     }
-    recent = np.lexsort((id_order, -created_us))  # np.lexsort sorts by the last key first
-    ranks = {c.name: c.rank(values, recent) for c in CHANNELS}
+    if recent is None:
+        recent = np.lexsort((id_order, -created_us))  # np.lexsort sorts by the last key first
+    known = orders or {}
+    ranks = {
+        c.name: _ranks_of(known[c.name], n) if c.name in known else c.rank(values, recent)
+        for c in CHANNELS
+    }
     score: npt.NDArray[np.float64]
     if params.hybrid:
         k = float(params.rrf_k)
