@@ -21,10 +21,22 @@ import numpy.typing as npt
 
 from actrone_pg.models import Memory, Vector
 
-__all__ = ["NEVER", "Postings", "Space"]
+__all__ = ["NEVER", "Postings", "Space", "aligned_rows"]
 
 #: The expiry of a memory that never expires, as microseconds: later than any datetime.
 NEVER = int(np.iinfo(np.int64).max)
+
+
+def aligned_rows(*columns: npt.NDArray[np.int64]) -> list[npt.NDArray[np.int64]]:
+    """The ``columns`` (each one value per memory) as views of one row-major table.
+
+    A search reads several of them at the same few hundred candidates, right after the scan of
+    the matrix has flushed the CPU caches: from one table, the first read of a candidate brings
+    its whole row in, and the others find it cached (one cache miss per candidate instead of one
+    per column; docs/benchmarks.md, "In-memory: where one call's time goes").
+    """
+    table = np.ascontiguousarray(np.stack(columns, axis=1), dtype=np.int64)
+    return [table[:, j] for j in range(len(columns))]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +88,7 @@ class Space:
     id_order: npt.NDArray[np.int64]  # rank of each id in code-point order
     #: each column's place in the recency order (newest first, then id ascending)
     recency: npt.NDArray[np.int64]
-    lengths: npt.NDArray[np.float64]
+    lengths: npt.NDArray[np.int64]  # each memory's BM25 document length
     tokens: npt.NDArray[np.int64]  # each memory's stored token count
     expires_us: npt.NDArray[np.int64]  # each memory's expiry (NEVER if none)
     first_expiry: int  # the earliest of them
@@ -87,6 +99,8 @@ class Space:
     # term -> its frequency in every column, for the terms of at least 1/_DENSE of the columns
     # (float32 holds counts exactly); filled on first use
     dense: dict[str, npt.NDArray[np.float32]] = field(default_factory=dict)
+    # each column's place among one search's candidates while it scores BM25, else -1
+    slots: npt.NDArray[np.int64] = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
     def term_frequencies(
         self, idx: npt.NDArray[np.intp], terms: Sequence[str]
@@ -95,28 +109,34 @@ class Space:
         if self.postings is None:
             self.postings = Postings.build(self.frequencies)
         tf = np.zeros((len(terms), idx.size), dtype=np.float64)
-        by_column: npt.NDArray[np.intp] | None = None
-        for row, term in enumerate(terms):
-            posting = self.postings.posting(term)
-            if posting is None or idx.size == 0:
-                continue
-            dense = self.dense.get(term)
-            if dense is None and posting[0].size * _DENSE >= len(self.ids):
-                dense = self.dense[term] = np.zeros(len(self.ids), dtype=np.float32)
-                dense[posting[0]] = posting[1]
-            if dense is not None:
-                tf[row] = dense[idx]
-                continue
-            # A rarer term: look its few columns up among the sorted candidates.
-            if by_column is None:
-                by_column = np.argsort(idx)
-                sorted_idx = idx[by_column]
-            cols, tfs = posting
-            at = np.minimum(np.searchsorted(sorted_idx, cols), idx.size - 1)
-            hit = sorted_idx[at] == cols
-            if hit.any():
-                tf[row, by_column[at[hit]]] = tfs[hit]
-        return tf, self.lengths[idx]
+        if idx.size == 0:
+            return tf, self.lengths[idx].astype(np.float64)
+        slot: npt.NDArray[np.int64] | None = None
+        try:
+            for row, term in enumerate(terms):
+                posting = self.postings.posting(term)
+                if posting is None:
+                    continue
+                dense = self.dense.get(term)
+                if dense is None and posting[0].size * _DENSE >= len(self.ids):
+                    dense = self.dense[term] = np.zeros(len(self.ids), dtype=np.float32)
+                    dense[posting[0]] = posting[1]
+                if dense is not None:
+                    tf[row] = dense[idx]
+                    continue
+                # A rarer term: its few columns' places among the candidates, looked up in
+                # the slots (no sort of the candidates, docs/benchmarks.md).
+                if slot is None:
+                    slot = self.slots
+                    slot[idx] = np.arange(idx.size)
+                cols, tfs = posting
+                at = slot[cols]
+                hit = at >= 0
+                tf[row, at[hit]] = tfs[hit]
+        finally:
+            if slot is not None:
+                slot[idx] = -1
+        return tf, self.lengths[idx].astype(np.float64)
 
 
 # A term in at least 1/_DENSE of an agent's memories keeps its frequencies as one array over all

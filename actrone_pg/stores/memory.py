@@ -33,7 +33,7 @@ from actrone_pg.ranking import (
 )
 from actrone_pg.stores._keyed_locks import KeyedLocks
 from actrone_pg.stores._memory_index import FilterIndex
-from actrone_pg.stores._memory_space import NEVER, Space
+from actrone_pg.stores._memory_space import NEVER, Space, aligned_rows
 from actrone_pg.stores.base import (
     BuildVersion,
     Fence,
@@ -139,20 +139,29 @@ class _Agent:
                 ],
                 dtype=np.int64,
             )
+            created_us, id_order, recency, tokens, lengths, slots = aligned_rows(
+                created_us,
+                id_order,
+                recency_places(created_us, id_order),
+                np.array([e.memory.token_count for e in entries], dtype=np.int64),
+                np.array([e.length for e in entries], dtype=np.int64),
+                np.full(len(ids), -1, dtype=np.int64),
+            )
             cached = Space(
                 ids=ids,
                 memories=[e.memory for e in entries],
                 matrix=np.ascontiguousarray(vectors.T),
                 created_us=created_us,
                 id_order=id_order,
-                recency=recency_places(created_us, id_order),
-                lengths=np.array([e.length for e in entries], dtype=np.float64),
-                tokens=np.array([e.memory.token_count for e in entries], dtype=np.int64),
+                recency=recency,
+                lengths=lengths,
+                tokens=tokens,
                 expires_us=expires_us,
                 first_expiry=int(expires_us.min()),
                 rows=np.array(rows, dtype=np.intp),
                 frequencies=[e.tf for e in entries],
                 column={mid: i for i, mid in enumerate(ids)},
+                slots=slots,
             )
             self.spaces[embedder] = cached
         return cached
