@@ -20,6 +20,7 @@ from actrone_pg.ranking import (
     code_point_ranks,
     idf,
     micros,
+    nearest_first,
     query_terms,
     tokenize,
 )
@@ -178,3 +179,22 @@ def test_question_words_leave_a_query_but_never_all_of_it() -> None:
     # Dropped before stemming: "does" is not left behind as its stem "doe".
     assert query_terms("Where does Ben run?", "english", drop_question_words=True) == ["ben", "run"]
     assert {"what", "did", "was", "when"} <= QUESTION_WORDS and "may" not in QUESTION_WORDS
+
+
+def test_nearest_first_is_the_three_key_order_on_ties() -> None:
+    # The fast path sorts on the cosine alone; with equal cosines (±0 among them) it must fall
+    # back to the three keys, on the whole array and on a subset given by ``among``.
+    rng = np.random.default_rng(5)
+    for trial in range(2000):
+        n = int(rng.integers(0, 30))
+        limit = int(rng.integers(1, 35))
+        pool = [0.1, 0.3, -0.0, 0.0, 0.5] if trial % 2 else [float(x) for x in rng.random(50)]
+        cos = rng.choice(pool, size=n)
+        created = rng.integers(0, 4, n)
+        ids = rng.permutation(n).astype(np.int64)
+        want = np.lexsort((ids, -created, -cos))[:limit]
+        assert nearest_first(cos, created, ids, limit).tolist() == want.tolist()
+        among = np.flatnonzero(rng.random(n) < 0.6)
+        sub = np.lexsort((ids[among], -created[among], -cos[among]))[:limit]
+        got = nearest_first(cos, created, ids, limit, among=among)
+        assert got.tolist() == among[sub].tolist()
