@@ -250,6 +250,8 @@ def check_metadata(value: object, *, max_chars: int) -> dict[str, Any]:
 def check_filters(value: object, *, max_chars: int) -> MemoryFilter | None:
     """``filters`` (spec §9.3), each value checked by its key's definition: see
     :func:`actrone_pg.filters.parse_filters`."""
+    if value is None:  # most calls: no filter, and no import to look up
+        return None
     # actrone_pg.filters checks values with this module's functions: imported here, so that
     # the dependency goes one way.
     from actrone_pg.filters import parse_filters

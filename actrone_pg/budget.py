@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal
+from functools import lru_cache
 from typing import TypeVar
 
 __all__ = ["Shares", "pack_costs", "pack_turns", "share", "split_budget"]
@@ -31,6 +32,9 @@ def share(budget: int, fraction: float) -> int:
     return int(value)
 
 
+# A manager asks for the same few budgets call after call; the exact decimal arithmetic is
+# worth computing once each (docs/benchmarks.md, "In-memory: where one call's time goes").
+@lru_cache(maxsize=256)
 def split_budget(budget: int, session_fraction: float, episodic_fraction: float) -> Shares:
     """The two shares of ``budget`` (each floored, computed exactly)."""
     return Shares(

@@ -19,8 +19,9 @@ docs/architecture.md lists the files; a filter key is defined in :mod:`actrone_p
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
+from itertools import repeat
 
 import numpy as np
 import numpy.typing as npt
@@ -121,24 +122,22 @@ class Candidates:
     memories: Callable[[list[int]], list[Memory]]
     #: Which candidates may be admitted (the filter and expiry), or ``None`` for all of them.
     allowed: npt.NDArray[np.bool_] | None = None
+    #: Each candidate's place in the recency order (``ranking.recency_places``), if the store
+    #: keeps it; else the admitted candidates' recency order is sorted for each search.
+    recency: npt.NDArray[np.int64] | None = None
 
 
 def admit(candidates: Candidates, threshold: float, limit: int) -> npt.NDArray[np.intp]:
-    """Allowed positions with ``cosine >= threshold``: the nearest ``limit`` (ties newer, then
-    id)."""
+    """Allowed positions with ``cosine >= threshold``: the nearest ``limit``, nearest first
+    (ties newer, then id), which is the dense ranking's order."""
     passes = candidates.cosine >= threshold
     if candidates.allowed is not None:
         passes &= candidates.allowed
     idx = np.flatnonzero(passes)
-    if idx.size > limit:
-        idx = idx[
-            nearest_first(
-                candidates.cosine[idx],
-                candidates.created_us[idx],
-                candidates.id_order[idx],
-                limit,
-            )
-        ]
+    if idx.size > 1 or idx.size > limit:
+        idx = nearest_first(
+            candidates.cosine, candidates.created_us, candidates.id_order, limit, among=idx
+        )
     return idx
 
 
@@ -156,6 +155,10 @@ def search(request: SearchRequest, candidates: Candidates, stats: CorpusStats) -
     doc_freqs = [stats.doc_freq.get(t, 0) for t in request.terms]
     p = request.params
     scores = bm25(tf, lengths, doc_freqs, stats, p.bm25_k1, p.bm25_b)
+    # Admitted nearest first, the dense order is theirs; a store's recency places give the
+    # recency order by one sort of distinct integers (docs/benchmarks.md, "In-memory: where one
+    # call's time goes").
+    recent = None if candidates.recency is None else np.argsort(candidates.recency[admitted])
     ranked = rank_arrays(
         candidates.id_order[admitted],
         candidates.created_us[admitted],
@@ -163,6 +166,8 @@ def search(request: SearchRequest, candidates: Candidates, stats: CorpusStats) -
         scores,
         request.params,
         request.now,
+        recent=recent,
+        orders={"dense": np.arange(admitted.size)},
     )
     # Packing walks a plain list: indexing numpy arrays element by element costs ~10× more.
     costs = candidates.tokens[admitted[ranked.order]].tolist()
@@ -193,16 +198,22 @@ def explains(
     each the ``Explain`` field of :attr:`~actrone_pg.ranking.Channel.field`. A rank of 0 or
     ``None`` and a BM25 of 0 or ``None`` mean "absent from that ranking".
     """
-    channels = [(c.field, ranks[c.name]) for c in CHANNELS]
-    return [
-        Explain(
-            cosine=c,
-            fused_score=f,
-            bm25=b if b is not None and b > 0.0 else None,
-            **{name: column[i] or None for name, column in channels},
-        )
-        for i, (c, b, f) in enumerate(zip(cosine, bm25, fused_score, strict=True))
-    ]
+    n = len(cosine)
+    given: dict[str, Sequence[float | int | None]] = {
+        "cosine": cosine,
+        "fused_score": fused_score,
+        "bm25": [b if b is not None and b > 0.0 else None for b in bm25],
+        **{c.field: [r or None for r in ranks[c.name]] for c in CHANNELS},
+    }
+    # Column by column, then each Explain from positional arguments in field order: keyword
+    # arguments cost several times more per hit (docs/benchmarks.md, "In-memory: where one
+    # call's time goes"). A field no column gives keeps its default, None.
+    columns = [given.get(name, repeat(None, n)) for name in _EXPLAIN_FIELDS]
+    return [Explain(*row) for row in zip(*columns, strict=True)]
+
+
+#: ``Explain``'s fields in the order its constructor takes them.
+_EXPLAIN_FIELDS = tuple(f.name for f in fields(Explain))
 
 
 def pack_hits(

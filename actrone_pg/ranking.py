@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from actrone_pg._scan import cosines, nearest_first, recency_places
 from actrone_pg.errors import ConfigurationError
 
 __all__ = [
@@ -84,6 +85,7 @@ __all__ = [
     "nearest_first",
     "query_terms",
     "rank_arrays",
+    "recency_places",
     "required_weights",
     "term_counts",
     "tokenize",
@@ -341,9 +343,10 @@ def bm25(
     norm = k1 * (1.0 - b + b * lengths / stats.avgdl)
     weights = np.array([idf(stats.n_docs, df) for df in doc_freqs], dtype=np.float64)
     # Every term's row at once (faster: docs/benchmarks.md), the same operations per element as
-    # one term at a time; the rows are added in query order.
-    with np.errstate(divide="ignore", invalid="ignore"):
-        parts = np.where(tf > 0, weights[:, None] * (tf * (k1 + 1.0)) / (tf + norm), 0.0)
+    # one term at a time; the rows are added in query order. Divided only where the term occurs
+    # (elsewhere 0.0), so no 0/0 is computed and no error state needs silencing.
+    parts = np.zeros(tf.shape, dtype=np.float64)
+    np.divide(weights[:, None] * (tf * (k1 + 1.0)), tf + norm, out=parts, where=tf > 0)
     for part in parts:
         score += part
     return score
@@ -372,24 +375,6 @@ def code_point_ranks(ids: Sequence[str]) -> npt.NDArray[np.int64]:
     ranks = np.empty(len(ids), dtype=np.int64)
     ranks[order] = np.arange(len(ids), dtype=np.int64)
     return ranks
-
-
-def nearest_first(
-    cosine: npt.NDArray[np.floating],
-    created_us: npt.NDArray[np.int64],
-    id_order: npt.NDArray[np.int64],
-    limit: int,
-) -> npt.NDArray[np.intp]:
-    """Positions of the nearest ``limit`` admitted candidates, nearest first (ties newer first,
-    then by id), ``id_order`` as in :func:`rank_arrays`.
-    """
-    candidates = np.arange(cosine.size)
-    if cosine.size > limit:
-        # Only rows at least as near as the limit-th can be kept; ties with it all stay.
-        kth = np.partition(cosine, cosine.size - limit)[cosine.size - limit]
-        candidates = np.flatnonzero(cosine >= kth)
-    best = np.lexsort((id_order[candidates], -created_us[candidates], -cosine[candidates]))
-    return candidates[best[:limit]]
 
 
 #: What a channel's rule reads: the admitted candidates' columns by name (``cosine``, ``bm25``,
@@ -534,11 +519,17 @@ def rank_arrays(
     params: RankingParams,
     now: datetime,
     columns: Mapping[str, npt.NDArray[Any]] | None = None,
+    *,
+    recent: npt.NDArray[np.intp] | None = None,
+    orders: Mapping[str, npt.NDArray[np.intp]] | None = None,
 ) -> RankedArrays:
     """Rank admitted candidates: every channel's ranking and their fusion (or the classic blend).
 
     ``id_order`` must order the candidates as their ids compare (any integers that sort the same
-    way); ``columns`` are further inputs of the channels' rules, by name. A test holds it, bit
+    way); ``columns`` are further inputs of the channels' rules, by name. A caller that already
+    holds the candidates' recency order (``recent``: positions newest first, then id ascending)
+    or a channel's order (``orders``, by channel name: positions best first, ties broken as the
+    channel's rule breaks them) passes it, and it is not computed again. A test holds it, bit
     for bit, to a plain-Python oracle on random inputs full of ties.
     """
     n = cosine.shape[0]
@@ -549,8 +540,13 @@ def rank_arrays(
         "cosine": cosine,
         "bm25": bm25,
     }
-    recent = np.lexsort((id_order, -created_us))  # np.lexsort sorts by the last key first
-    ranks = {c.name: c.rank(values, recent) for c in CHANNELS}
+    if recent is None:
+        recent = np.lexsort((id_order, -created_us))  # np.lexsort sorts by the last key first
+    known = orders or {}
+    ranks = {
+        c.name: _ranks_of(known[c.name], n) if c.name in known else c.rank(values, recent)
+        for c in CHANNELS
+    }
     score: npt.NDArray[np.float64]
     if params.hybrid:
         k = float(params.rrf_k)
@@ -572,25 +568,3 @@ def rank_arrays(
                 ranks[channel.name] = np.zeros(n, dtype=np.int64)
     order = recent[np.argsort(-score[recent], kind="stable")]
     return RankedArrays(order, ranks, score)
-
-
-# Columns per matrix-vector product: on 1,024 columns OpenBLAS stays on the calling thread. One
-# product over all columns runs on its threads, and the seams of their split change some float32
-# cosines (and woken between queries those threads cost more than they save on 2 busy cores; the
-# alternatives measured: docs/benchmarks.md, "Measurements behind the code").
-_CHUNK = 1024
-
-
-def cosines(
-    query: npt.NDArray[np.float32], matrix: npt.NDArray[np.float32]
-) -> npt.NDArray[np.float64]:
-    """Cosines of a unit query with the unit columns of a (dimensions × n) float32 matrix.
-
-    float32 products widened to float64: the arithmetic every backend that computes cosines in
-    Python uses, so that they agree bit for bit.
-    """
-    n = matrix.shape[1]
-    out = np.empty(n, dtype=np.float32)
-    for start in range(0, n, _CHUNK):
-        np.matmul(query, matrix[:, start : start + _CHUNK], out=out[start : start + _CHUNK])
-    return out.astype(np.float64)

@@ -20,6 +20,7 @@ from actrone_pg.ranking import (
     code_point_ranks,
     idf,
     micros,
+    nearest_first,
     query_terms,
     tokenize,
 )
@@ -231,3 +232,22 @@ def test_a_channel_added_later_is_off_for_weights_written_before_it(
             MemoryConfig(rrf_weights=wrong)
     # Off by default: its weight of 0 leaves MemoryConfig's default as it was.
     assert ranking._without_optional_zeros((*weights, 0.0)) == ranking.DEFAULT_RRF_WEIGHTS
+
+
+def test_nearest_first_is_the_three_key_order_on_ties() -> None:
+    # The fast path sorts on the cosine alone; with equal cosines (±0 among them) it must fall
+    # back to the three keys, on the whole array and on a subset given by ``among``.
+    rng = np.random.default_rng(5)
+    for trial in range(2000):
+        n = int(rng.integers(0, 30))
+        limit = int(rng.integers(1, 35))
+        pool = [0.1, 0.3, -0.0, 0.0, 0.5] if trial % 2 else [float(x) for x in rng.random(50)]
+        cos = rng.choice(pool, size=n)
+        created = rng.integers(0, 4, n)
+        ids = rng.permutation(n).astype(np.int64)
+        want = np.lexsort((ids, -created, -cos))[:limit]
+        assert nearest_first(cos, created, ids, limit).tolist() == want.tolist()
+        among = np.flatnonzero(rng.random(n) < 0.6)
+        sub = np.lexsort((ids[among], -created[among], -cos[among]))[:limit]
+        got = nearest_first(cos, created, ids, limit, among=among)
+        assert got.tolist() == among[sub].tolist()

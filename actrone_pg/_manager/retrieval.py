@@ -8,7 +8,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -39,6 +39,8 @@ class Retrieval:
         self.ctx = ctx
         # Query text -> its vector, least recently used first (``query_cache_size`` at most).
         self._query_cache: OrderedDict[str, Vector] = OrderedDict()
+        # Asked once: a runtime protocol check walks the protocol's members on every call.
+        self._together = isinstance(ctx.store, ContextStore)
 
     async def search_memories(
         self,
@@ -89,7 +91,7 @@ class Retrieval:
             self.ctx.config.budget_fraction_session,
             self.ctx.config.budget_fraction_episodic,
         )
-        if isinstance(self.ctx.store, ContextStore):
+        if self._together:
             # L1 and L2 in one statement (spec §3.2): the store reads both at once.
             turns, packed = await self._fetch_together(
                 agent_id, session_id, query, shares.episodic, flt
@@ -184,8 +186,7 @@ class Retrieval:
         flt: MemoryFilter | None,
     ) -> tuple[list[Turn], PackedSearch]:
         """L1 and L2 from one store call (a :class:`ContextStore`), L2 as :meth:`_search`."""
-        store = self.ctx.store
-        assert isinstance(store, ContextStore)
+        store = cast(ContextStore, self.ctx.store)
         asked, limit, repack = self._l2_asks(budget, None)
         request = await self._request(agent_id, query, asked, limit, flt)
         turns, found = await self.ctx.telemetry.steps(

@@ -17,7 +17,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 from actrone_pg import pipeline
 from actrone_pg.filters import MemoryFilter
@@ -30,9 +29,11 @@ from actrone_pg.ranking import (
     code_point_ranks,
     cosines,
     micros,
+    recency_places,
 )
 from actrone_pg.stores._keyed_locks import KeyedLocks
 from actrone_pg.stores._memory_index import FilterIndex
+from actrone_pg.stores._memory_space import NEVER, Space, aligned_rows
 from actrone_pg.stores.base import (
     BuildVersion,
     Fence,
@@ -71,80 +72,6 @@ class _Entry:
 
 
 @dataclass
-class _Space:
-    """One agent's memories of one embedder, as arrays aligned by column."""
-
-    ids: list[str]
-    memories: list[Memory]  # each column's memory
-    matrix: Vector  # dimensions × n, float32
-    created_us: npt.NDArray[np.int64]
-    id_order: npt.NDArray[np.int64]  # rank of each id in code-point order
-    lengths: npt.NDArray[np.float64]
-    tokens: npt.NDArray[np.int64]  # each memory's stored token count
-    expires_us: npt.NDArray[np.int64]  # each memory's expiry (NEVER if none)
-    rows: npt.NDArray[np.intp]  # each column's row in the agent's FilterIndex
-    column: dict[str, int] = field(default_factory=dict)  # memory id -> column
-    # term -> (sorted columns holding it, their term frequencies); filled on first use
-    terms: dict[str, tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]] | None] = field(
-        default_factory=dict
-    )
-    # term -> its frequency in every column, for the terms of at least 1/_DENSE of the columns
-    # (float32 holds counts exactly); filled on first use
-    dense: dict[str, npt.NDArray[np.float32]] = field(default_factory=dict)
-
-    def posting(
-        self, term: str, postings: dict[str, dict[str, int]]
-    ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]] | None:
-        """Columns holding ``term`` (sorted) and its frequency in each, or ``None``."""
-        if term in self.terms:
-            return self.terms[term]
-        pairs = sorted(
-            (self.column[mid], tf)
-            for mid, tf in postings.get(term, {}).items()
-            if mid in self.column
-        )
-        out = None
-        if pairs:
-            cols, tfs = zip(*pairs, strict=True)
-            out = (np.array(cols, dtype=np.intp), np.array(tfs, dtype=np.float64))
-            if len(cols) * _DENSE >= len(self.ids):
-                self.dense[term] = np.zeros(len(self.ids), dtype=np.float32)
-                self.dense[term][out[0]] = out[1]
-        self.terms[term] = out
-        return out
-
-    def term_frequencies(
-        self, idx: npt.NDArray[np.intp], terms: Sequence[str], postings: dict[str, dict[str, int]]
-    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """Each term's frequency in the columns ``idx`` (a row per term), and their lengths."""
-        tf = np.zeros((len(terms), idx.size), dtype=np.float64)
-        by_column: npt.NDArray[np.intp] | None = None
-        for row, term in enumerate(terms):
-            posting = self.posting(term, postings)
-            if posting is None or idx.size == 0:
-                continue
-            dense = self.dense.get(term)
-            if dense is not None:
-                tf[row] = dense[idx]
-                continue
-            # A rarer term: look its few columns up among the sorted candidates.
-            if by_column is None:
-                by_column = np.argsort(idx)
-                sorted_idx = idx[by_column]
-            cols, tfs = posting
-            at = np.minimum(np.searchsorted(sorted_idx, cols), idx.size - 1)
-            hit = sorted_idx[at] == cols
-            if hit.any():
-                tf[row, by_column[at[hit]]] = tfs[hit]
-        return tf, self.lengths[idx]
-
-
-# A term in at least 1/_DENSE of an agent's memories keeps its frequencies as one array over all
-# of them: gathering the candidates' beats searching a long posting (docs/benchmarks.md).
-_DENSE = 16
-
-
-@dataclass
 class _Agent:
     entries: dict[str, _Entry] = field(default_factory=dict)
     # memory id -> its replaced versions, oldest first
@@ -153,7 +80,7 @@ class _Agent:
     postings: dict[str, dict[str, int]] = field(default_factory=dict)
     total_length: int = 0
     # embedder name -> arrays; dropped on every write that touches the agent
-    spaces: dict[str, _Space] = field(default_factory=dict)
+    spaces: dict[str, Space] = field(default_factory=dict)
     # the filterable fields of every entry as columns; dropped with the spaces
     index: FilterIndex | None = None
 
@@ -193,7 +120,7 @@ class _Agent:
             self.index = FilterIndex.build([e.memory for e in entries], [e.length for e in entries])
         return self.index
 
-    def space(self, embedder: str) -> _Space | None:
+    def space(self, embedder: str) -> Space | None:
         cached = self.spaces.get(embedder)
         if cached is None:
             rows = [r for r, e in enumerate(self.entries.values()) if e.memory.embedder == embedder]
@@ -203,23 +130,38 @@ class _Agent:
             ids = [every[r] for r in rows]
             entries = [self.entries[i] for i in ids]
             vectors = np.stack([e.vector for e in entries]).astype(np.float32)
-            cached = _Space(
+            created_us = np.array([micros(e.memory.created_at) for e in entries], dtype=np.int64)
+            id_order = code_point_ranks(ids)
+            expires_us = np.array(
+                [
+                    NEVER if e.memory.expires_at is None else micros(e.memory.expires_at)
+                    for e in entries
+                ],
+                dtype=np.int64,
+            )
+            created_us, id_order, recency, tokens, lengths, slots = aligned_rows(
+                created_us,
+                id_order,
+                recency_places(created_us, id_order),
+                np.array([e.memory.token_count for e in entries], dtype=np.int64),
+                np.array([e.length for e in entries], dtype=np.int64),
+                np.full(len(ids), -1, dtype=np.int64),
+            )
+            cached = Space(
                 ids=ids,
                 memories=[e.memory for e in entries],
                 matrix=np.ascontiguousarray(vectors.T),
-                created_us=np.array([micros(e.memory.created_at) for e in entries], dtype=np.int64),
-                id_order=code_point_ranks(ids),
-                lengths=np.array([e.length for e in entries], dtype=np.float64),
-                tokens=np.array([e.memory.token_count for e in entries], dtype=np.int64),
-                expires_us=np.array(
-                    [
-                        _NEVER if e.memory.expires_at is None else micros(e.memory.expires_at)
-                        for e in entries
-                    ],
-                    dtype=np.int64,
-                ),
+                created_us=created_us,
+                id_order=id_order,
+                recency=recency,
+                lengths=lengths,
+                tokens=tokens,
+                expires_us=expires_us,
+                first_expiry=int(expires_us.min()),
                 rows=np.array(rows, dtype=np.intp),
+                frequencies=[e.tf for e in entries],
                 column={mid: i for i, mid in enumerate(ids)},
+                slots=slots,
             )
             self.spaces[embedder] = cached
         return cached
@@ -519,15 +461,9 @@ class InMemoryStore:
         if agent is None or space is None:
             return PackedSearch(hits=[], candidates_considered=0, tokens=0)
         entries, memories, postings = agent.entries, space.memories, agent.postings
-
-        def tf(
-            idx: npt.NDArray[np.intp], terms: Sequence[str]
-        ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-            return space.term_frequencies(idx, terms, postings)
-
         # Expired memories are never candidates; the check costs nothing when none expires.
         allowed = None
-        if int(space.expires_us.min()) <= micros(request.now):
+        if space.first_expiry <= micros(request.now):
             allowed = space.expires_us > micros(request.now)
         stats = CorpusStats(len(entries), agent.total_length, agent.doc_freq)
         if request.filter is not None:
@@ -546,13 +482,28 @@ class InMemoryStore:
             created_us=space.created_us,
             id_order=space.id_order,
             tokens=space.tokens,
-            term_frequencies=tf,
+            term_frequencies=space.term_frequencies,
             # Looked up only for the hits built, by column: right after the scan of the matrix
             # each look-up misses the CPU caches, a dict's several times.
             memories=lambda columns: [memories[c] for c in columns],
             allowed=allowed,
+            recency=space.recency,
         )
         return pipeline.search(request, candidates, stats)
+
+    async def fetch_context(
+        self,
+        agent_id: str,
+        session_id: str,
+        *,
+        limit: int,
+        ttl_seconds: float,
+        request: SearchRequest,
+    ) -> tuple[list[Turn], PackedSearch]:
+        """L1 and L2 in one call: neither awaits anything, so two concurrent tasks (what the
+        manager runs for a store without this method) would only add their scheduling."""
+        turns = await self.recent_turns(agent_id, session_id, limit=limit, ttl_seconds=ttl_seconds)
+        return turns, await self.search(request)
 
 
 def from_config(config: MemoryConfig) -> InMemoryStore:
@@ -573,7 +524,3 @@ def _info(agent_id: str, session_id: str, session: _Session) -> SessionInfo:
         last_active_at=session.last_active_at,
         metadata=dict(session.metadata),
     )
-
-
-# The expiry of a memory that never expires, as microseconds: later than any datetime.
-_NEVER = np.iinfo(np.int64).max
