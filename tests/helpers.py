@@ -66,7 +66,10 @@ class ScoreByKeywordReranker:
 
 
 class SlowStore:
-    """Wraps a store and delays its L1 read, to show that L1 and L2 overlap."""
+    """Wraps a store and delays its L1 read, to show that L1 and L2 overlap. It reads them in
+    two calls, whatever the store it wraps (no ``fetch_context``, which would skip the delay)."""
+
+    fetch_context = None  # not a ContextStore (typing.Protocol reads a None member so)
 
     def __init__(self, inner: Any, delay: float) -> None:
         self._inner = inner

@@ -185,8 +185,15 @@ async def test_retrieve_context_raises_the_actrone_error_not_a_group() -> None:
     assert not isinstance(info.value, BaseExceptionGroup)
 
 
+class TwoCallBrokenStore(BrokenStore):
+    """A BrokenStore without ``fetch_context``: the manager reads L1 and L2 in two concurrent
+    calls, as it does on Redis + Qdrant."""
+
+    fetch_context = None  # not a ContextStore (typing.Protocol reads a None member so)
+
+
 async def test_two_failures_at_once_give_one_error_noting_the_other() -> None:
-    store = BrokenStore()
+    store = TwoCallBrokenStore()
     mm = await make(store, embedder=RaisingEmbedder())
     store.broken = True
     with pytest.raises(ActroneError) as info:
@@ -195,6 +202,17 @@ async def test_two_failures_at_once_give_one_error_noting_the_other() -> None:
     assert isinstance(err, (StoreError, EmbedderError))
     other = "model server said no" if isinstance(err, StoreError) else "disk on fire"
     assert any(other in note for note in getattr(err, "__notes__", []))
+
+
+async def test_with_one_call_for_both_tiers_a_failing_embedder_stops_it_first() -> None:
+    # The in-memory store, like PostgreSQL, reads L1 and L2 in one call after the embedding
+    # (spec §3.2): the embedder's failure is the only one, the store is never asked.
+    store = BrokenStore()
+    mm = await make(store, embedder=RaisingEmbedder())
+    store.broken = True
+    with pytest.raises(EmbedderError) as info:
+        await mm.retrieve_context("ag", "s", "query", 1000)
+    assert not any("disk on fire" in note for note in getattr(info.value, "__notes__", []))
 
 
 async def test_a_closed_store_is_one_store_error_on_every_backend(store: Store) -> None:
