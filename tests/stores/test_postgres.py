@@ -400,6 +400,14 @@ async def test_a_commit_a_citus_worker_lost_is_unavailable_and_says_retry_with_t
     assert await store_postgres.count_memories("a") == 0
 
 
+async def _raised_by_the_server(store: PostgresStore, statement: str) -> StoreError:
+    """The error of ``statement``, run through the store's connection handling."""
+    with pytest.raises(StoreError) as raised:
+        async with store.db.conn() as conn:
+            await conn.execute(statement)
+    return raised.value
+
+
 async def test_plain_postgres_shutdown_errors_keep_their_own_mapping(
     store_postgres: PostgresStore,
 ) -> None:
@@ -411,13 +419,11 @@ async def test_plain_postgres_shutdown_errors_keep_their_own_mapping(
                 raise error("terminating connection due to administrator command")
     assert await store_postgres.count_memories("a") == 0
     # The same words raised by a function (P0001, not XX000): the function's error.
-    with pytest.raises(StoreError) as raised:
-        async with store_postgres.db.conn() as conn:
-            await conn.execute(
-                "DO $$ BEGIN RAISE EXCEPTION"
-                " 'terminating connection due to administrator command'; END $$"
-            )
-    assert not isinstance(raised.value, StoreUnavailableError)
+    raised = await _raised_by_the_server(
+        store_postgres,
+        "DO $$ BEGIN RAISE EXCEPTION 'terminating connection due to administrator command'; END $$",
+    )
+    assert not isinstance(raised, StoreUnavailableError)
 
 
 @pytest.mark.parametrize("message", NOT_WORKER_LOST)
@@ -429,13 +435,12 @@ async def test_other_internal_errors_stay_store_errors(
             raise psycopg.errors.InternalError_(message)
     assert not isinstance(raised.value, StoreUnavailableError)
     # Raised by the server itself, with the words of a lost worker but none named: the same.
-    with pytest.raises(StoreError) as raised:
-        async with store_postgres.db.conn() as conn:
-            await conn.execute(
-                "DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'XX000',"
-                " MESSAGE = 'server closed the connection unexpectedly'; END $$"
-            )
-    assert not isinstance(raised.value, StoreUnavailableError)
+    raised_by_server = await _raised_by_the_server(
+        store_postgres,
+        "DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'XX000',"
+        " MESSAGE = 'server closed the connection unexpectedly'; END $$",
+    )
+    assert not isinstance(raised_by_server, StoreUnavailableError)
 
 
 async def test_schema_behind_without_auto_migrate_says_run_migrate(postgres_dsn: str) -> None:
