@@ -150,8 +150,9 @@ def _postmaster(dsn: str) -> int:
     """The postmaster of the server at ``dsn`` (the parent of a backend)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute("SELECT pg_backend_pid()").fetchone()
-    assert row is not None
-    status = Path(f"/proc/{row[0]}/status").read_text()
+        assert row is not None
+        # Read while the backend lives: it is gone once the connection closes.
+        status = Path(f"/proc/{row[0]}/status").read_text()
     return int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
 
 
