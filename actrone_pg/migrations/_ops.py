@@ -21,6 +21,7 @@ may install an older copy with such a line standing for a newer copy's body inst
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from collections.abc import Mapping, Sequence
@@ -57,6 +58,10 @@ logger = logging.getLogger("actrone_pg.migrations")
 _PINNED = re.compile(r"^(\d{4})_([a-z_]+)\.sql$")
 #: A line standing for another pinned copy's body (see the module's docstring).
 _BODY = re.compile(r"^\{\{body (\d{4})_([a-z_]+)\}\}$", re.M)
+#: A block standing for a statement to PREPARE (see :func:`prepared`).
+_PREPARED = re.compile(r"^\{\{prepared\n(.*?)\n\}\}", re.M | re.S)
+#: Where the function names that statement: a prefix, ``actrone_<digest of its text>_``.
+_PREPARED_NAME = "{{prepared_name}}"
 
 
 def schema_name() -> str:
@@ -81,8 +86,12 @@ def vector_schema() -> str:
 
 
 def execute(statement: sql.Composable) -> None:
-    """Run a composed statement (identifiers quoted by psycopg.sql; no values)."""
-    op.get_bind().exec_driver_sql(statement.as_string())
+    """Run a composed statement (identifiers quoted by psycopg.sql; no values).
+
+    Sent without a parameter list, so that a ``%`` in it (a PL/pgSQL ``format()``) reaches the
+    server as written instead of being read as a placeholder by the driver.
+    """
+    op.get_bind().exec_driver_sql(statement.as_string(), execution_options={"no_parameters": True})
 
 
 def template(text: str, **identifiers: str) -> sql.Composed:
@@ -134,7 +143,61 @@ def with_bodies(
     replaced = _BODY.sub(body, text)
     if missing:
         raise ValueError(f"{revision}_{name}.sql takes no body of {', '.join(sorted(missing))}")
-    return replaced
+    blocks = [prepared(replaced, found[1]) for found in _PREPARED.finditer(replaced)]
+    if len(blocks) > 1 or (_PREPARED_NAME in replaced) != bool(blocks):
+        raise ValueError(
+            f"{revision}_{name}.sql: one {{{{prepared block, named by {_PREPARED_NAME}"
+        )
+    if not blocks:
+        return replaced
+    # Named by its text: a session still holding the statement of an earlier text (a worker
+    # connection Citus keeps open across a migration that changes the ranking) prepares the new
+    # one instead of running the old.
+    digest = hashlib.sha256(blocks[0].encode()).hexdigest()[:12]
+    replaced = _PREPARED.sub(lambda _: blocks[0], replaced)
+    return replaced.replace(_PREPARED_NAME, f"actrone_{digest}_")
+
+
+#: The tables a ``{{prepared`` block names by their shard on the node (format()'s arguments
+#: 2 to 7, in this order; argument 1 is the prepared statement's name).
+PREPARED_TABLES = ("memories", "turns", "sessions", "agent_stats", "term_stats", "embedders")
+
+
+def prepared(function: str, statement: str) -> str:
+    """A ``{{prepared ... }}`` block of ``function`` (a pinned ``CREATE FUNCTION`` in PL/pgSQL):
+    ``statement`` as the text of a ``PREPARE``, quoted for ``format()`` in the function.
+
+    Each of the function's parameters and ``p_`` variables (its ``DECLARE``, in order) becomes
+    the prepared statement's ``$n`` (parameters first), with its type; each of
+    :data:`PREPARED_TABLES`, ``{schema}.<table>``, becomes the ``format()`` argument the
+    function passes for it (the name of that table's shard on the node); the statement's name is
+    argument 1. So one statement is written once, with the names the function's own statements
+    use, and runs on a worker's shard tables (migration 0020, docs/scale-out.md).
+    """
+    declared = _declared(function)
+    if "%" in statement or "$prepare$" in statement:
+        raise ValueError("a prepared block holds no % and no $prepare$")
+    for number, (variable, _) in sorted(enumerate(declared, 1), key=lambda item: -len(item[1][0])):
+        statement = re.sub(rf"\b{variable}\b", f"${number}", statement)
+    left = re.findall(r"\bp_[a-z0-9_]+\b", statement)
+    if left:
+        raise ValueError(f"a prepared block names what the function does not declare: {left}")
+    for number, table in enumerate(PREPARED_TABLES, 2):
+        statement = re.sub(rf"\{{schema\}}\.{table}\b(?!\()", f"%{number}$s", statement)
+    tables = re.findall(r"\{schema\}\.([a-z_]+)\b(?!\()", statement)
+    if tables:
+        raise ValueError(f"a prepared block reads tables it has no shard name of: {tables}")
+    types = ", ".join(kind for _, kind in declared)
+    return f"$prepare$PREPARE %1$I ({types}) AS\n{statement}\n$prepare$"
+
+
+def _declared(function: str) -> list[tuple[str, str]]:
+    """The parameters, then the ``p_`` variables, of a pinned PL/pgSQL function, with types."""
+    arguments = function[function.index("(") : function.index("\nRETURNS")]
+    declare = function[function.index("\nDECLARE\n") : function.index("\nBEGIN\n")]
+    found = re.findall(r"^\s+(p_[a-z0-9_]+) ([^,:;\n]+?)\s*(?:,|;|:=|\n|$)", arguments, re.M)
+    found += re.findall(r"^\s+(p_[a-z0-9_]+) ([^,:;\n]+?)\s*(?:;|:=)", declare, re.M)
+    return [(name, kind.strip()) for name, kind in found]
 
 
 def pinned_body(revision: str, name: str) -> str:

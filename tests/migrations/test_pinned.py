@@ -21,6 +21,7 @@ import pytest
 from psycopg import sql
 
 from actrone_pg import migrations
+from actrone_pg.migrations import _ops
 from actrone_pg.migrations._ops import pinned, pinned_body, pinned_names, with_bodies
 
 VERSIONS = Path(migrations.__file__).parent / "versions"
@@ -116,6 +117,15 @@ LIVE: dict[str, dict[str, Entry]] = {
         "agent_retrieve": "0019",
         "retrieve": "0019",
     },
+    "0020": _AT_0003
+    | {
+        "hybrid_search": "0019",
+        "pack_positions": "0010",
+        "memory_versions": "0012",
+        "memory_lineage": "0012",
+        "agent_retrieve": "0020",
+        "retrieve": "0019",
+    },
 }
 #: hybrid_search's argument count at each revision that has it (0006 and 0007 each add one,
 #: 0011 two).
@@ -137,6 +147,7 @@ ARITY = {
     "0017": 20,
     "0018": 20,
     "0019": 20,
+    "0020": 20,
 }
 #: hybrid_search's SET clauses (0005 adds enable_nestloop, 0009 plan_cache_mode).
 _NESTLOOP = ["jit=off", "enable_nestloop=off"]
@@ -159,6 +170,7 @@ SETTINGS = {
     "0017": _GENERIC,
     "0018": _GENERIC,
     "0019": _GENERIC,
+    "0020": _GENERIC,
 }
 
 
@@ -487,3 +499,72 @@ def test_a_later_revision_installs_an_older_copy_around_its_own_body() -> None:
         assert pinned_body("0019", "hybrid_search") not in text, entry
     with pytest.raises(ValueError):
         pinned("0019", "hybrid_search", {"hybrid_search": "0018"})  # it has no body line
+
+
+_FUNCTION = """CREATE OR REPLACE FUNCTION {schema}.f(
+    p_agent_id text,
+    p_limit integer
+)
+RETURNS TABLE (id text)
+LANGUAGE plpgsql VOLATILE
+AS $fn$
+DECLARE
+    p_excluded text[];
+    v_other text;
+BEGIN
+END
+$fn$"""
+
+
+def test_a_prepared_block_names_parameters_by_number_and_tables_by_shard() -> None:
+    statement = (
+        "SELECT m.id FROM {schema}.memories AS m JOIN {schema}.turns AS t ON true"
+        " WHERE m.agent_id = p_agent_id AND NOT m.id = ANY (p_excluded)"
+        " AND {schema}.pack_positions(p_limit) IS NOT NULL LIMIT p_limit"
+    )
+    text = _ops.prepared(_FUNCTION, statement)
+    assert text.startswith("$prepare$PREPARE %1$I (text, integer, text[]) AS\n")
+    assert text.endswith("\n$prepare$")
+    assert "FROM %2$s AS m JOIN %3$s AS t" in text
+    assert "m.agent_id = $1 AND NOT m.id = ANY ($3)" in text
+    assert "{schema}.pack_positions($2)" in text and text.count("$2") == 2
+    assert "p_" not in text
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "SELECT 1 FROM {schema}.agents",  # a table with no shard name among the arguments
+        "SELECT p_other",  # not the function's
+        "SELECT 'a%b'",  # would be read by format()
+        "SELECT $prepare$x$prepare$",  # would end the quoted statement
+    ],
+)
+def test_a_prepared_block_refuses_what_format_cannot_carry(statement: str) -> None:
+    with pytest.raises(ValueError):
+        _ops.prepared(_FUNCTION, statement)
+
+
+def test_head_agent_retrieve_prepares_the_whole_call_with_every_parameter() -> None:
+    text = pinned("0020", "agent_retrieve")
+    prepare = text[text.index("$prepare$PREPARE") : text.rindex("$prepare$")]
+    assert prepare.split(" AS\n")[0].count(",") == 24  # 23 parameters, p_content, p_excluded
+    assert re.findall(r"%(\d)\$s", prepare) and {
+        int(n) for n in re.findall(r"%(\d)\$s", prepare)
+    } == set(range(2, 8))
+    assert not re.search(r"\bp_[a-z_]+", prepare)
+    assert "{{prepared\n" not in text and "{{body" not in text
+
+
+def test_a_prepared_statement_is_named_by_its_text() -> None:
+    # A session that prepared the statement of an earlier ranking runs the new one after a
+    # migration that installs 0020's copy around a new body: the names differ.
+    def prefix(text: str) -> str:
+        (found,) = re.findall(r"'(actrone_[0-9a-f]{12}_)' \|\| v_memories", text)
+        return found
+
+    head = pinned("0020", "agent_retrieve")
+    assert prefix(head) == prefix(pinned("0020", "agent_retrieve"))
+    assert prefix(head) != prefix(pinned("0020", "agent_retrieve", {"hybrid_search": "0018"}))
+    with pytest.raises(ValueError):
+        with_bodies("0020", "x", "{{prepared_name}}")  # a name with no statement

@@ -7,6 +7,8 @@ choices.
 
 from __future__ import annotations
 
+import contextlib
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -254,6 +256,84 @@ async def test_retrieve_context_is_one_call_run_whole_by_the_agents_worker(
     _assert_delegated(
         _explain(citus_dsn, statement, params), citus_schema, _worker_ports(citus_dsn)
     )
+
+
+def _placement(dsn: str, schema: str, agent: str) -> tuple[str, int]:
+    """A DSN of the node holding ``agent``'s memories shard, and that shard's id."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        (shard, host, port, group) = conn.execute(
+            "SELECT s.shardid, n.nodename, n.nodeport, n.groupid FROM pg_dist_placement AS s"
+            " JOIN pg_dist_node AS n ON n.groupid = s.groupid WHERE s.shardid ="
+            " get_shard_id_for_distribution_column(%s::regclass, %s::text)",
+            (f"{schema}.memories", agent),
+        ).fetchall()[0]
+    if group == 0:
+        return dsn, int(shard)  # a single-node cluster: the coordinator holds it
+    return psycopg.conninfo.make_conninfo(dsn, host=host, port=port), int(shard)
+
+
+def _called(
+    dsn: str, statement: Any, params: Any, *, block: bool = False
+) -> tuple[list[Any], list[str], list[str]]:
+    """The call's rows on the node at ``dsn``, the commands Citus ran on that node's shards for
+    it, and the node's prepared statements after it (``block``: inside a transaction block,
+    where the coordinator does not delegate the call)."""
+    with psycopg.connect(dsn, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
+        register_vector(conn)
+        notices: list[str] = []
+        conn.add_notice_handler(lambda d: notices.append(str(d.message_primary)))
+        conn.execute("SET citus.log_local_commands = on")
+        conn.execute("SET client_min_messages = log")
+        with conn.transaction() if block else contextlib.nullcontext():
+            rows = conn.execute(statement, params).fetchall()
+        prepared = conn.execute("SELECT name FROM pg_prepared_statements").fetchall()
+    local = [m for m in notices if "executing the command locally" in m]
+    return rows, local, [str(r[0]) for r in prepared]
+
+
+async def test_the_agents_worker_runs_the_call_on_its_shard_tables_with_one_prepared_plan(
+    store_citus: PostgresStore, citus_dsn: str, citus_schema: str
+) -> None:
+    # 0020: on the node holding the agent's shards the call reads them as plain tables in one
+    # statement prepared once per session (docs/scale-out.md, "Where the difference goes"); on
+    # a node without them (the coordinator inside a transaction block) it runs the distributed
+    # statements. Both give the same rows, the turns included.
+    from tests.factories import turn
+
+    await _seed(store_citus)
+    for i in range(3):
+        await store_citus.append_turn(turn("a", "s1", f"t{i}"), max_turns=50, ttl_seconds=3600)
+    calls: list[tuple[Any, Any]] = []
+    _captured(store_citus, calls)
+    query = replace(request("a", "coffee", [1, 0, 0, 0]), budget=1000)
+    await store_citus.fetch_context("a", "s1", limit=2, ttl_seconds=3600, request=query)
+    (statement, params) = calls[-1]
+    worker, shard = _placement(citus_dsn, citus_schema, "a")
+
+    with psycopg.connect(worker, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
+        register_vector(conn)
+        first = conn.execute(statement, params).fetchall()
+        again = conn.execute(statement, params).fetchall()
+        prepared = conn.execute("SELECT name, generic_plans FROM pg_prepared_statements").fetchall()
+    assert first == again
+    (name, plans) = prepared[0]
+    assert len(prepared) == 1 and re.fullmatch(rf"actrone_[0-9a-f]{{12}}_{shard}", name)
+    assert plans == 2  # prepared once, its generic plan used twice
+
+    rows, local, _ = _called(worker, statement, params)
+    assert rows == first and local == []  # no statement of Citus's: the shard tables alone
+    count = sql.SQL("SELECT count(*) FROM {} WHERE agent_id = 'a'").format(
+        sql.Identifier(citus_schema, "memories")
+    )
+    assert _called(worker, count, None)[1]  # what a statement Citus runs there shows
+    if worker != citus_dsn:
+        # the coordinator holds no placement: the distributed statements, nothing prepared
+        rows, _, prepared_there = _called(citus_dsn, statement, params, block=True)
+        assert rows == first and prepared_there == []
+    kinds = [r[0] for r in first]
+    assert kinds.count("turn") == 2 and "memory" in kinds
+    ids = [r[6] for r in first if r[0] == "memory"]
+    assert ids[0] == "m1" and set(ids) <= {"m1", "m2", "m3"}
 
 
 async def test_a_filtered_search_reads_one_shard_then_delegates(

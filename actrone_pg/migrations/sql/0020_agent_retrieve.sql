@@ -1,0 +1,252 @@
+-- Pinned by migration 0020. Never edited: a change is a new revision with its own copy.
+-- One store call on a schema distributed with Citus by agent_id (docs/scale-out.md), whole: 0019's
+-- agent_retrieve (its arguments, rows and ranking: {schema}.hybrid_search's body of 0019), which
+-- reads the agent's shard tables by name where this node holds them.
+--
+-- Why: Citus plans every statement of a PL/pgSQL function that reads a distributed table at every
+-- call, with the call's values, deparses it for the local shard and has PostgreSQL plan that text
+-- again; none of it is cached (docs/scale-out.md, "Where the difference goes"). Called on the
+-- worker holding the agent's shards (Citus delegates the call there), this copy finds the
+-- agent's shard of each table (pg_dist_shard, pg_dist_placement) and runs the whole call, the
+-- turns and the ranking, as one statement over those shard tables: plain tables, which Citus
+-- does not plan. The statement is prepared once per session and shard group (PREPARE, named
+-- by a digest of its text and the agent's memories shard) with a generic plan, and executed
+-- with the call's values as literals (EXECUTE of a prepared statement takes no bound
+-- parameters from PL/pgSQL).
+--
+-- Where this node holds no placement of the agent's shards (called on the coordinator inside a
+-- transaction block, on another worker, after a shard move, or on a server without Citus), it
+-- runs 0019's statements over the distributed tables, as before. The shard look-up and the read
+-- are two snapshots (a VOLATILE function, which PREPARE needs): a call routed here before a shard
+-- move's switch may read the old placement, which is what such a call read before; a shard
+-- table dropped between the two (the move's deferred drop) raises undefined_table before any
+-- row is returned, and the call then runs the distributed statements.
+--
+-- The prepared statement is the block between {{prepared and }} below: the migrations
+-- (actrone_pg/migrations/_ops.pinned) put 0019's ranking body in its placeholder line, write
+-- each of this function's parameters and variables (p_...) as its $n and each of the schema's
+-- tables as its format() argument, quote it for format(), and write the name's prefix where
+-- {{prepared_name}} stands: see _ops.prepared.
+--
+-- From psql, on the coordinator, as 0019's:
+--   SELECT kind, id, fused_score FROM {schema}.agent_retrieve('agent', 'session', 50, 86400,
+--       'embedder', ARRAY['term'], '[...]'::vector, 0.5, 500, true, 60, ARRAY[1, 1, 0.3],
+--       0.7, 0.3, now(), NULL, 1.2, 0.3, NULL, NULL, NULL, 1000, NULL);
+CREATE OR REPLACE FUNCTION {schema}.agent_retrieve(
+    p_agent_id text,
+    p_session_id text,
+    p_turn_limit integer,
+    p_session_ttl double precision,
+    p_embedder text,
+    p_terms text[],
+    p_vector {vector_schema}.vector,
+    p_threshold double precision,
+    p_limit integer,
+    p_hybrid boolean,
+    p_rrf_k integer,
+    p_rrf_weights double precision[],
+    p_relevance_weight double precision,
+    p_recency_weight double precision,
+    p_now timestamptz,
+    p_candidates text[],
+    p_bm25_k1 double precision,
+    p_bm25_b double precision,
+    p_n_docs bigint,
+    p_total_length bigint,
+    p_doc_freqs integer[],
+    p_budget bigint,
+    p_max_hits integer
+)
+RETURNS TABLE (
+    kind text,
+    candidates_considered integer,
+    cosine double precision,
+    bm25 double precision,
+    ranks integer[],
+    fused_score double precision,
+    id text,
+    session_id text,
+    content text,
+    content_type text,
+    importance double precision,
+    tags text[],
+    source text,
+    sensitivity text,
+    created_at timestamptz,
+    metadata text,
+    embedder text,
+    token_count integer,
+    expires_at timestamptz,
+    source_turn_ids text[],
+    version integer,
+    valid_from timestamptz,
+    valid_to timestamptz,
+    user_message text,
+    assistant_message text,
+    tool_results jsonb
+)
+LANGUAGE plpgsql VOLATILE
+SET jit = off
+-- as hybrid_search (0005): joins between CTEs of at most p_limit rows, never nested loops
+SET enable_nestloop = off
+AS $fn$
+#variable_conflict use_column
+DECLARE
+    p_content boolean := false;
+    p_excluded text[];
+    v_memories bigint;
+    v_statement text;
+    v_call text;
+    v_plans text;
+BEGIN
+    -- Nested IFs: PL/pgSQL parses a statement when it first runs it, and a server without
+    -- Citus has no pg_dist_* catalogs.
+    IF current_setting('citus.version', true) IS NOT NULL THEN
+        IF EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition AS d
+                   WHERE d.logicalrelid = '{schema}.memories'::regclass) THEN
+            v_memories := pg_catalog.get_shard_id_for_distribution_column(
+                '{schema}.memories'::regclass, p_agent_id);
+            IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_placement AS pl
+                           JOIN pg_catalog.pg_dist_local_group AS g ON g.groupid = pl.groupid
+                           WHERE pl.shardid = v_memories) THEN
+                v_memories := NULL;  -- not this node's: the distributed statements
+            END IF;
+        END IF;
+    END IF;
+    IF v_memories IS NOT NULL THEN
+        BEGIN
+            IF p_n_docs IS NULL THEN
+                EXECUTE format('SELECT array_agg(e.id) FROM %s AS e'
+                               ' WHERE e.agent_id = $1 AND e.expires_at <= $2',
+                               pg_catalog.shard_name('{schema}.memories'::regclass, v_memories))
+                    INTO p_excluded USING p_agent_id, p_now;
+            END IF;
+            v_statement := '{{prepared_name}}' || v_memories;
+            v_call := format('EXECUTE %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L,'
+                             ' %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
+                             v_statement, p_agent_id, p_session_id, p_turn_limit,
+                             p_session_ttl, p_embedder, p_terms, p_vector, p_threshold, p_limit,
+                             p_hybrid, p_rrf_k, p_rrf_weights, p_relevance_weight,
+                             p_recency_weight, p_now, p_candidates, p_bm25_k1, p_bm25_b,
+                             p_n_docs, p_total_length, p_doc_freqs, p_budget, p_max_hits,
+                             p_content, p_excluded);
+            -- A generic plan, made once (the statement's values change at every call).
+            v_plans := current_setting('plan_cache_mode');
+            PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
+            -- RETURN QUERY EXECUTE of a statement not prepared yet fails as not returning
+            -- rows, not as unknown: look first.
+            IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_statements AS s
+                           WHERE s.name = v_statement) THEN
+                EXECUTE format(
+{{prepared
+(SELECT 'turn'::text, NULL::integer, NULL::float8, NULL::float8, NULL::integer[],
+               NULL::float8, t.id::text, NULL::text, NULL::text, NULL::text, NULL::float8,
+               NULL::text[], NULL::text, NULL::text, t.created_at, NULL::text, NULL::text,
+               t.token_count, NULL::timestamptz, NULL::text[],
+               NULL::integer, NULL::timestamptz, NULL::timestamptz, t.user_message,
+               t.assistant_message, t.tool_results
+        FROM {schema}.turns AS t
+        JOIN {schema}.sessions AS x ON x.agent_id = t.agent_id AND x.session_id = t.session_id
+        WHERE p_session_id IS NOT NULL AND x.agent_id = p_agent_id AND x.session_id = p_session_id
+          AND x.last_active_at >= now() - make_interval(secs => p_session_ttl)
+        ORDER BY t.seq DESC
+        LIMIT p_turn_limit)
+UNION ALL
+(WITH h (id, "position", cosine, bm25, dense_rank, lexical_rank, recency_rank, fused_score,
+            session_id, content, content_type, importance, tags, source, sensitivity,
+            created_at, metadata, embedder, token_count, ranks) AS MATERIALIZED (
+{{body 0019_hybrid_search}}
+    ),
+    p AS MATERIALIZED (
+        SELECT {schema}.pack_positions(array_agg(h.token_count ORDER BY h.position), p_budget,
+                                       p_max_hits) AS taken,
+               count(*)::integer AS n
+        FROM h
+    ),
+    c AS MATERIALIZED (
+        SELECT h.* FROM h WHERE h.position = ANY ((SELECT p.taken FROM p)::integer[])
+    )
+    SELECT CASE WHEN c.id IS NULL THEN 'ranked' ELSE 'memory' END, p.n, c.cosine, c.bm25,
+           c.ranks, c.fused_score, m.id::text,
+           m.session_id::text, m.content, m.content_type, m.importance, m.tags, m.source,
+           m.sensitivity, m.created_at, m.metadata::text, m.embedder::text, m.token_count,
+           m.expires_at, m.source_turn_ids, m.version, m.valid_from, m.valid_to, NULL::text,
+           NULL::text, NULL::jsonb
+    FROM p
+    LEFT JOIN (c JOIN {schema}.memories AS m ON m.agent_id = p_agent_id AND m.id = c.id) ON true
+    ORDER BY c.position)
+}},
+                    v_statement,
+                    pg_catalog.shard_name('{schema}.memories'::regclass, v_memories),
+                    pg_catalog.shard_name('{schema}.turns'::regclass,
+                        pg_catalog.get_shard_id_for_distribution_column('{schema}.turns'::regclass,
+                                                                        p_agent_id)),
+                    pg_catalog.shard_name('{schema}.sessions'::regclass,
+                        pg_catalog.get_shard_id_for_distribution_column('{schema}.sessions'::regclass,
+                                                                        p_agent_id)),
+                    pg_catalog.shard_name('{schema}.agent_stats'::regclass,
+                        pg_catalog.get_shard_id_for_distribution_column(
+                            '{schema}.agent_stats'::regclass, p_agent_id)),
+                    pg_catalog.shard_name('{schema}.term_stats'::regclass,
+                        pg_catalog.get_shard_id_for_distribution_column(
+                            '{schema}.term_stats'::regclass, p_agent_id)),
+                    (SELECT pg_catalog.shard_name(s.logicalrelid, s.shardid)
+                     FROM pg_catalog.pg_dist_shard AS s
+                     WHERE s.logicalrelid = '{schema}.embedders'::regclass));
+            END IF;
+            RETURN QUERY EXECUTE v_call;
+            PERFORM set_config('plan_cache_mode', v_plans, true);
+            RETURN;
+        EXCEPTION WHEN undefined_table THEN
+            -- A shard table dropped since the look-up (a shard move's deferred drop): no row
+            -- was returned; the distributed statements below find the agent's placement.
+            PERFORM set_config('plan_cache_mode', v_plans, true);
+            p_excluded := NULL;
+        END;
+    END IF;
+    IF p_session_id IS NOT NULL THEN
+        RETURN QUERY
+        SELECT 'turn'::text, NULL::integer, NULL::float8, NULL::float8, NULL::integer[],
+               NULL::float8, t.id::text, NULL::text, NULL::text, NULL::text, NULL::float8,
+               NULL::text[], NULL::text, NULL::text, t.created_at, NULL::text, NULL::text,
+               t.token_count, NULL::timestamptz, NULL::text[],
+               NULL::integer, NULL::timestamptz, NULL::timestamptz, t.user_message,
+               t.assistant_message, t.tool_results
+        FROM {schema}.turns AS t
+        JOIN {schema}.sessions AS x ON x.agent_id = t.agent_id AND x.session_id = t.session_id
+        WHERE x.agent_id = p_agent_id AND x.session_id = p_session_id
+          AND x.last_active_at >= now() - make_interval(secs => p_session_ttl)
+        ORDER BY t.seq DESC
+        LIMIT p_turn_limit;
+    END IF;
+    IF p_n_docs IS NULL THEN
+        -- One probe of the partial index of expiring memories.
+        p_excluded := (SELECT array_agg(e.id) FROM {schema}.memories AS e
+                       WHERE e.agent_id = p_agent_id AND e.expires_at <= p_now);
+    END IF;
+    RETURN QUERY
+    WITH h (id, "position", cosine, bm25, dense_rank, lexical_rank, recency_rank, fused_score,
+            session_id, content, content_type, importance, tags, source, sensitivity,
+            created_at, metadata, embedder, token_count, ranks) AS MATERIALIZED (
+{{body 0019_hybrid_search}}
+    ),
+    p AS MATERIALIZED (
+        SELECT {schema}.pack_positions(array_agg(h.token_count ORDER BY h.position), p_budget,
+                                       p_max_hits) AS taken,
+               count(*)::integer AS n
+        FROM h
+    ),
+    c AS MATERIALIZED (
+        SELECT h.* FROM h WHERE h.position = ANY ((SELECT p.taken FROM p)::integer[])
+    )
+    SELECT CASE WHEN c.id IS NULL THEN 'ranked' ELSE 'memory' END, p.n, c.cosine, c.bm25,
+           c.ranks, c.fused_score, m.id::text,
+           m.session_id::text, m.content, m.content_type, m.importance, m.tags, m.source,
+           m.sensitivity, m.created_at, m.metadata::text, m.embedder::text, m.token_count,
+           m.expires_at, m.source_turn_ids, m.version, m.valid_from, m.valid_to, NULL::text,
+           NULL::text, NULL::jsonb
+    FROM p
+    LEFT JOIN (c JOIN {schema}.memories AS m ON m.agent_id = p_agent_id AND m.id = c.id) ON true
+    ORDER BY c.position;
+END
+$fn$
