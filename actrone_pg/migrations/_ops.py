@@ -58,9 +58,11 @@ logger = logging.getLogger("actrone_pg.migrations")
 _PINNED = re.compile(r"^(\d{4})_([a-z_]+)\.sql$")
 #: A line standing for another pinned copy's body (see the module's docstring).
 _BODY = re.compile(r"^\{\{body (\d{4})_([a-z_]+)\}\}$", re.M)
-#: A block standing for a statement to PREPARE (see :func:`prepared`).
-_PREPARED = re.compile(r"^\{\{prepared\n(.*?)\n\}\}", re.M | re.S)
-#: Where the function names that statement: a prefix, ``actrone_<digest of its text>_``.
+#: A statement of a PL/pgSQL copy that the copy also prepares (see :func:`prepared`), where it
+#: runs as written; ``{{prepared}}`` stands for its ``PREPARE`` text, quoted for ``format()``.
+_STATEMENT = re.compile(r"^\{\{statement\n(.*?)\n\}\}", re.M | re.S)
+_PREPARED = "{{prepared}}"
+#: Where the copy names the prepared statement: a prefix, ``actrone_<digest of its text>_``.
 _PREPARED_NAME = "{{prepared_name}}"
 
 
@@ -143,40 +145,45 @@ def with_bodies(
     replaced = _BODY.sub(body, text)
     if missing:
         raise ValueError(f"{revision}_{name}.sql takes no body of {', '.join(sorted(missing))}")
-    blocks = [prepared(replaced, found[1]) for found in _PREPARED.finditer(replaced)]
-    if len(blocks) > 1 or (_PREPARED_NAME in replaced) != bool(blocks):
+    statements = _STATEMENT.findall(replaced)
+    marks = (replaced.count(_PREPARED), replaced.count(_PREPARED_NAME))
+    if len(statements) > 1 or marks != ((len(statements),) * 2):
         raise ValueError(
-            f"{revision}_{name}.sql: one {{{{prepared block, named by {_PREPARED_NAME}"
+            f"{revision}_{name}.sql: at most one {{{{statement block, prepared at one "
+            f"{_PREPARED} and named by one {_PREPARED_NAME}"
         )
-    if not blocks:
+    if not statements:
         return replaced
+    text = prepared(replaced, statements[0])
     # Named by its text: a session still holding the statement of an earlier text (a worker
     # connection Citus keeps open across a migration that changes the ranking) prepares the new
     # one instead of running the old.
-    digest = hashlib.sha256(blocks[0].encode()).hexdigest()[:12]
-    replaced = _PREPARED.sub(lambda _: blocks[0], replaced)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    replaced = _STATEMENT.sub(lambda found: found[1], replaced)
+    replaced = replaced.replace(_PREPARED, text)
     return replaced.replace(_PREPARED_NAME, f"actrone_{digest}_")
 
 
-#: The tables a ``{{prepared`` block names by their shard on the node (format()'s arguments
+#: The tables a ``{{statement`` block names by their shard on the node (format()'s arguments
 #: 2 to 7, in this order; argument 1 is the prepared statement's name).
 PREPARED_TABLES = ("memories", "turns", "sessions", "agent_stats", "term_stats", "embedders")
 
 
 def prepared(function: str, statement: str) -> str:
-    """A ``{{prepared ... }}`` block of ``function`` (a pinned ``CREATE FUNCTION`` in PL/pgSQL):
-    ``statement`` as the text of a ``PREPARE``, quoted for ``format()`` in the function.
+    """The ``{{statement ... }}`` block of ``function`` (a pinned ``CREATE FUNCTION`` in
+    PL/pgSQL), ``statement``, as the text of a ``PREPARE`` quoted for ``format()``: what the
+    function's ``{{prepared}}`` stands for (the block itself stays where it is, as written).
 
     Each of the function's parameters and ``p_`` variables (its ``DECLARE``, in order) becomes
     the prepared statement's ``$n`` (parameters first), with its type; each of
     :data:`PREPARED_TABLES`, ``{schema}.<table>``, becomes the ``format()`` argument the
     function passes for it (the name of that table's shard on the node); the statement's name is
-    argument 1. So one statement is written once, with the names the function's own statements
-    use, and runs on a worker's shard tables (migration 0020, docs/scale-out.md).
+    argument 1. So one statement is written once, and runs both over the distributed tables and on
+    a worker's shard tables (migration 0020, docs/scale-out.md).
     """
     declared = _declared(function)
     if "%" in statement or "$prepare$" in statement:
-        raise ValueError("a prepared block holds no % and no $prepare$")
+        raise ValueError("a prepared statement holds no % and no $prepare$")
     for number, (variable, _) in sorted(enumerate(declared, 1), key=lambda item: -len(item[1][0])):
         statement = re.sub(rf"\b{variable}\b", f"${number}", statement)
     left = re.findall(r"\bp_[a-z0-9_]+\b", statement)

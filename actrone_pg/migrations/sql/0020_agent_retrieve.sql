@@ -22,11 +22,12 @@
 -- table dropped between the two (the move's deferred drop) raises undefined_table before any
 -- row is returned, and the call then runs the distributed statements.
 --
--- The prepared statement is the block between {{prepared and }} below: the migrations
--- (actrone_pg/migrations/_ops.pinned) put 0019's ranking body in its placeholder line, write
--- each of this function's parameters and variables (p_...) as its $n and each of the schema's
--- tables as its format() argument, quote it for format(), and write the name's prefix where
--- {{prepared_name}} stands: see _ops.prepared.
+-- The call is one statement, written once: the "statement" block at the end, run as written
+-- over the distributed tables. The migrations (actrone_pg/migrations/_ops.pinned) put 0019's
+-- ranking body in its placeholder line, and write at the "prepared" placeholder the same
+-- statement as the text of a PREPARE, quoted for format(): each of this function's parameters
+-- and variables (p_...) as its $n, each of the schema's tables as its format() argument (the
+-- shard's name); and at "prepared_name" the name's prefix: see _ops.prepared.
 --
 -- From psql, on the coordinator, as 0019's:
 --   SELECT kind, id, fused_score FROM {schema}.agent_retrieve('agent', 'session', 50, 86400,
@@ -138,7 +139,42 @@ BEGIN
             IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_statements AS s
                            WHERE s.name = v_statement) THEN
                 EXECUTE format(
-{{prepared
+{{prepared}},
+                    v_statement,
+                    pg_catalog.shard_name('{schema}.memories'::regclass, v_memories),
+                    pg_catalog.shard_name('{schema}.turns'::regclass,
+                        pg_catalog.get_shard_id_for_distribution_column('{schema}.turns'::regclass,
+                                                                        p_agent_id)),
+                    pg_catalog.shard_name('{schema}.sessions'::regclass,
+                        pg_catalog.get_shard_id_for_distribution_column('{schema}.sessions'::regclass,
+                                                                        p_agent_id)),
+                    pg_catalog.shard_name('{schema}.agent_stats'::regclass,
+                        pg_catalog.get_shard_id_for_distribution_column(
+                            '{schema}.agent_stats'::regclass, p_agent_id)),
+                    pg_catalog.shard_name('{schema}.term_stats'::regclass,
+                        pg_catalog.get_shard_id_for_distribution_column(
+                            '{schema}.term_stats'::regclass, p_agent_id)),
+                    (SELECT pg_catalog.shard_name(s.logicalrelid, s.shardid)
+                     FROM pg_catalog.pg_dist_shard AS s
+                     WHERE s.logicalrelid = '{schema}.embedders'::regclass));
+            END IF;
+            RETURN QUERY EXECUTE v_call;
+            PERFORM set_config('plan_cache_mode', v_plans, true);
+            RETURN;
+        EXCEPTION WHEN undefined_table THEN
+            -- A shard table dropped since the look-up (a shard move's deferred drop): no row
+            -- was returned; the distributed statements below find the agent's placement.
+            PERFORM set_config('plan_cache_mode', v_plans, true);
+            p_excluded := NULL;
+        END;
+    END IF;
+    IF p_n_docs IS NULL THEN
+        -- One probe of the partial index of expiring memories.
+        p_excluded := (SELECT array_agg(e.id) FROM {schema}.memories AS e
+                       WHERE e.agent_id = p_agent_id AND e.expires_at <= p_now);
+    END IF;
+    RETURN QUERY
+{{statement
 (SELECT 'turn'::text, NULL::integer, NULL::float8, NULL::float8, NULL::integer[],
                NULL::float8, t.id::text, NULL::text, NULL::text, NULL::text, NULL::float8,
                NULL::text[], NULL::text, NULL::text, t.created_at, NULL::text, NULL::text,
@@ -175,78 +211,6 @@ UNION ALL
     FROM p
     LEFT JOIN (c JOIN {schema}.memories AS m ON m.agent_id = p_agent_id AND m.id = c.id) ON true
     ORDER BY c.position)
-}},
-                    v_statement,
-                    pg_catalog.shard_name('{schema}.memories'::regclass, v_memories),
-                    pg_catalog.shard_name('{schema}.turns'::regclass,
-                        pg_catalog.get_shard_id_for_distribution_column('{schema}.turns'::regclass,
-                                                                        p_agent_id)),
-                    pg_catalog.shard_name('{schema}.sessions'::regclass,
-                        pg_catalog.get_shard_id_for_distribution_column('{schema}.sessions'::regclass,
-                                                                        p_agent_id)),
-                    pg_catalog.shard_name('{schema}.agent_stats'::regclass,
-                        pg_catalog.get_shard_id_for_distribution_column(
-                            '{schema}.agent_stats'::regclass, p_agent_id)),
-                    pg_catalog.shard_name('{schema}.term_stats'::regclass,
-                        pg_catalog.get_shard_id_for_distribution_column(
-                            '{schema}.term_stats'::regclass, p_agent_id)),
-                    (SELECT pg_catalog.shard_name(s.logicalrelid, s.shardid)
-                     FROM pg_catalog.pg_dist_shard AS s
-                     WHERE s.logicalrelid = '{schema}.embedders'::regclass));
-            END IF;
-            RETURN QUERY EXECUTE v_call;
-            PERFORM set_config('plan_cache_mode', v_plans, true);
-            RETURN;
-        EXCEPTION WHEN undefined_table THEN
-            -- A shard table dropped since the look-up (a shard move's deferred drop): no row
-            -- was returned; the distributed statements below find the agent's placement.
-            PERFORM set_config('plan_cache_mode', v_plans, true);
-            p_excluded := NULL;
-        END;
-    END IF;
-    IF p_session_id IS NOT NULL THEN
-        RETURN QUERY
-        SELECT 'turn'::text, NULL::integer, NULL::float8, NULL::float8, NULL::integer[],
-               NULL::float8, t.id::text, NULL::text, NULL::text, NULL::text, NULL::float8,
-               NULL::text[], NULL::text, NULL::text, t.created_at, NULL::text, NULL::text,
-               t.token_count, NULL::timestamptz, NULL::text[],
-               NULL::integer, NULL::timestamptz, NULL::timestamptz, t.user_message,
-               t.assistant_message, t.tool_results
-        FROM {schema}.turns AS t
-        JOIN {schema}.sessions AS x ON x.agent_id = t.agent_id AND x.session_id = t.session_id
-        WHERE x.agent_id = p_agent_id AND x.session_id = p_session_id
-          AND x.last_active_at >= now() - make_interval(secs => p_session_ttl)
-        ORDER BY t.seq DESC
-        LIMIT p_turn_limit;
-    END IF;
-    IF p_n_docs IS NULL THEN
-        -- One probe of the partial index of expiring memories.
-        p_excluded := (SELECT array_agg(e.id) FROM {schema}.memories AS e
-                       WHERE e.agent_id = p_agent_id AND e.expires_at <= p_now);
-    END IF;
-    RETURN QUERY
-    WITH h (id, "position", cosine, bm25, dense_rank, lexical_rank, recency_rank, fused_score,
-            session_id, content, content_type, importance, tags, source, sensitivity,
-            created_at, metadata, embedder, token_count, ranks) AS MATERIALIZED (
-{{body 0019_hybrid_search}}
-    ),
-    p AS MATERIALIZED (
-        SELECT {schema}.pack_positions(array_agg(h.token_count ORDER BY h.position), p_budget,
-                                       p_max_hits) AS taken,
-               count(*)::integer AS n
-        FROM h
-    ),
-    c AS MATERIALIZED (
-        SELECT h.* FROM h WHERE h.position = ANY ((SELECT p.taken FROM p)::integer[])
-    )
-    SELECT CASE WHEN c.id IS NULL THEN 'ranked' ELSE 'memory' END, p.n, c.cosine, c.bm25,
-           c.ranks, c.fused_score, m.id::text,
-           m.session_id::text, m.content, m.content_type, m.importance, m.tags, m.source,
-           m.sensitivity, m.created_at, m.metadata::text, m.embedder::text, m.token_count,
-           m.expires_at, m.source_turn_ids, m.version, m.valid_from, m.valid_to, NULL::text,
-           NULL::text, NULL::jsonb
-    FROM p
-    LEFT JOIN (c JOIN {schema}.memories AS m ON m.agent_id = p_agent_id AND m.id = c.id) ON true
-    ORDER BY c.position;
+}};
 END
 $fn$
