@@ -231,22 +231,27 @@ async def test_the_search_is_one_call_run_whole_by_the_agents_worker(
     )
 
 
+async def _context_of_a(store: PostgresStore) -> tuple[Any, Any, list[tuple[Any, Any]]]:
+    """Agent a's context (two of its three turns in session s1, memories within 1,000 tokens)
+    after :func:`_seed`, and the statements that fetched it."""
+    from tests.factories import turn
+
+    await _seed(store)
+    for i in range(3):
+        await store.append_turn(turn("a", "s1", f"t{i}"), max_turns=50, ttl_seconds=3600)
+    calls: list[tuple[Any, Any]] = []
+    _captured(store, calls)
+    query = replace(request("a", "coffee", [1, 0, 0, 0]), budget=1000)
+    turns, packed = await store.fetch_context("a", "s1", limit=2, ttl_seconds=3600, request=query)
+    return turns, packed, calls
+
+
 async def test_retrieve_context_is_one_call_run_whole_by_the_agents_worker(
     store_citus: PostgresStore, citus_dsn: str, citus_schema: str
 ) -> None:
     # L1 and L2 of retrieve_context in one delegated call (agent_retrieve): the turns and the
     # packed memories come back from the worker holding the agent's shards.
-    from tests.factories import turn
-
-    await _seed(store_citus)
-    for i in range(3):
-        await store_citus.append_turn(turn("a", "s1", f"t{i}"), max_turns=50, ttl_seconds=3600)
-    calls: list[tuple[Any, Any]] = []
-    _captured(store_citus, calls)
-    query = replace(request("a", "coffee", [1, 0, 0, 0]), budget=1000)
-    turns, packed = await store_citus.fetch_context(
-        "a", "s1", limit=2, ttl_seconds=3600, request=query
-    )
+    turns, packed, calls = await _context_of_a(store_citus)
     assert [t.user_message for t in turns] == ["user: t1", "user: t2"]
     assert packed.hits[0].memory.id == "m1" and packed.candidates_considered == 3
     assert len(calls) == 1  # one statement reached the server
@@ -298,16 +303,7 @@ async def test_the_agents_worker_runs_the_call_on_its_shard_tables_with_one_prep
     # statement prepared once per session (docs/scale-out.md, "Where the difference goes"); on
     # a node without them (the coordinator inside a transaction block) it runs the distributed
     # statements. Both give the same rows, the turns included.
-    from tests.factories import turn
-
-    await _seed(store_citus)
-    for i in range(3):
-        await store_citus.append_turn(turn("a", "s1", f"t{i}"), max_turns=50, ttl_seconds=3600)
-    calls: list[tuple[Any, Any]] = []
-    _captured(store_citus, calls)
-    query = replace(request("a", "coffee", [1, 0, 0, 0]), budget=1000)
-    await store_citus.fetch_context("a", "s1", limit=2, ttl_seconds=3600, request=query)
-    (statement, params) = calls[-1]
+    (statement, params) = (await _context_of_a(store_citus))[2][-1]
     worker, shard = _placement(citus_dsn, citus_schema, "a")
 
     with psycopg.connect(worker, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
