@@ -188,12 +188,12 @@ def prepared(function: str, statement: str) -> str:
         statement = re.sub(rf"\b{variable}\b", f"${number}", statement)
     left = re.findall(r"\bp_[a-z0-9_]+\b", statement)
     if left:
-        raise ValueError(f"a prepared block names what the function does not declare: {left}")
+        raise ValueError(f"a prepared statement names what the function does not declare: {left}")
     for number, table in enumerate(PREPARED_TABLES, 2):
         statement = re.sub(rf"\{{schema\}}\.{table}\b(?!\()", f"%{number}$s", statement)
     tables = re.findall(r"\{schema\}\.([a-z_]+)\b(?!\()", statement)
     if tables:
-        raise ValueError(f"a prepared block reads tables it has no shard name of: {tables}")
+        raise ValueError(f"a prepared statement reads tables it has no shard name of: {tables}")
     types = ", ".join(kind for _, kind in declared)
     return f"$prepare$PREPARE %1$I ({types}) AS\n{statement}\n$prepare$"
 

@@ -163,9 +163,9 @@ BEGIN
             RETURN;
         EXCEPTION WHEN undefined_table THEN
             -- A shard table dropped since the look-up (a shard move's deferred drop): no row
-            -- was returned; the distributed statements below find the agent's placement.
-            PERFORM set_config('plan_cache_mode', v_plans, true);
-            p_excluded := NULL;
+            -- was returned, and the block's setting is undone with it; the distributed
+            -- statements below find the agent's placement (and its excluded ids again).
+            NULL;
         END;
     END IF;
     IF p_n_docs IS NULL THEN
