@@ -64,6 +64,9 @@ _STATEMENT = re.compile(r"^\{\{statement\n(.*?)\n\}\}", re.M | re.S)
 _PREPARED = "{{prepared}}"
 #: Where the copy names the prepared statement: a prefix, ``actrone_<digest of its text>_``.
 _PREPARED_NAME = "{{prepared_name}}"
+#: Where the copy writes the ``EXECUTE`` of it: a ``format()`` call, with the name in the
+#: variable the placeholder names and the call's values in the ``$n`` order (:func:`execute_call`).
+_PREPARED_EXECUTE = re.compile(r"\{\{prepared_execute (v_[a-z_]+)\}\}")
 
 
 def schema_name() -> str:
@@ -147,10 +150,12 @@ def with_bodies(
         raise ValueError(f"{revision}_{name}.sql takes no body of {', '.join(sorted(missing))}")
     statements = _STATEMENT.findall(replaced)
     marks = (replaced.count(_PREPARED), replaced.count(_PREPARED_NAME))
-    if len(statements) > 1 or marks != ((len(statements),) * 2):
+    calls = len(_PREPARED_EXECUTE.findall(replaced))
+    if len(statements) > 1 or marks != ((len(statements),) * 2) or calls > len(statements):
         raise ValueError(
             f"{revision}_{name}.sql: at most one {{{{statement block, prepared at one "
-            f"{_PREPARED} and named by one {_PREPARED_NAME}"
+            f"{_PREPARED}, named by one {_PREPARED_NAME} and executed by at most one "
+            "{{prepared_execute v_...}}"
         )
     if not statements:
         return replaced
@@ -161,6 +166,7 @@ def with_bodies(
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     replaced = _STATEMENT.sub(lambda found: found[1], replaced)
     replaced = replaced.replace(_PREPARED, text)
+    replaced = _PREPARED_EXECUTE.sub(lambda found: execute_call(replaced, found[1]), replaced)
     return replaced.replace(_PREPARED_NAME, f"actrone_{digest}_")
 
 
@@ -196,6 +202,17 @@ def prepared(function: str, statement: str) -> str:
         raise ValueError(f"a prepared statement reads tables it has no shard name of: {tables}")
     types = ", ".join(kind for _, kind in declared)
     return f"$prepare$PREPARE %1$I ({types}) AS\n{statement}\n$prepare$"
+
+
+def execute_call(function: str, name: str) -> str:
+    """What ``{{prepared_execute <name>}}`` stands for in ``function``: the ``format()`` call
+    whose value is the ``EXECUTE`` of the prepared statement named by variable ``name``, with
+    each of the function's parameters and ``p_`` variables as a literal, in the ``$n`` order
+    :func:`prepared` gives them (so the two never disagree)."""
+    declared = [variable for variable, _ in _declared(function)]
+    placeholders = ", ".join(["%L"] * len(declared))
+    arguments = ", ".join([name, *declared])
+    return f"format('EXECUTE %I({placeholders})', {arguments})"
 
 
 def _declared(function: str) -> list[tuple[str, str]]:

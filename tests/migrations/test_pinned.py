@@ -126,6 +126,15 @@ LIVE: dict[str, dict[str, Entry]] = {
         "agent_retrieve": "0020",
         "retrieve": "0019",
     },
+    "0021": _AT_0003
+    | {
+        "hybrid_search": "0019",
+        "pack_positions": "0010",
+        "memory_versions": "0012",
+        "memory_lineage": "0012",
+        "agent_retrieve": "0021",
+        "retrieve": "0019",
+    },
 }
 #: hybrid_search's argument count at each revision that has it (0006 and 0007 each add one,
 #: 0011 two).
@@ -148,6 +157,7 @@ ARITY = {
     "0018": 20,
     "0019": 20,
     "0020": 20,
+    "0021": 20,
 }
 #: hybrid_search's SET clauses (0005 adds enable_nestloop, 0009 plan_cache_mode).
 _NESTLOOP = ["jit=off", "enable_nestloop=off"]
@@ -171,6 +181,7 @@ SETTINGS = {
     "0018": _GENERIC,
     "0019": _GENERIC,
     "0020": _GENERIC,
+    "0021": _GENERIC,
 }
 
 
@@ -546,7 +557,7 @@ def test_a_prepared_block_refuses_what_format_cannot_carry(statement: str) -> No
 
 
 def test_head_agent_retrieve_prepares_the_whole_call_with_every_parameter() -> None:
-    text = pinned("0020", "agent_retrieve")
+    text = pinned("0021", "agent_retrieve")
     prepare = text[text.index("$prepare$PREPARE") : text.rindex("$prepare$")]
     assert prepare.split(" AS\n")[0].count(",") == 24  # 23 parameters, p_content, p_excluded
     assert re.findall(r"%(\d)\$s", prepare) and {
@@ -563,8 +574,45 @@ def test_a_prepared_statement_is_named_by_its_text() -> None:
         (found,) = re.findall(r"'(actrone_[0-9a-f]{12}_)' \|\| v_memories", text)
         return found
 
-    head = pinned("0020", "agent_retrieve")
-    assert prefix(head) == prefix(pinned("0020", "agent_retrieve"))
-    assert prefix(head) != prefix(pinned("0020", "agent_retrieve", {"hybrid_search": "0018"}))
+    head = pinned("0021", "agent_retrieve")
+    assert prefix(head) == prefix(pinned("0021", "agent_retrieve"))
+    assert prefix(head) != prefix(pinned("0021", "agent_retrieve", {"hybrid_search": "0018"}))
+    assert prefix(head) != prefix(pinned("0020", "agent_retrieve"))
     with pytest.raises(ValueError):
         with_bodies("0020", "x", "{{prepared_name}}")  # a name with no statement
+
+
+def test_the_execute_passes_the_values_in_the_prepared_order() -> None:
+    # 0020 wrote the EXECUTE's argument list by hand; 0021's is written from the same list the
+    # PREPARE's $n come from, so a parameter added or moved cannot shift the values.
+    text = pinned("0021", "agent_retrieve")
+    (call,) = re.findall(r"v_call := format\('EXECUTE %I\(([%L, ]+)\)', ([^;]+)\);", text)
+    placeholders, arguments = call
+    names = [a.strip() for a in arguments.split(",")]
+    assert names[0] == "v_statement"
+    assert names[1:] == [name for name, _ in _ops._declared(text)]
+    prepare = text[text.index("$prepare$PREPARE") : text.rindex("$prepare$")]
+    types = prepare.split(" AS\n")[0]
+    assert placeholders.count("%L") == len(names) - 1 == types.count(",") + 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{{prepared_execute v_name}}",  # an EXECUTE of no statement
+        _FUNCTION + "{{statement\nSELECT p_limit\n}}\n{{prepared}}\n{{prepared_name}}\n"
+        "{{prepared_execute v_a}}\n{{prepared_execute v_b}}",  # two of one statement
+    ],
+)
+def test_a_prepared_execute_needs_its_one_statement(text: str) -> None:
+    with pytest.raises(ValueError):
+        with_bodies("0021", "x", text)
+
+
+def test_a_prepared_execute_lists_the_declared_values() -> None:
+    text = _FUNCTION + (
+        "\n{{statement\nSELECT p_limit\n}}\n{{prepared}}\n{{prepared_name}}\n"
+        "{{prepared_execute v_other}}"
+    )
+    written = with_bodies("0021", "x", text)
+    assert "format('EXECUTE %I(%L, %L, %L)', v_other, p_agent_id, p_limit, p_excluded)" in written

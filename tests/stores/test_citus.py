@@ -8,6 +8,7 @@ choices.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from dataclasses import replace
 from typing import Any
@@ -330,6 +331,52 @@ async def test_the_agents_worker_runs_the_call_on_its_shard_tables_with_one_prep
     assert kinds.count("turn") == 2 and "memory" in kinds
     ids = [r[6] for r in first if r[0] == "memory"]
     assert ids[0] == "m1" and set(ids) <= {"m1", "m2", "m3"}
+
+
+def _executed_plans(dsn: str, statement: Any, params: Any) -> list[dict[str, Any]]:
+    """The plans, as EXPLAIN (ANALYZE, FORMAT JSON) gives them, of the statements the call ran
+    on the node at ``dsn``, the function's own included (auto_explain)."""
+    with psycopg.connect(dsn, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
+        register_vector(conn)
+        notices: list[str] = []
+        conn.add_notice_handler(lambda d: notices.append(str(d.message_primary)))
+        conn.execute(statement, params).fetchall()  # prepared: the plan explained is reused
+        for setting in (
+            "LOAD 'auto_explain'",
+            "SET auto_explain.log_min_duration = 0",
+            "SET auto_explain.log_nested_statements = on",
+            "SET auto_explain.log_analyze = on",
+            "SET auto_explain.log_format = json",
+            "SET client_min_messages = log",
+        ):
+            conn.execute(setting)
+        conn.execute(statement, params).fetchall()
+    return [json.loads(m.split("plan:", 1)[1]) for m in notices if "plan:" in m]
+
+
+def _nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """A plan node and every node under it."""
+    return [node, *(n for child in node.get("Plans", []) for n in _nodes(child))]
+
+
+async def test_the_agents_worker_reads_each_chosen_memory_by_one_probe(
+    store_citus: PostgresStore, citus_dsn: str, citus_schema: str
+) -> None:
+    # 0021: as retrieve() does, each chosen memory is one primary-key probe of the agent's
+    # shard; 0020 joined them to the shard, a hash join that read every memory of the agent
+    # (enable_nestloop is off for the ranking's joins).
+    (statement, params) = (await _context_of_a(store_citus))[2][-1]
+    worker, shard = _placement(citus_dsn, citus_schema, "a")
+    rows, _, _ = _called(worker, statement, params)
+    chosen = sum(1 for r in rows if r[0] == "memory")
+    assert chosen > 1
+    (call,) = [
+        p for p in _executed_plans(worker, statement, params) if "PREPARE" in p["Query Text"]
+    ]
+    on_shard = [n for n in _nodes(call["Plan"]) if n.get("Relation Name") == f"memories_{shard}"]
+    # (scan, loops, rows per loop): 0020's join read the shard once, all three memories
+    summary = [(n["Node Type"], n["Actual Loops"], n["Actual Rows"]) for n in on_shard]
+    assert any(loops == chosen and found == 1 for _, loops, found in summary), summary
 
 
 async def test_a_filtered_search_reads_one_shard_then_delegates(
