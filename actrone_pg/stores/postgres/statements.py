@@ -150,6 +150,14 @@ UPDATE_AGENT_STATS = (
     "UPDATE {s}.agent_stats SET n_docs = n_docs + %s, total_length = total_length + %s"
     " WHERE agent_id = %s RETURNING n_docs"
 )
+# A write of BM25 terms ends with it: the agent's count, and the analyzer the schema records, read
+# while the writer holds the agent's statistics row (writes.py, _check_analyzer): the same
+# value as right after taking the row, in the round trip the write makes anyway.
+UPDATE_AGENT_STATS_ANALYZER = (
+    "UPDATE {s}.agent_stats SET n_docs = n_docs + %s, total_length = total_length + %s"
+    " WHERE agent_id = %s"
+    " RETURNING n_docs, (SELECT value FROM {s}.settings WHERE name = 'text_analyzer')"
+)
 SELECT_MEMORY = (
     "SELECT " + MEMORY_COLUMNS + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = %s"
 )

@@ -36,6 +36,7 @@ from actrone_pg.stores.postgres.statements import (
     SELECT_MEMORY_FOR_UPDATE,
     SETTLE_MIN_ROWS,
     UPDATE_AGENT_STATS,
+    UPDATE_AGENT_STATS_ANALYZER,
     UPDATE_TERM_STATS,
 )
 
@@ -88,7 +89,7 @@ async def upsert_memories(
     async with db.conn() as conn, conn.transaction():
         stored = await _register(db, conn, dims)
         for agent_id in sorted(by_agent):
-            await _lock_for_terms(db, conn, agent_id)
+            await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
             await lookups.check_fence(db, conn, agent_id, fence)
             sizes[agent_id] = await _write_agent(db, conn, agent_id, by_agent[agent_id], fresh=True)
     await _written_now(db, records, dims, stored, sizes)
@@ -110,7 +111,12 @@ async def update_memory(
     so updates of one memory queue on it, in the order they came, none refused.
     """
     async with db.conn() as conn, conn.transaction():
-        await _lock_for_terms(db, conn, agent_id)
+        await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
+        if db.ts_config == "simple":
+            # Refused before ``build`` runs (it may embed): one more round trip, for one memory.
+            cur = await conn.execute(db.compose(SELECT_ANALYZER))
+            row = await cur.fetchone()
+            _check_analyzer(db, row[0] if row else None)
         await lookups.check_fence(db, conn, agent_id, fence)
         found = await db.fetch(conn, db.compose(SELECT_MEMORY_FOR_UPDATE), (agent_id, memory_id))
         if not found:
@@ -129,22 +135,23 @@ async def update_memory(
     return m
 
 
-async def _lock_for_terms(db: Database, conn: _Conn, agent_id: str) -> None:
-    """Take the agent's statistics row (LOCK_AGENT_STATS) for a write of BM25 terms, and refuse
-    it if the schema now records another analyzer than this store's: ``actrone-pg reindex``
-    ran since the store started (the store's own check, at setup, saw the old one).
+def _check_analyzer(db: Database, recorded: Any) -> None:
+    """Refuse a write of BM25 terms if the schema now records another analyzer than this
+    store's: ``actrone-pg reindex`` ran since the store started (the store's own check, at
+    setup, saw the old one). The transaction then rolls back, its terms with it.
 
-    ``reindex`` holds the statistics table exclusively from before it reads to its commit, so
-    once the row is held the recorded analyzer cannot change until this transaction ends, and
-    a write that waited on a reindex reads the analyzer it recorded. (One more round trip:
-    Citus refuses a subquery in an INSERT's RETURNING, which would have carried it.)
+    ``recorded`` is read while the writer holds the agent's statistics row
+    (LOCK_AGENT_STATS, its first statement). ``reindex`` holds the statistics table
+    exclusively from before it reads to its commit, so once the row is held the recorded
+    analyzer cannot change until this transaction ends, and a write that waited on a reindex
+    reads the analyzer it recorded. So a batch reads it with its last statement
+    (UPDATE_AGENT_STATS_ANALYZER), the same value as right after taking the row, without a
+    round trip of its own (Citus refuses a subquery in an INSERT's RETURNING, so the lock's
+    statement cannot carry it); ``update_memory`` reads it right after the row as well, to
+    refuse before it builds the new version.
     """
-    await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
     if db.ts_config != "simple":
         return  # the server's configuration makes the terms; no analyzer is recorded
-    cur = await conn.execute(db.compose(SELECT_ANALYZER))
-    row = await cur.fetchone()
-    recorded = row[0] if row else None
     if recorded is not None and recorded != db.analyzer.index_name:
         raise analyzer_mismatch(
             f"schema {db.schema!r} (re-indexed while this store ran; restart it to follow)",
@@ -197,7 +204,8 @@ async def _write_agent(
     """Write one agent's batch and its statistics; returns the agent's memory count.
 
     ``fresh``: the memories replaced start afresh, their earlier versions dropped. The
-    caller holds the agent's statistics row (LOCK_AGENT_STATS) already.
+    caller holds the agent's statistics row (LOCK_AGENT_STATS) already; the last statement
+    checks the analyzer the schema records (:func:`_check_analyzer`).
     """
     ids = [r.memory.id for r in recs]
     gone = rows.removed(await db.fetch(conn, db.compose(DELETE_MEMORIES), (agent_id, ids)))
@@ -239,9 +247,14 @@ async def _write_agent(
         removed = [t for t, d in changed.items() if d < 0]
         if removed:
             await conn.execute(db.compose(PRUNE_TERM_STATS), (agent_id, removed))
-    cur = await conn.execute(db.compose(UPDATE_AGENT_STATS), (n_delta, len_delta, agent_id))
+    cur = await conn.execute(
+        db.compose(UPDATE_AGENT_STATS_ANALYZER), (n_delta, len_delta, agent_id)
+    )
     stats = await cur.fetchone()
-    return int(stats[0]) if stats else 0
+    if stats is None:  # the caller holds the row: not reached
+        return 0
+    _check_analyzer(db, stats[1])
+    return int(stats[0])
 
 
 async def get_memory(db: Database, agent_id: str, memory_id: str) -> Memory | None:
