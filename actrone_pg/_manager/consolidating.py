@@ -18,7 +18,7 @@ from actrone_pg import _validation as v
 from actrone_pg._manager.context import ManagerContext, utc_now, write_fence
 from actrone_pg.consolidation import run as consolidation
 from actrone_pg.errors import ActroneError, ConfigurationError, ConsolidationError, LockLostError
-from actrone_pg.stores.base import Fence
+from actrone_pg.stores.base import FENCED_LOCK, Fence
 
 __all__ = ["Consolidation"]
 
@@ -84,7 +84,7 @@ class Consolidation:
         return ids
 
     async def try_lock(
-        self, agent_id: str, name: str = "maintenance", *, ttl_seconds: float = 60.0
+        self, agent_id: str, name: str = FENCED_LOCK, *, ttl_seconds: float = 60.0
     ) -> str | None:
         """Take the agent's named lock; returns a token to release it with, or ``None`` if held.
 
@@ -98,7 +98,7 @@ class Consolidation:
         ok = await self.ctx.store.acquire_lock(agent_id, name, token, ttl)
         return token if ok else None
 
-    async def release_lock(self, agent_id: str, token: str, name: str = "maintenance") -> bool:
+    async def release_lock(self, agent_id: str, token: str, name: str = FENCED_LOCK) -> bool:
         """Release a lock taken by :meth:`try_lock`; ``False`` if it had lapsed or was not yours."""
         v.check_id("agent_id", agent_id)
         v.check_id("token", token)
@@ -117,7 +117,7 @@ class Consolidation:
         assert self.ctx.consolidator is not None
         token = str(uuid.uuid4())
         if not await self.ctx.store.acquire_lock(
-            agent_id, "maintenance", token, _CONSOLIDATION_LOCK_SECONDS
+            agent_id, FENCED_LOCK, token, _CONSOLIDATION_LOCK_SECONDS
         ):
             raise ConsolidationError(
                 f"agent {agent_id!r} is being consolidated or maintained by another process "
@@ -126,7 +126,7 @@ class Consolidation:
         # Every write of the run is fenced by the lock (its memories through the contextvar
         # that inject_memories and update_memory read, its marker here): once erase_agent has
         # deleted the lock, here or in another process, the store refuses them.
-        fence = Fence("maintenance", token)
+        fence = Fence(FENCED_LOCK, token)
         reset = write_fence.set(fence)
         try:
             return await self._consolidate_fenced(agent_id, session_id, fence, expired, min_turns)
@@ -138,7 +138,7 @@ class Consolidation:
             ) from exc
         finally:
             write_fence.reset(reset)
-            await self.ctx.store.release_lock(agent_id, "maintenance", token)
+            await self.ctx.store.release_lock(agent_id, FENCED_LOCK, token)
 
     async def _consolidate_fenced(
         self, agent_id: str, session_id: str, fence: Fence, expired: bool, min_turns: int

@@ -31,6 +31,7 @@ from actrone_pg.pipeline import (
 __all__ = [
     "BuildVersion",
     "ContextStore",
+    "FENCED_LOCK",
     "Fence",
     "MemoryRecord",
     "PackedSearch",
@@ -52,6 +53,11 @@ class MemoryRecord:
 
     memory: Memory
     vector: Vector
+
+
+#: The lock fenced writes are made under (a consolidation's): ``erase_agent`` keeps it from
+#: being taken while it erases, where a store needs that to be told (PostgreSQL's erase).
+FENCED_LOCK = "maintenance"
 
 
 @dataclass(frozen=True, slots=True)

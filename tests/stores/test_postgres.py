@@ -24,6 +24,7 @@ from actrone_pg.errors import (
     ValidationError,
 )
 from actrone_pg.ranking import CorpusStats, tokenize
+from actrone_pg.stores.base import FENCED_LOCK
 from actrone_pg.stores.postgres import PostgresStore
 from tests.factories import NOW, ago, record, request, turn
 from tests.helpers import FixedEmbedder
@@ -579,6 +580,38 @@ async def test_erase_waits_for_a_write_in_progress_and_leaves_no_orphans(
             sql.SQL("SELECT count(*) FROM {}.agent_stats WHERE agent_id = 'a'").format(s)
         ).fetchone()
     assert row == (0,)
+
+
+async def test_a_lock_taken_while_the_agent_is_erased_waits_for_the_erase(
+    store_postgres: PostgresStore, postgres_dsn: str, postgres_schema: str
+) -> None:
+    # A consolidation's writes are fenced by its lock, which the erase deletes. A lock taken
+    # after the erase's delete of the locks and before its commit used to survive the erase (a
+    # new row its delete did not see), and with it the consolidation's writes (the fault
+    # harness once found 90 rows of an erased agent). The erase claims the lock's key first: a
+    # lock taken meanwhile waits for the erase's commit, and then finds the agent gone.
+    await store_postgres.upsert_memories([record("a", "m1", "erased soon", [1, 0])])
+    await store_postgres.append_turn(turn("a", "s1", "t0"), max_turns=50, ttl_seconds=3600)
+    blocker = await psycopg.AsyncConnection.connect(postgres_dsn)
+    sessions = sql.Identifier(postgres_schema, "sessions")
+    try:
+        # The erase stops at its delete of the sessions: after its claim, before its commit.
+        await blocker.execute(
+            sql.SQL("SELECT 1 FROM {} WHERE agent_id = 'a' FOR UPDATE").format(sessions)
+        )
+        erase = asyncio.create_task(store_postgres.erase_agent("a"))
+        await asyncio.sleep(0.3)
+        assert not erase.done()
+        taken = asyncio.create_task(store_postgres.acquire_lock("a", FENCED_LOCK, "late", 60))
+        await asyncio.sleep(0.3)
+        assert not taken.done()  # it waits for the erase
+        await blocker.rollback()
+        await erase
+        assert await taken  # free once the erase committed
+    finally:
+        await blocker.close()
+    assert await store_postgres.get_session("a", "s1", ttl_seconds=3600) is None
+    assert await store_postgres.count_memories("a") == 0
 
 
 async def test_vectors_too_large_for_the_candidate_index_are_searched_too(

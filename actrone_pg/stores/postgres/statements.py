@@ -396,6 +396,17 @@ HOLDS_LOCK = (
     "SELECT 1 FROM {s}.locks WHERE agent_id = %s AND name = %s AND holder = %s"
     " AND expires_at > clock_timestamp() FOR SHARE"
 )
+# erase_agent's claim of the fenced lock's key, after the agent's statistics row and before its
+# deletes: an uncommitted row of that key makes a concurrent ACQUIRE_LOCK wait for the erase's
+# commit (which deletes it with the agent's other locks), where a lock taken between the erase's
+# delete of the locks and its commit would survive it, and with it a consolidation's writes
+# (they are fenced by that lock). No clock in it: Citus refuses one in ON CONFLICT.
+ERASE_CLAIM_LOCK = (
+    "INSERT INTO {s}.locks AS l (agent_id, name, holder, expires_at)"
+    " VALUES (%s, %s, 'erase_agent', 'infinity')"
+    " ON CONFLICT (agent_id, name) DO UPDATE SET holder = EXCLUDED.holder,"
+    " expires_at = EXCLUDED.expires_at"
+)
 ERASE = [
     "DELETE FROM {s}.memories WHERE agent_id = %s",
     "DELETE FROM {s}.memory_history WHERE agent_id = %s",

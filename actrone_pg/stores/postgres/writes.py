@@ -11,7 +11,13 @@ from typing import Any
 from actrone_pg.errors import MissingDependencyError
 from actrone_pg.models import MEMORY_FIELD_TYPES, Memory
 from actrone_pg.ranking import analyzer_mismatch
-from actrone_pg.stores.base import BuildVersion, Fence, MemoryRecord, batch_dimensions
+from actrone_pg.stores.base import (
+    FENCED_LOCK,
+    BuildVersion,
+    Fence,
+    MemoryRecord,
+    batch_dimensions,
+)
 from actrone_pg.stores.postgres import lookups, maintenance, rows
 from actrone_pg.stores.postgres.connection import Database, _Conn, jsonb
 from actrone_pg.stores.postgres.statements import (
@@ -24,6 +30,7 @@ from actrone_pg.stores.postgres.statements import (
     DELETE_HISTORY,
     DELETE_MEMORIES,
     ERASE,
+    ERASE_CLAIM_LOCK,
     LOCK_AGENT_STATS,
     MEMORY_FIELDS,
     PRUNE_TERM_STATS,
@@ -338,6 +345,8 @@ async def erase_agent(db: Database, agent_id: str) -> None:
         # commits before the deletes start, and each delete (a new snapshot under READ
         # COMMITTED) then sees its rows, so no memory outlives its statistics.
         await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
+        # A consolidation that takes its lock now waits for the commit, then finds nothing.
+        await conn.execute(db.compose(ERASE_CLAIM_LOCK), (agent_id, FENCED_LOCK))
         for statement in ERASE:
             await conn.execute(db.compose(statement), (agent_id,))
     await maintenance.drop_ann_indexes(db, agent_id)
