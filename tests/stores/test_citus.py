@@ -278,23 +278,42 @@ def _placement(dsn: str, schema: str, agent: str) -> tuple[str, int]:
     return psycopg.conninfo.make_conninfo(dsn, host=host, port=port), int(shard)
 
 
+def _noticed(
+    dsn: str,
+    statement: Any,
+    params: Any,
+    settings: tuple[str, ...],
+    *,
+    block: bool = False,
+    warm: bool = False,
+) -> tuple[list[Any], list[str], list[str]]:
+    """The call's rows on the node at ``dsn`` in a session with ``settings``, the notices it
+    raised there, and the node's prepared statements after it (``block``: inside a transaction
+    block, where the coordinator does not delegate the call; ``warm``: called once before the
+    settings, so that the call measured reuses what the first one prepared)."""
+    with psycopg.connect(dsn, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
+        register_vector(conn)
+        if warm:
+            conn.execute(statement, params).fetchall()
+        notices: list[str] = []
+        conn.add_notice_handler(lambda d: notices.append(str(d.message_primary)))
+        for setting in settings:
+            conn.execute(setting)
+        with conn.transaction() if block else contextlib.nullcontext():
+            rows = conn.execute(statement, params).fetchall()
+        prepared = conn.execute("SELECT name FROM pg_prepared_statements").fetchall()
+    return rows, notices, [str(r[0]) for r in prepared]
+
+
 def _called(
     dsn: str, statement: Any, params: Any, *, block: bool = False
 ) -> tuple[list[Any], list[str], list[str]]:
     """The call's rows on the node at ``dsn``, the commands Citus ran on that node's shards for
-    it, and the node's prepared statements after it (``block``: inside a transaction block,
-    where the coordinator does not delegate the call)."""
-    with psycopg.connect(dsn, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
-        register_vector(conn)
-        notices: list[str] = []
-        conn.add_notice_handler(lambda d: notices.append(str(d.message_primary)))
-        conn.execute("SET citus.log_local_commands = on")
-        conn.execute("SET client_min_messages = log")
-        with conn.transaction() if block else contextlib.nullcontext():
-            rows = conn.execute(statement, params).fetchall()
-        prepared = conn.execute("SELECT name FROM pg_prepared_statements").fetchall()
+    it, and the node's prepared statements after it (``block`` as :func:`_noticed`'s)."""
+    settings = ("SET citus.log_local_commands = on", "SET client_min_messages = log")
+    rows, notices, prepared = _noticed(dsn, statement, params, settings, block=block)
     local = [m for m in notices if "executing the command locally" in m]
-    return rows, local, [str(r[0]) for r in prepared]
+    return rows, local, prepared
 
 
 async def test_the_agents_worker_runs_the_call_on_its_shard_tables_with_one_prepared_plan(
@@ -333,25 +352,22 @@ async def test_the_agents_worker_runs_the_call_on_its_shard_tables_with_one_prep
     assert ids[0] == "m1" and set(ids) <= {"m1", "m2", "m3"}
 
 
-def _executed_plans(dsn: str, statement: Any, params: Any) -> list[dict[str, Any]]:
-    """The plans, as EXPLAIN (ANALYZE, FORMAT JSON) gives them, of the statements the call ran
-    on the node at ``dsn``, the function's own included (auto_explain)."""
-    with psycopg.connect(dsn, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
-        register_vector(conn)
-        notices: list[str] = []
-        conn.add_notice_handler(lambda d: notices.append(str(d.message_primary)))
-        conn.execute(statement, params).fetchall()  # prepared: the plan explained is reused
-        for setting in (
-            "LOAD 'auto_explain'",
-            "SET auto_explain.log_min_duration = 0",
-            "SET auto_explain.log_nested_statements = on",
-            "SET auto_explain.log_analyze = on",
-            "SET auto_explain.log_format = json",
-            "SET client_min_messages = log",
-        ):
-            conn.execute(setting)
-        conn.execute(statement, params).fetchall()
-    return [json.loads(m.split("plan:", 1)[1]) for m in notices if "plan:" in m]
+def _executed_plans(
+    dsn: str, statement: Any, params: Any
+) -> tuple[list[Any], list[dict[str, Any]]]:
+    """The call's rows on the node at ``dsn``, and the plans, as EXPLAIN (ANALYZE, FORMAT
+    JSON) gives them, of the statements it ran there, the function's own included
+    (auto_explain; the call is made once before, so the plan explained is the one reused)."""
+    settings = (
+        "LOAD 'auto_explain'",
+        "SET auto_explain.log_min_duration = 0",
+        "SET auto_explain.log_nested_statements = on",
+        "SET auto_explain.log_analyze = on",
+        "SET auto_explain.log_format = json",
+        "SET client_min_messages = log",
+    )
+    rows, notices, _ = _noticed(dsn, statement, params, settings, warm=True)
+    return rows, [json.loads(m.split("plan:", 1)[1]) for m in notices if "plan:" in m]
 
 
 def _nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
@@ -367,12 +383,10 @@ async def test_the_agents_worker_reads_each_chosen_memory_by_one_probe(
     # (enable_nestloop is off for the ranking's joins).
     (statement, params) = (await _context_of_a(store_citus))[2][-1]
     worker, shard = _placement(citus_dsn, citus_schema, "a")
-    rows, _, _ = _called(worker, statement, params)
+    rows, plans = _executed_plans(worker, statement, params)
     chosen = sum(1 for r in rows if r[0] == "memory")
     assert chosen > 1
-    (call,) = [
-        p for p in _executed_plans(worker, statement, params) if "PREPARE" in p["Query Text"]
-    ]
+    (call,) = [p for p in plans if "PREPARE" in p["Query Text"]]
     on_shard = [n for n in _nodes(call["Plan"]) if n.get("Relation Name") == f"memories_{shard}"]
     # (scan, loops, rows per loop): 0020's join read the shard once, all three memories
     summary = [(n["Node Type"], n["Actual Loops"], n["Actual Rows"]) for n in on_shard]

@@ -402,7 +402,7 @@ HOLDS_LOCK = (
 # delete of the locks and its commit would survive it, and with it a consolidation's writes
 # (they are fenced by that lock). No clock in it: Citus refuses one in ON CONFLICT.
 ERASE_CLAIM_LOCK = (
-    "INSERT INTO {s}.locks AS l (agent_id, name, holder, expires_at)"
+    "INSERT INTO {s}.locks (agent_id, name, holder, expires_at)"
     " VALUES (%s, %s, 'erase_agent', 'infinity')"
     " ON CONFLICT (agent_id, name) DO UPDATE SET holder = EXCLUDED.holder,"
     " expires_at = EXCLUDED.expires_at"
