@@ -28,6 +28,7 @@ from typing import Any
 from actrone_pg import MemoryConfig, MemoryManager
 from actrone_pg._embedded import temporary_server
 from actrone_pg.embedders import HashingEmbedder
+from actrone_pg.errors import ActroneError
 
 WORDS = (
     "apple river stone cloud garden lamp violin harbour candle meadow copper forest lantern orbit "
@@ -139,16 +140,24 @@ def cli() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--citus-dsn", help="a coordinator of yours instead of a local cluster")
     args = parser.parse_args()
-    with temporary_server(prefix="actrone-citus-bench-single-") as single:
-        if args.citus_dsn:
-            asyncio.run(main(args, single, args.citus_dsn))
-            return
-        # Citus's default shard count; durability settings as the single server's (defaults).
-        cluster = _cluster_module().CitusCluster(args.workers, shard_count=32, extra_conf="")
-        try:
-            asyncio.run(main(args, single, cluster.dsn))
-        finally:
-            cluster.close()
+    for name in ("agents", "batch", "queries", "workers"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1, not {getattr(args, name)}")
+    if args.per_agent < args.batch:
+        parser.error(f"--per-agent ({args.per_agent}) must be at least --batch ({args.batch})")
+    try:
+        with temporary_server(prefix="actrone-citus-bench-single-") as single:
+            if args.citus_dsn:
+                asyncio.run(main(args, single, args.citus_dsn))
+                return
+            # Citus's default shard count; durability settings as the single server's.
+            cluster = _cluster_module().CitusCluster(args.workers, shard_count=32, extra_conf="")
+            try:
+                asyncio.run(main(args, single, cluster.dsn))
+            finally:
+                cluster.close()
+    except ActroneError as exc:  # a server refused or unreachable: one line, not a traceback
+        raise SystemExit(f"citus_vs_single: {exc}") from None
 
 
 if __name__ == "__main__":
