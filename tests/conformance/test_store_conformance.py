@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from actrone_pg.errors import DimensionMismatchError
+from actrone_pg.errors import DimensionMismatchError, LockLostError
 from actrone_pg.ranking import RankingParams
-from actrone_pg.stores.base import Store
+from actrone_pg.stores.base import Fence, Store
 from tests.factories import NOW, ago, record, request, turn
 
 TTL = 3600.0
@@ -234,6 +234,26 @@ async def test_lock_admits_exactly_one_of_100_concurrent_callers(store: Store) -
     assert await store.release_lock("agent", "summary", loser) is False
     assert await store.release_lock("agent", "summary", winner) is True
     assert await store.acquire_lock("agent", "summary", loser, 30.0) is True
+
+
+async def test_a_fenced_write_goes_in_only_while_its_lock_is_held(store: Store) -> None:
+    # A consolidation's writes: checked against the lock in the write's own transaction.
+    fence = Fence("maintenance", "h1")
+    kept = record("agent", "m1", "coffee", [1, 0, 0, 0])
+    with pytest.raises(LockLostError, match="no longer holds"):
+        await store.upsert_memories([kept], fence=fence)  # never taken
+    assert await store.acquire_lock("agent", "maintenance", "h1", 30.0)
+    await store.upsert_memories([kept], fence=fence)
+    with pytest.raises(LockLostError):
+        await store.upsert_memories(
+            [record("agent", "m2", "tea", [0, 1, 0, 0])], fence=Fence("maintenance", "h2")
+        )
+    assert await store.release_lock("agent", "maintenance", "h1")
+    with pytest.raises(LockLostError):
+        await store.upsert_memories([record("agent", "m3", "tea", [0, 1, 0, 0]), kept], fence=fence)
+    assert await store.count_memories("agent") == 1
+    assert await store.get_memory("agent", "m1") is not None
+    assert await store.get_memory("agent", "m3") is None
 
 
 async def test_lock_lapses_after_its_ttl(store: Store) -> None:
