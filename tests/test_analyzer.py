@@ -8,6 +8,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -21,6 +22,7 @@ from actrone_pg.stores.base import MemoryRecord
 from actrone_pg.stores.memory import InMemoryStore
 from actrone_pg.stores.postgres import PostgresStore
 from actrone_pg.stores.postgres.reindex import reindex
+from actrone_pg.stores.postgres.statements import REINDEX_LOCK, REINDEX_LOCK_SHARDS
 from actrone_pg.stores.redis_qdrant.layout import LAYOUT
 from tests.backends.redis_qdrant import cleanup, redis_qdrant_settings, unique_prefix
 from tests.factories import record, request
@@ -79,12 +81,18 @@ async def test_a_store_running_while_its_schema_is_reindexed_refuses_its_old_ter
     store's next write of terms is refused whole, never mixed with the new analyzer's terms;
     restarted, the store follows what the schema records."""
     migrations.migrate(postgres_dsn, scratch_schema)
+    await reindexed_while_running(postgres_dsn, scratch_schema)
+
+
+async def reindexed_while_running(dsn: str, schema: str, **store: Any) -> None:
+    """The test above on a migrated ``schema`` at ``dsn`` (also the Citus suite's, where a
+    batch's writes run on the workers and the reindex's shard locks hold it off)."""
     records = _records()
-    running = PostgresStore(postgres_dsn, schema=scratch_schema, text_analyzer="english")
+    running = PostgresStore(dsn, schema=schema, text_analyzer="english", **store)
     await running.setup()
     try:
         await running.upsert_memories(records[:2])
-        assert reindex(postgres_dsn, scratch_schema, "english", lexical_dates=False) == 2
+        assert reindex(dsn, schema, "english", lexical_dates=False) == 2
         refused = r"re-indexed while this store ran.*'english', not 'english\+dates'"
         with pytest.raises(ConfigurationError, match=refused):
             await running.upsert_memories(records[2:])
@@ -92,13 +100,13 @@ async def test_a_store_running_while_its_schema_is_reindexed_refuses_its_old_ter
             await running.update_memory("a", "m1", _new_content)
         assert await running.count_memories("a") == 2
 
-        # A write that waits on the reindex's lock sees its analyzer once it commits.
-        settings = sql.Identifier(scratch_schema, "settings")
-        tables = sql.SQL(", ").join(
-            sql.Identifier(scratch_schema, t) for t in ("memories", "term_stats", "agent_stats")
-        )
-        with psycopg.connect(postgres_dsn) as conn:
-            conn.execute(sql.SQL("LOCK TABLE {} IN EXCLUSIVE MODE").format(tables))
+        # A write that waits on the reindex's locks (taken as reindex() takes them) sees its
+        # analyzer once it commits.
+        settings = sql.Identifier(schema, "settings")
+        with psycopg.connect(dsn) as conn:
+            if running.distributed:
+                conn.execute(REINDEX_LOCK_SHARDS, (schema,))
+            conn.execute(sql.SQL(REINDEX_LOCK).format(s=sql.Identifier(schema)))
             conn.execute(
                 sql.SQL("UPDATE {} SET value = 'simple' WHERE name = 'text_analyzer'").format(
                     settings
@@ -112,11 +120,11 @@ async def test_a_store_running_while_its_schema_is_reindexed_refuses_its_old_ter
             await write
     finally:
         await running.close()
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+    with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
             sql.SQL("UPDATE {} SET value = 'english' WHERE name = 'text_analyzer'").format(settings)
         )
-    restarted = PostgresStore(postgres_dsn, schema=scratch_schema, text_analyzer="english")
+    restarted = PostgresStore(dsn, schema=schema, text_analyzer="english", **store)
     await restarted.setup()
     try:
         await restarted.upsert_memories(records[2:])

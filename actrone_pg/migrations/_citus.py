@@ -15,7 +15,9 @@ The rule, from the catalog of the schema:
   ``memories``, so that ``SELECT * FROM f(agent, ...)`` called alone runs whole on the worker
   holding the agent's shards; other PL/pgSQL functions are only created on every node (a
   distributed function calls them there). SQL functions stay on the coordinator: Citus plans no
-  statement of a SQL function that reads a distributed table with parameters.
+  statement of a SQL function that reads a distributed table with parameters. The ones
+  the store calls inside a transaction block (:data:`FORCE_DELEGATED`) are distributed with
+  ``force_delegation``, which delegates them there too.
 
 Statements go through ``run(statement, params) -> rows``, so that the same code serves an
 Alembic bind and a plain psycopg connection. Identifiers are quoted with psycopg.sql; values
@@ -32,6 +34,7 @@ from psycopg import sql
 
 __all__ = [
     "COLOCATE_WITH",
+    "FORCE_DELEGATED",
     "REFERENCE_TABLES",
     "Run",
     "citus_installed",
@@ -48,6 +51,9 @@ Run = Callable[[str, Sequence[Any]], Sequence[Sequence[Any]]]
 
 #: The table every per-agent table and function is colocated with.
 COLOCATE_WITH = "memories"
+#: The per-agent functions the store calls inside a transaction block (migration 0022's
+#: agent_write, before the batch's COPY): delegated there only with ``force_delegation``.
+FORCE_DELEGATED = ("agent_write",)
 #: The shared lookup tables 0014 makes reference tables (documentation; the catalog decides).
 REFERENCE_TABLES = ("embedders", "settings")
 # Distribution order: a table referenced by a foreign key before the tables that reference it.
@@ -89,10 +95,12 @@ def _tables(run: Run, schema: str) -> list[tuple[str, bool, str | None]]:
     return sorted(found, key=lambda t: (order.get(t[0], len(order)), t[0]))
 
 
-def _functions(run: Run, schema: str) -> list[tuple[str, bool, bool]]:
-    """``(signature, by agent, already distributed)`` of the schema's PL/pgSQL functions."""
+def _functions(run: Run, schema: str) -> list[tuple[str, str, bool, bool]]:
+    """``(signature, name, by agent, already distributed)`` of the schema's PL/pgSQL
+    functions."""
     rows = run(
-        "SELECT p.oid::regprocedure::text, coalesce(p.proargnames[1] = 'p_agent_id', false),"
+        "SELECT p.oid::regprocedure::text, p.proname::text,"
+        " coalesce(p.proargnames[1] = 'p_agent_id', false),"
         " EXISTS (SELECT 1 FROM pg_dist_object AS o WHERE o.classid = 'pg_proc'::regclass"
         " AND o.objid = p.oid)"
         " FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace"
@@ -100,7 +108,7 @@ def _functions(run: Run, schema: str) -> list[tuple[str, bool, bool]]:
         " WHERE n.nspname = %s AND l.lanname = 'plpgsql' ORDER BY 1",
         (schema,),
     )
-    return [(str(r[0]), bool(r[1]), bool(r[2])) for r in rows]
+    return [(str(r[0]), str(r[1]), bool(r[2]), bool(r[3])) for r in rows]
 
 
 def distribute_schema(run: Run, schema: str) -> list[str]:
@@ -125,9 +133,10 @@ def distribute_schema(run: Run, schema: str) -> list[str]:
         elif not per_agent and method != "n":
             run("SELECT create_reference_table(%s)", (name,))
             done.append(f"reference table {table}")
-    for signature, by_agent, known in _functions(run, schema):
+    for signature, function, by_agent, known in _functions(run, schema):
         if by_agent:
-            if _distribute_function(run, schema, signature, force_delegation=False):
+            forced = function in FORCE_DELEGATED
+            if _distribute_function(run, schema, signature, force_delegation=forced):
                 done.append(f"distributed function {signature}")
         elif not known:
             run("SELECT create_distributed_function(%s::regprocedure)", (signature,))
@@ -164,8 +173,10 @@ def distribute_function(
     distributes such functions with the tables). ``force_delegation`` delegates the call inside a
     transaction block too, but then Citus refuses any statement of the function that is not
     filtered by the distribution argument on a colocated table (a read of a reference table
-    included); the store calls its functions on autocommit connections, outside transaction
-    blocks, where a call made alone is delegated without it.
+    included); the store calls its reading functions on autocommit connections, outside
+    transaction blocks, where a call made alone is delegated without it, and only
+    :data:`FORCE_DELEGATED` ones (which read and write the shard tables by name, which Citus
+    does not check) inside one.
     """
     if not distributed(run, schema):
         return False

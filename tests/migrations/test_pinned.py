@@ -135,6 +135,16 @@ LIVE: dict[str, dict[str, Entry]] = {
         "agent_retrieve": "0021",
         "retrieve": "0019",
     },
+    "0022": _AT_0003
+    | {
+        "hybrid_search": "0019",
+        "pack_positions": "0010",
+        "memory_versions": "0012",
+        "memory_lineage": "0012",
+        "agent_retrieve": "0021",
+        "retrieve": "0019",
+        "agent_write": "0022",
+    },
 }
 #: hybrid_search's argument count at each revision that has it (0006 and 0007 each add one,
 #: 0011 two).
@@ -158,6 +168,7 @@ ARITY = {
     "0019": 20,
     "0020": 20,
     "0021": 20,
+    "0022": 20,
 }
 #: hybrid_search's SET clauses (0005 adds enable_nestloop, 0009 plan_cache_mode).
 _NESTLOOP = ["jit=off", "enable_nestloop=off"]
@@ -182,6 +193,7 @@ SETTINGS = {
     "0019": _GENERIC,
     "0020": _GENERIC,
     "0021": _GENERIC,
+    "0022": _GENERIC,
 }
 
 

@@ -161,17 +161,23 @@ def _head_bodies(dsn: str, schema: str) -> tuple[str, list[str]]:
     return str(ranking), [str(r[0]) for r in nodes]
 
 
-def _distributed_by_agent(dsn: str, schema: str) -> list[str]:
-    """The schema's functions Citus distributes by an argument (delegated calls)."""
+#: At head: the functions Citus delegates, and whether inside a transaction block too.
+DELEGATED = [("agent_retrieve", False), ("agent_write", True)]
+
+
+def _distributed_by_agent(dsn: str, schema: str) -> list[tuple[str, bool]]:
+    """The schema's functions Citus distributes by an argument (delegated calls), each with
+    its force_delegation."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         rows = conn.execute(
-            "SELECT p.proname FROM pg_dist_object AS o JOIN pg_proc AS p ON p.oid = o.objid"
+            "SELECT p.proname, coalesce(o.force_delegation, false) FROM pg_dist_object AS o"
+            " JOIN pg_proc AS p ON p.oid = o.objid"
             " JOIN pg_namespace AS n ON n.oid = p.pronamespace WHERE n.nspname = %s"
             " AND o.classid = 'pg_proc'::regclass AND o.distribution_argument_index IS NOT NULL"
             " ORDER BY 1",
             (schema,),
         ).fetchall()
-    return [str(r[0]) for r in rows]
+    return [(str(r[0]), bool(r[1])) for r in rows]
 
 
 def test_every_node_ranks_with_hybrid_search_s_own_text_up_and_down(citus_dsn: str) -> None:
@@ -189,7 +195,7 @@ def test_every_node_ranks_with_hybrid_search_s_own_text_up_and_down(citus_dsn: s
         ranking, nodes = _head_bodies(citus_dsn, schema)
         assert len(nodes) >= 3 and all(n == nodes[0] for n in nodes)
         assert ranking.strip() in nodes[0]
-        assert _distributed_by_agent(citus_dsn, schema) == ["agent_retrieve"]
+        assert _distributed_by_agent(citus_dsn, schema) == DELEGATED
         migrations.downgrade(citus_dsn, schema, revision="0018")
         expected, nodes = _bodies(citus_dsn, schema, "0018")
         # 0018's body, told from 0016's by the condition it adds
@@ -208,7 +214,7 @@ def test_every_node_ranks_with_hybrid_search_s_own_text_up_and_down(citus_dsn: s
         migrations.migrate(citus_dsn, schema)
         ranking, nodes = _head_bodies(citus_dsn, schema)
         assert all(n == nodes[0] for n in nodes) and ranking.strip() in nodes[0]
-        assert _distributed_by_agent(citus_dsn, schema) == ["agent_retrieve"]
+        assert _distributed_by_agent(citus_dsn, schema) == DELEGATED
     finally:
         with psycopg.connect(citus_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
@@ -500,6 +506,7 @@ def test_off_keeps_plain_tables_and_distribute_converts_them_with_their_rows(
         steps = migrations.distribute(citus_dsn, schema)
         assert "distributed memories by agent_id" in steps
         assert migrations.distribute(citus_dsn, schema) == []  # a second run changes nothing
+        assert set(DELEGATED) <= set(_distributed_by_agent(citus_dsn, schema))
         assert sorted(t for t, (m, _) in _partitions(citus_dsn, schema).items() if m == "h") == (
             list(PER_AGENT)
         )
@@ -617,3 +624,185 @@ async def test_reindex_rewrites_the_terms_of_a_distributed_schema(
     finally:
         assert reindex(citus_dsn, citus_schema, mine) == len(TEXTS) + 1
     assert await _ranked(store_citus) == await _reference(mine)
+
+
+async def _remote_commands(store: PostgresStore, write: Any) -> list[str]:
+    """The commands the coordinator sent to the workers while ``write(store)`` ran, on the
+    store's only connection (``citus.log_remote_commands``)."""
+    assert store.db.pool is not None and store.db.pool.max_size == 1
+    notices: list[str] = []
+    async with store.db.conn() as conn:
+        await conn.execute("SET citus.log_remote_commands = on")
+        await conn.execute("SET client_min_messages = log")
+        conn.add_notice_handler(lambda d: notices.append(str(d.message_primary)))
+    try:
+        await write(store)
+    finally:
+        async with store.db.conn() as conn:
+            await conn.execute("RESET citus.log_remote_commands")
+            await conn.execute("RESET client_min_messages")
+    return [m for m in notices if m.startswith("issuing ")]
+
+
+def _writes(commands: list[str]) -> list[str]:
+    """Of the commands sent to the workers, the statements (no transaction control)."""
+    control = (
+        "BEGIN",
+        "SELECT assign_distributed_transaction_id",
+        "PREPARE TRANSACTION",
+        "COMMIT",
+        "ROLLBACK",
+        "SET ",
+    )
+    out = []
+    for command in commands:
+        text = command.removeprefix("issuing ").split(";DETAIL")[0].strip()
+        for part in (p.strip() for p in text.split(";") if p.strip()):
+            if not part.startswith(control):
+                out.append(part)
+    return out
+
+
+async def test_a_batch_is_one_delegated_call_and_its_copy(
+    citus_dsn: str, citus_schema: str, store_citus: PostgresStore
+) -> None:
+    # Migration 0022: the batch's statements but the COPY are one call on the agent's worker,
+    # over its shard tables; the replaced memory leaves the statistics with it.
+    store = PostgresStore(citus_dsn, schema=citus_schema, pool_min_size=1, pool_max_size=1)
+    await store.setup()
+    try:
+        await store.upsert_memories([record("a", "m1", "coffee beans", [1, 0, 0, 0])])
+
+        async def batch(s: PostgresStore) -> None:
+            await s.upsert_memories(
+                [
+                    record("a", "m1", "green tea", [0, 1, 0, 0]),
+                    record("a", "m2", "tea", [0, 1, 1, 0]),
+                ]
+            )
+
+        sent = _writes(await _remote_commands(store, batch))
+        assert len(sent) == 2, sent
+        assert "agent_write(" in sent[0] and sent[1].startswith("COPY "), sent
+        assert await store.count_memories("a") == 2
+        with psycopg.connect(citus_dsn) as conn:
+            df = dict(
+                conn.execute(
+                    sql.SQL("SELECT term, df FROM {} WHERE agent_id = 'a'").format(
+                        sql.Identifier(citus_schema, "term_stats")
+                    )
+                ).fetchall()
+            )
+        assert "coffee" not in df and df["tea"] == 2 and df["green"] == 1
+    finally:
+        await store.close()
+
+
+async def test_random_writes_on_the_cluster_match_a_recount(
+    citus_dsn: str, citus_schema: str, store_citus: PostgresStore
+) -> None:
+    from tests.stores.test_postgres import random_writes_match_a_recount
+
+    await random_writes_match_a_recount(store_citus, citus_dsn, citus_schema)
+
+
+def test_agent_write_elsewhere_than_the_agents_worker_writes_nothing(
+    citus_dsn: str, citus_schema: str, store_citus: PostgresStore
+) -> None:
+    # A shard moved since the coordinator planned the call, or a session that no longer
+    # delegates: the call runs where no placement of the agent's shards is, and says so. An
+    # argument that is not a constant keeps Citus from delegating it (on the coordinator, and on
+    # a worker, which with the metadata would delegate it too).
+    with psycopg.connect(citus_dsn, autocommit=True) as conn:
+        (port,) = conn.execute(
+            "SELECT n.nodeport FROM pg_dist_placement AS p JOIN pg_dist_node AS n USING (groupid)"
+            " WHERE p.shardid = get_shard_id_for_distribution_column(%s::regclass, 'a')",
+            (f"{citus_schema}.memories",),
+        ).fetchone()
+    others = sorted(_worker_ports(citus_dsn) - {port, 0})
+    call = sql.SQL(
+        "SELECT * FROM {}.agent_write((SELECT 'a'), ARRAY['m1'], ARRAY['tea'], ARRAY[1], 1, 1,"
+        " true, NULL, NULL)"
+    ).format(sql.Identifier(citus_schema))
+    nodes = [citus_dsn, *(re.sub(r":\d+/", f":{p}/", citus_dsn) for p in others)]
+    for node in nodes:
+        with psycopg.connect(node, autocommit=True) as conn:
+            rows = conn.execute(call).fetchall()
+        assert rows == [(False, False, None, None)], node
+    with psycopg.connect(citus_dsn, autocommit=True) as conn:
+        n = conn.execute(
+            sql.SQL("SELECT count(*) FROM {} WHERE agent_id = 'a'").format(
+                sql.Identifier(citus_schema, "agent_stats")
+            )
+        ).fetchone()
+    assert n == (0,)
+
+
+async def test_a_session_that_no_longer_delegates_writes_statement_by_statement(
+    citus_dsn: str, citus_schema: str, store_citus: PostgresStore
+) -> None:
+    # Citus 13-14: after an error raised while planning a subquery, a session delegates no
+    # function again (the store closes such a connection; this one is made so past the store).
+    # Its agent_write then runs on the coordinator, writes nothing, and the batch goes through
+    # the coordinator statement by statement, its statistics as exact.
+    store = PostgresStore(citus_dsn, schema=citus_schema, pool_min_size=1, pool_max_size=1)
+    await store.setup()
+    try:
+        await store.upsert_memories([record("a", "m1", "coffee beans", [1, 0, 0, 0])])
+        assert store.db.pool is not None
+        refused = sql.SQL(
+            "SELECT * FROM {} WHERE agent_id IN (SELECT agent_id FROM {} LIMIT 1"
+            " FOR UPDATE SKIP LOCKED)"
+        ).format(sql.Identifier(citus_schema, "sessions"), sql.Identifier(citus_schema, "sessions"))
+        async with store.db.pool.connection() as raw:
+            with pytest.raises(psycopg.Error):
+                await raw.execute(refused)
+
+        async def batch(s: PostgresStore) -> None:
+            await s.upsert_memories(
+                [
+                    record("a", "m1", "green tea", [0, 1, 0, 0]),
+                    record("a", "m2", "tea", [0, 1, 1, 0]),
+                ]
+            )
+
+        sent = _writes(await _remote_commands(store, batch))
+        assert not any("agent_write(" in c for c in sent), sent
+        # the lock, the replaced memory and its versions, the rows, the frequencies, the pruning
+        # of the replaced memory's terms, the totals: each a command of its own
+        kinds = ["INSERT", "DELETE", "DELETE", "COPY", "INSERT", "DELETE", "UPDATE"]
+        assert [c.split()[0] for c in sent] == kinds, sent
+        with psycopg.connect(citus_dsn) as conn:
+            df = dict(
+                conn.execute(
+                    sql.SQL("SELECT term, df FROM {} WHERE agent_id = 'a'").format(
+                        sql.Identifier(citus_schema, "term_stats")
+                    )
+                ).fetchall()
+            )
+            stats = conn.execute(
+                sql.SQL("SELECT n_docs FROM {} WHERE agent_id = 'a'").format(
+                    sql.Identifier(citus_schema, "agent_stats")
+                )
+            ).fetchone()
+        assert "coffee" not in df and df["tea"] == 2 and df["green"] == 1 and stats == (2,)
+    finally:
+        await store.close()
+
+
+async def test_a_store_running_while_the_cluster_is_reindexed_refuses_its_old_terms(
+    citus_dsn: str,
+) -> None:
+    # A batch's agent_write runs on the workers, where the reindex's table locks on the
+    # coordinator do not reach: it waits on the shard locks the reindex takes first.
+    import uuid
+
+    from tests.test_analyzer import reindexed_while_running
+
+    schema = f"actrone_c_{uuid.uuid4().hex[:8]}"
+    try:
+        migrations.migrate(citus_dsn, schema, distribute="citus")
+        await reindexed_while_running(citus_dsn, schema, distribute="citus")
+    finally:
+        with psycopg.connect(citus_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))

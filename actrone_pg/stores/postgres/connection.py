@@ -145,6 +145,9 @@ class Database:
         #: The schema's tables are distributed with Citus (found at setup): per-agent calls then
         #: take the forms Citus runs on one worker (docs/scale-out.md).
         self.distributed = False
+        #: Batches are written by migration 0022's agent_write and a COPY (set at setup where the
+        #: schema is distributed; on one server, the tests that hold it to the statements set it).
+        self.write_by_call = False
         if text_analyzer not in ANALYZERS:
             raise ConfigurationError("text_analyzer", f"unknown analyzer {text_analyzer!r}")
         #: How contents and queries become BM25 terms (under postgres_text_search_config

@@ -14,7 +14,10 @@ from __future__ import annotations
 from actrone_pg.errors import ConfigurationError, MissingDependencyError
 from actrone_pg.ranking import ANALYZERS, analyzer
 from actrone_pg.stores.postgres.statements import (
+    CITUS_INSTALLED,
+    DISTRIBUTED,
     REINDEX_LOCK,
+    REINDEX_LOCK_SHARDS,
     REINDEX_READ,
     REINDEX_STATS,
     REINDEX_WRITE,
@@ -60,6 +63,8 @@ def reindex(dsn: str, schema: str, text_analyzer: str, *, lexical_dates: bool | 
                 f"schema {schema!r} maps its terms through the text search configuration "
                 f"{row[0]!r}, not an analyzer; there is nothing to re-index",
             )
+        if _distributed(conn, schema):
+            conn.execute(REINDEX_LOCK_SHARDS, (schema,))
         conn.execute(q(REINDEX_LOCK))
         with conn.cursor(name="actrone_reindex") as read, conn.cursor() as write:
             read.execute(q(REINDEX_READ))
@@ -74,3 +79,13 @@ def reindex(dsn: str, schema: str, text_analyzer: str, *, lexical_dates: bool | 
             conn.execute(q(statement))
         conn.execute(q(SET_ANALYZER), (terms.index_name,))
     return count
+
+
+def _distributed(conn: psycopg.Connection, schema: str) -> bool:
+    """Whether ``schema`` is distributed with Citus (whose writes then run on the workers)."""
+    row = conn.execute(CITUS_INSTALLED).fetchone()
+    if not (row and row[0]):
+        return False
+    memories = sql.Identifier(schema, "memories").as_string(conn)
+    row = conn.execute(DISTRIBUTED, (memories,)).fetchone()
+    return bool(row and row[0])

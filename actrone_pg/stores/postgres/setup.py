@@ -119,6 +119,7 @@ async def _vector_adapters(db: Database, dsn: str) -> AdaptersMap:
 def _check_distribution(db: Database, citus: bool, distributed: bool) -> None:
     """Record whether the schema is distributed; ``postgres_distribute="citus"`` requires it."""
     db.distributed = distributed
+    db.write_by_call = distributed
     if db.distribute != "citus" or distributed:
         return
     if not citus:

@@ -324,6 +324,23 @@ AGENT_RETRIEVE = (
     " %(n_docs)s::bigint, %(total_length)s::bigint, %(doc_freqs)s::int[], %(budget)s::bigint,"
     " %(max_hits)s::int)"
 )
+# A batch's statements for one agent but the COPY, on a distributed schema (migration 0022's
+# agent_write, distributed with force_delegation): delegated inside the batch's transaction to
+# the worker holding the agent's shards, where it runs them over the shard tables. The replaced
+# memories start afresh (upsert_memories'); no fence: NULLs.
+# Before it, the metadata locks of the batch's agents' shards in share mode, on the coordinator,
+# as Citus's own writes take them there, in shard order (as REINDEX_LOCK_SHARDS takes them all):
+# a shard move takes its shard's exclusively, coordinator first, while it blocks writes, and so
+# does a reindex, so neither runs under the transaction (sql/0022_agent_write.sql).
+LOCK_SHARD_METADATA = (
+    "SELECT lock_shard_metadata(5, ARRAY(SELECT DISTINCT get_shard_id_for_distribution_column("
+    "(quote_ident(%s::text) || '.memories')::regclass, a.agent_id)"
+    " FROM unnest(%s::text[]) AS a(agent_id) ORDER BY 1))"
+)
+AGENT_WRITE = (
+    "SELECT placed, held, n_docs, analyzer FROM {s}.agent_write(%s, %s::text[], %s::text[],"
+    " %s::int[], %s::int, %s::bigint, true, %s::text, %s::text)"
+)
 # A filtered search on a distributed schema: the filtered set's candidates and statistics
 # (FILTERED's CTEs, every table filtered by the agent: a router query the coordinator passes to
 # one worker), which AGENT_RETRIEVE is then given. Two round trips, two snapshots.
@@ -370,6 +387,15 @@ SET_ANALYZER = (
 )
 # -- reindex.py: every memory's terms again, then the statistics from them, in one transaction
 REINDEX_LOCK = "LOCK TABLE {s}.memories, {s}.term_stats, {s}.agent_stats IN EXCLUSIVE MODE"
+# On a distributed schema, first: every shard's metadata lock, exclusively, in shard order. A
+# batch's agent_write runs on the workers, where the table locks above do not reach; it takes
+# its shards' locks first (LOCK_SHARD_METADATA), so it waits for the reindex, then reads the
+# analyzer it recorded.
+REINDEX_LOCK_SHARDS = (
+    "SELECT lock_shard_metadata(7, array_agg(s.shardid ORDER BY s.shardid))"
+    " FROM pg_dist_shard AS s"
+    " WHERE s.logicalrelid = (quote_ident(%s::text) || '.memories')::regclass"
+)
 REINDEX_READ = "SELECT m.agent_id, m.id, m.content, m.created_at FROM {s}.memories AS m"
 REINDEX_WRITE = (
     "UPDATE {s}.memories SET term_freqs = %s, doc_len = %s WHERE agent_id = %s AND id = %s"

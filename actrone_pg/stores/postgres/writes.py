@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from actrone_pg.errors import MissingDependencyError
@@ -17,10 +18,12 @@ from actrone_pg.stores.base import (
     Fence,
     MemoryRecord,
     batch_dimensions,
+    lock_lost,
 )
 from actrone_pg.stores.postgres import lookups, maintenance, rows
 from actrone_pg.stores.postgres.connection import Database, _Conn, jsonb
 from actrone_pg.stores.postgres.statements import (
+    AGENT_WRITE,
     ANALYZE_GROWTH,
     ARCHIVE_MEMORY,
     COPY_MEMORIES,
@@ -32,6 +35,7 @@ from actrone_pg.stores.postgres.statements import (
     ERASE,
     ERASE_CLAIM_LOCK,
     LOCK_AGENT_STATS,
+    LOCK_SHARD_METADATA,
     MEMORY_FIELDS,
     PRUNE_TERM_STATS,
     REGISTER_EMBEDDERS,
@@ -84,6 +88,8 @@ async def upsert_memories(
     A replaced memory starts afresh: its earlier versions are dropped. With ``fence``, the
     writer's lock is checked (and share-locked) in the same transaction, after the agent's
     statistics row: erase_agent takes that row first too, so the two never interleave.
+    On a distributed schema, each agent's statements but the COPY are one call on its worker
+    (:func:`_write_on_worker`).
     """
     if not records:
         return
@@ -95,10 +101,16 @@ async def upsert_memories(
     sizes: dict[str, int] = {}
     async with db.conn() as conn, conn.transaction():
         stored = await _register(db, conn, dims)
+        if db.write_by_call and db.distributed:
+            await conn.execute(db.compose(LOCK_SHARD_METADATA), (db.schema, sorted(by_agent)))
         for agent_id in sorted(by_agent):
-            await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
-            await lookups.check_fence(db, conn, agent_id, fence)
-            sizes[agent_id] = await _write_agent(db, conn, agent_id, by_agent[agent_id], fresh=True)
+            batch = await _batch(db, conn, agent_id, by_agent[agent_id])
+            size = await _write_on_worker(db, conn, batch, fence) if db.write_by_call else None
+            if size is None:  # one server, or not on the agent's worker: statement by statement
+                await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
+                await lookups.check_fence(db, conn, agent_id, fence)
+                size = await _write_agent(db, conn, batch, fresh=True)
+            sizes[agent_id] = size
     await _written_now(db, records, dims, stored, sizes)
 
 
@@ -137,7 +149,7 @@ async def update_memory(
         await conn.execute(
             db.compose(ARCHIVE_MEMORY), (m.valid_from, agent_id, m.id, current.version)
         )
-        size = await _write_agent(db, conn, agent_id, [record], fresh=False)
+        size = await _write_agent(db, conn, await _batch(db, conn, agent_id, [record]), fresh=False)
     await _written_now(db, [record], dims, stored, {agent_id: size})
     return m
 
@@ -205,34 +217,29 @@ async def _written_now(
         db.settle_task = asyncio.create_task(maintenance.settle(db), name="actrone-settle")
 
 
-async def _write_agent(
-    db: Database, conn: _Conn, agent_id: str, recs: list[MemoryRecord], *, fresh: bool
-) -> int:
-    """Write one agent's batch and its statistics; returns the agent's memory count.
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """One agent's memories to write: their COPY rows, and what they add to the statistics."""
 
-    ``fresh``: the memories replaced start afresh, their earlier versions dropped. The
-    caller holds the agent's statistics row (LOCK_AGENT_STATS) already; the last statement
-    checks the analyzer the schema records (:func:`_check_analyzer`).
-    """
-    ids = [r.memory.id for r in recs]
-    gone = rows.removed(await db.fetch(conn, db.compose(DELETE_MEMORIES), (agent_id, ids)))
-    if fresh and gone:
-        await conn.execute(db.compose(DELETE_HISTORY), (agent_id, ids))
+    agent_id: str
+    ids: list[str]
+    rows: list[tuple[Any, ...]]
+    #: Each term's count of the batch's memories holding it.
+    df: Counter[str]
+    length: int
+
+
+async def _batch(db: Database, conn: _Conn, agent_id: str, recs: list[MemoryRecord]) -> _Batch:
+    """The COPY rows of one agent's memories, their terms counted as the schema indexes them."""
+    rows_out = []
     df: Counter[str] = Counter()
-    n_delta = 0
-    len_delta = 0
-    for old in gone:
-        n_delta -= 1
-        len_delta -= old.length
-        df.subtract(old.terms)
-    copied = []
+    total = 0
     for rec in recs:
         m = rec.memory
         tf, length = await lookups.term_counts(db, conn, m)
-        n_delta += 1
-        len_delta += length
+        total += length
         df.update(tf.keys())
-        copied.append(
+        rows_out.append(
             (
                 agent_id,
                 *(_COPY_VALUE[name](getattr(m, name)) for name in MEMORY_FIELDS),
@@ -241,10 +248,33 @@ async def _write_agent(
                 rec.vector,
             )
         )
+    return _Batch(agent_id, [r.memory.id for r in recs], rows_out, df, total)
+
+
+async def _copy(db: Database, conn: _Conn, batch: _Batch) -> None:
     async with conn.cursor().copy(db.compose(COPY_MEMORIES)) as copy:
         copy.set_types(COPY_TYPES)
-        for row in copied:
+        for row in batch.rows:
             await copy.write_row(row)
+
+
+async def _write_agent(db: Database, conn: _Conn, batch: _Batch, *, fresh: bool) -> int:
+    """Write one agent's batch and its statistics, statement by statement; returns the
+    agent's memory count.
+
+    ``fresh``: the memories replaced start afresh, their earlier versions dropped. The
+    caller holds the agent's statistics row (LOCK_AGENT_STATS) already; the last statement
+    checks the analyzer the schema records (:func:`_check_analyzer`). Migration 0022's
+    agent_write runs the same statements, in this order, on a Citus worker.
+    """
+    agent_id, ids = batch.agent_id, batch.ids
+    gone = rows.removed(await db.fetch(conn, db.compose(DELETE_MEMORIES), (agent_id, ids)))
+    if fresh and gone:
+        await conn.execute(db.compose(DELETE_HISTORY), (agent_id, ids))
+    df = Counter(batch.df)
+    for old in gone:
+        df.subtract(old.terms)
+    await _copy(db, conn, batch)
     changed = {t: d for t, d in df.items() if d != 0}
     if changed:
         terms = list(changed)
@@ -254,6 +284,8 @@ async def _write_agent(
         removed = [t for t, d in changed.items() if d < 0]
         if removed:
             await conn.execute(db.compose(PRUNE_TERM_STATS), (agent_id, removed))
+    n_delta = len(ids) - len(gone)
+    len_delta = batch.length - sum(old.length for old in gone)
     cur = await conn.execute(
         db.compose(UPDATE_AGENT_STATS_ANALYZER), (n_delta, len_delta, agent_id)
     )
@@ -262,6 +294,47 @@ async def _write_agent(
         return 0
     _check_analyzer(db, stats[1])
     return int(stats[0])
+
+
+async def _write_on_worker(
+    db: Database, conn: _Conn, batch: _Batch, fence: Fence | None
+) -> int | None:
+    """On a distributed schema: :func:`_write_agent`'s statements (the statistics row taken
+    first, then the fence) as one call of migration 0022's agent_write, which Citus delegates
+    to the worker holding the agent's shards, then the COPY; the agent's memory count.
+
+    The caller holds the agent's shard's metadata lock, on the coordinator
+    (LOCK_SHARD_METADATA): no shard move cuts over and no reindex runs while the transaction is
+    open. ``None`` when the call ran on a node without
+    the agent's placement (a session that no longer delegates): it wrote nothing, and the caller
+    runs the statements through the coordinator. docs/scale-out.md, "Ingest on the cluster", has
+    why (two hops instead of five). On one server (``write_by_call`` set by a test) the call
+    writes the schema's tables.
+    """
+    terms = list(batch.df)
+    found = await db.fetch(
+        conn,
+        db.compose(AGENT_WRITE),
+        (
+            batch.agent_id,
+            batch.ids,
+            terms,
+            [batch.df[t] for t in terms],
+            len(batch.ids),
+            batch.length,
+            None if fence is None else fence.name,
+            None if fence is None else fence.holder,
+        ),
+    )
+    (row,) = found
+    if not row["placed"]:
+        return None
+    if not row["held"]:
+        assert fence is not None
+        raise lock_lost(batch.agent_id, fence)
+    _check_analyzer(db, row["analyzer"])
+    await _copy(db, conn, batch)
+    return int(row["n_docs"])
 
 
 async def get_memory(db: Database, agent_id: str, memory_id: str) -> Memory | None:
