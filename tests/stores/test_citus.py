@@ -426,6 +426,16 @@ async def test_the_term_statistics_are_written_by_the_agents_worker(
     assert "coordinator" not in plan, plan
 
 
+def _refused_while_planning(schema: str) -> sql.Composed:
+    """A statement Citus refuses while planning a subquery: after it, a session delegates no
+    function again (Citus 13-14)."""
+    sessions = sql.Identifier(schema, "sessions")
+    return sql.SQL(
+        "SELECT * FROM {} WHERE agent_id IN (SELECT agent_id FROM {} LIMIT 1"
+        " FOR UPDATE SKIP LOCKED)"
+    ).format(sessions, sessions)
+
+
 async def test_a_pooled_connection_keeps_delegating_after_an_error(
     citus_dsn: str, citus_schema: str, store_citus: PostgresStore
 ) -> None:
@@ -435,13 +445,9 @@ async def test_a_pooled_connection_keeps_delegating_after_an_error(
     await store.setup()
     try:
         await _seed(store)
-        refused = sql.SQL(
-            "SELECT * FROM {} WHERE agent_id IN (SELECT agent_id FROM {} LIMIT 1"
-            " FOR UPDATE SKIP LOCKED)"
-        ).format(sql.Identifier(citus_schema, "sessions"), sql.Identifier(citus_schema, "sessions"))
         with pytest.raises(StoreError):
             async with store.db.conn() as conn:
-                await conn.execute(refused)
+                await conn.execute(_refused_while_planning(citus_schema))
         calls: list[tuple[Any, Any]] = []
         _captured(store, calls)
         await store.search(request("a", "coffee", [1, 0, 0, 0]))
@@ -663,6 +669,31 @@ def _writes(commands: list[str]) -> list[str]:
     return out
 
 
+async def _replacing(store: PostgresStore) -> None:
+    """A batch that replaces agent a's m1 ("coffee beans") and adds m2."""
+    await store.upsert_memories(
+        [record("a", "m1", "green tea", [0, 1, 0, 0]), record("a", "m2", "tea", [0, 1, 1, 0])]
+    )
+
+
+def _assert_replaced(dsn: str, schema: str) -> None:
+    """Agent a's statistics after :func:`_replacing`: the replaced memory's terms are gone."""
+    with psycopg.connect(dsn) as conn:
+        df = dict(
+            conn.execute(
+                sql.SQL("SELECT term, df FROM {} WHERE agent_id = 'a'").format(
+                    sql.Identifier(schema, "term_stats")
+                )
+            ).fetchall()
+        )
+        stats = conn.execute(
+            sql.SQL("SELECT n_docs FROM {} WHERE agent_id = 'a'").format(
+                sql.Identifier(schema, "agent_stats")
+            )
+        ).fetchone()
+    assert "coffee" not in df and df["tea"] == 2 and df["green"] == 1 and stats == (2,)
+
+
 async def test_a_batch_is_one_delegated_call_and_its_copy(
     citus_dsn: str, citus_schema: str, store_citus: PostgresStore
 ) -> None:
@@ -673,27 +704,10 @@ async def test_a_batch_is_one_delegated_call_and_its_copy(
     try:
         await store.upsert_memories([record("a", "m1", "coffee beans", [1, 0, 0, 0])])
 
-        async def batch(s: PostgresStore) -> None:
-            await s.upsert_memories(
-                [
-                    record("a", "m1", "green tea", [0, 1, 0, 0]),
-                    record("a", "m2", "tea", [0, 1, 1, 0]),
-                ]
-            )
-
-        sent = _writes(await _remote_commands(store, batch))
+        sent = _writes(await _remote_commands(store, _replacing))
         assert len(sent) == 2, sent
         assert "agent_write(" in sent[0] and sent[1].startswith("COPY "), sent
-        assert await store.count_memories("a") == 2
-        with psycopg.connect(citus_dsn) as conn:
-            df = dict(
-                conn.execute(
-                    sql.SQL("SELECT term, df FROM {} WHERE agent_id = 'a'").format(
-                        sql.Identifier(citus_schema, "term_stats")
-                    )
-                ).fetchall()
-            )
-        assert "coffee" not in df and df["tea"] == 2 and df["green"] == 1
+        _assert_replaced(citus_dsn, citus_schema)
     finally:
         await store.close()
 
@@ -750,42 +764,17 @@ async def test_a_session_that_no_longer_delegates_writes_statement_by_statement(
     try:
         await store.upsert_memories([record("a", "m1", "coffee beans", [1, 0, 0, 0])])
         assert store.db.pool is not None
-        refused = sql.SQL(
-            "SELECT * FROM {} WHERE agent_id IN (SELECT agent_id FROM {} LIMIT 1"
-            " FOR UPDATE SKIP LOCKED)"
-        ).format(sql.Identifier(citus_schema, "sessions"), sql.Identifier(citus_schema, "sessions"))
         async with store.db.pool.connection() as raw:
             with pytest.raises(psycopg.Error):
-                await raw.execute(refused)
+                await raw.execute(_refused_while_planning(citus_schema))
 
-        async def batch(s: PostgresStore) -> None:
-            await s.upsert_memories(
-                [
-                    record("a", "m1", "green tea", [0, 1, 0, 0]),
-                    record("a", "m2", "tea", [0, 1, 1, 0]),
-                ]
-            )
-
-        sent = _writes(await _remote_commands(store, batch))
+        sent = _writes(await _remote_commands(store, _replacing))
         assert not any("agent_write(" in c for c in sent), sent
         # the lock, the replaced memory and its versions, the rows, the frequencies, the pruning
         # of the replaced memory's terms, the totals: each a command of its own
         kinds = ["INSERT", "DELETE", "DELETE", "COPY", "INSERT", "DELETE", "UPDATE"]
         assert [c.split()[0] for c in sent] == kinds, sent
-        with psycopg.connect(citus_dsn) as conn:
-            df = dict(
-                conn.execute(
-                    sql.SQL("SELECT term, df FROM {} WHERE agent_id = 'a'").format(
-                        sql.Identifier(citus_schema, "term_stats")
-                    )
-                ).fetchall()
-            )
-            stats = conn.execute(
-                sql.SQL("SELECT n_docs FROM {} WHERE agent_id = 'a'").format(
-                    sql.Identifier(citus_schema, "agent_stats")
-                )
-            ).fetchone()
-        assert "coffee" not in df and df["tea"] == 2 and df["green"] == 1 and stats == (2,)
+        _assert_replaced(citus_dsn, citus_schema)
     finally:
         await store.close()
 
