@@ -795,3 +795,52 @@ async def test_a_store_running_while_the_cluster_is_reindexed_refuses_its_old_te
     finally:
         with psycopg.connect(citus_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+async def test_a_batch_across_workers_with_a_new_embedder_is_one_transaction(
+    citus_dsn: str, citus_schema: str, store_citus: PostgresStore
+) -> None:
+    # Agents on both workers and an embedder registered in the same transaction (a reference
+    # table written on every node before the delegated calls): all of it goes in; and a batch
+    # refused for one agent (its fence not held) writes nothing for the others.
+    import uuid
+
+    from actrone_pg.errors import LockLostError
+    from actrone_pg.stores.base import Fence
+
+    with psycopg.connect(citus_dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT a, n.nodeport FROM unnest(%s::text[]) AS a, pg_dist_placement AS p"
+            " JOIN pg_dist_node AS n USING (groupid)"
+            " WHERE p.shardid = get_shard_id_for_distribution_column(%s::regclass, a)",
+            ([f"agent{i}" for i in range(12)], f"{citus_schema}.memories"),
+        ).fetchall()
+    by_node: dict[int, str] = {}
+    for agent, port in rows:
+        by_node.setdefault(int(port), str(agent))
+    agents = sorted(by_node.values())
+    if len(agents) < 2:
+        pytest.skip("the agents' shards are on one node")
+    embedder = f"e-{uuid.uuid4().hex[:6]}"
+    batch = [
+        record(a, f"m{i}", f"tea number {i}", [1, i, 0, 0], embedder=embedder)
+        for i, a in enumerate(agents)
+    ]
+    await store_citus.upsert_memories(batch)
+    assert [await store_citus.count_memories(a) for a in agents] == [1] * len(agents)
+    # fenced by a lock held for every agent but the last: the first agents' writes (call and
+    # COPY on their workers) are made, then the last is refused, and the whole batch rolls back
+    for agent in agents[:-1]:
+        assert await store_citus.acquire_lock(agent, "maintenance", "h", 30.0)
+    again = [record(a, "n1", "coffee", [0, 1, 0, 0]) for a in agents]
+    with pytest.raises(LockLostError):
+        await store_citus.upsert_memories(again, fence=Fence("maintenance", "h"))
+    assert [await store_citus.count_memories(a) for a in agents] == [1] * len(agents)
+    with psycopg.connect(citus_dsn, autocommit=True) as conn:
+        totals = conn.execute(
+            sql.SQL("SELECT agent_id, n_docs FROM {} WHERE agent_id = ANY(%s) ORDER BY 1").format(
+                sql.Identifier(citus_schema, "agent_stats")
+            ),
+            (agents,),
+        ).fetchall()
+    assert totals == [(a, 1) for a in agents]
