@@ -33,7 +33,7 @@ and injects one fault:
   calls for the agents on its shards fail with a typed error, calls for the agents on the other
   worker go on (a probe counts them), and the killed worker's agents are served again (also
   repeated by ``--kills N``);
-- ``erase_consolidation`` (every backend, the in-memory one too): ``erase_agent`` while a
+- ``erase_consolidation`` (every backend, the in-memory one and Citus too): ``erase_agent`` while a
   consolidation of the agent runs (an embedder that takes ``ERASE_EMBED_SECONDS`` per call),
   issued at once or after a delay, from the consolidating manager or from another one (another
   process's, which cannot stop the run), for ``consolidate_session`` and for the background
@@ -123,7 +123,7 @@ RECOVERY_WAIT = 90.0
 POSTGRES_FAULTS = ("kill9", "freeze", "cancel", "erase_consolidation")
 REDIS_FAULTS = ("restart_persistent", "restart_volatile", "freeze", "cancel", "erase_consolidation")
 MEMORY_FAULTS = ("erase_consolidation",)
-CITUS_FAULTS = ("rebalance", "kill9_worker")
+CITUS_FAULTS = ("rebalance", "kill9_worker", "erase_consolidation")
 FAULTS = {
     "postgres": POSTGRES_FAULTS,
     "redis_qdrant": REDIS_FAULTS,
@@ -597,7 +597,7 @@ async def scenario(
     """Run one backend under one fault; return its row of the report."""
     tag = f"f{uuid.uuid4().hex[:8]}"
     if fault == "erase_consolidation":
-        return await erase_scenario(backend, pg, redis, tag)
+        return await erase_scenario(backend, pg, redis, tag, citus)
     server: EmbeddedPostgres | RedisServer | CitusCluster
     # The background consolidation store_turn starts writes memories beside the workload's
     # (their own ids, their turns' text): every few turns of a session, so that each run has
@@ -969,7 +969,11 @@ class SlowEmbedder:
 
 
 def _erase_config(
-    backend: str, pg: EmbeddedPostgres | None, redis: RedisServer | None, tag: str
+    backend: str,
+    pg: EmbeddedPostgres | None,
+    redis: RedisServer | None,
+    tag: str,
+    citus: CitusCluster | None = None,
 ) -> MemoryConfig:
     common: dict[str, Any] = {
         "consolidator": "extractive",
@@ -981,6 +985,17 @@ def _erase_config(
         assert pg is not None
         return MemoryConfig(
             backend="postgres", postgres_dsn=pg.dsn, postgres_schema=f"faults_{tag}", **common
+        )
+    if backend == "citus":
+        # A consolidation's fenced writes go through agent_write on the agent's worker, the
+        # erase through the coordinator's statements.
+        assert citus is not None
+        return MemoryConfig(
+            backend="postgres",
+            postgres_dsn=citus.dsn,
+            postgres_schema=f"faults_{tag}",
+            postgres_distribute="citus",
+            **common,
         )
     if backend == "redis_qdrant":
         assert redis is not None
@@ -1031,16 +1046,20 @@ async def survivors(mm: MemoryManager, agent: str) -> int:
 
 
 async def erase_scenario(
-    backend: str, pg: EmbeddedPostgres | None, redis: RedisServer | None, tag: str
+    backend: str,
+    pg: EmbeddedPostgres | None,
+    redis: RedisServer | None,
+    tag: str,
+    citus: CitusCluster | None = None,
 ) -> dict[str, Any]:
     """Erase agents while their consolidation runs; count what of them survived."""
-    config = _erase_config(backend, pg, redis, tag)
+    config = _erase_config(backend, pg, redis, tag, citus)
     mm = await MemoryManager.create(config, embedder=SlowEmbedder(ERASE_EMBED_SECONDS))
     # Another process's manager: on PostgreSQL its own store (its own connections); the local
     # Qdrant and the in-memory store live in one process, so there it shares the store.
     other = await MemoryManager.create(
         config,
-        store=None if backend == "postgres" else mm.store,
+        store=None if backend in ("postgres", "citus") else mm.store,
         embedder=SlowEmbedder(ERASE_EMBED_SECONDS),
     )
     stats = Stats()

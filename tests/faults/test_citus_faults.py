@@ -50,8 +50,8 @@ def citus_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, A
     return {r["fault"]: r for r in rows}
 
 
-def test_both_scenarios_ran_and_wrote(citus_run: dict[str, dict[str, Any]]) -> None:
-    assert set(citus_run) == {"rebalance", "kill9_worker"}
+def test_every_scenario_ran_and_wrote(citus_run: dict[str, dict[str, Any]]) -> None:
+    assert set(citus_run) == {"rebalance", "kill9_worker", "erase_consolidation"}
     for r in citus_run.values():
         assert r["memories_acked"] > 0 and r["turns_acked"] > 0, r
 
@@ -105,3 +105,13 @@ def test_a_killed_worker_fails_only_with_store_unavailable(
     # The message says only the other errors, so that the report does not cut them off.
     others = {m: n for m, n in r["error_messages"].items() if not m.startswith("StoreUnavailable")}
     assert set(r["errors"]) == {"StoreUnavailableError"}, others
+
+
+def test_nothing_of_an_agent_erased_during_its_consolidation_survives_on_the_cluster(
+    citus_run: dict[str, dict[str, Any]],
+) -> None:
+    # The consolidation's fenced writes go through agent_write on the agent's worker (migration
+    # 0022), the erase through the coordinator's statements: the same row locks decide.
+    r = citus_run["erase_consolidation"]
+    assert (r["erased"], r["survived"], r["memories_missing"]) == (12, 0, 0), r
+    assert r["violations"] == [], r["violations"]
