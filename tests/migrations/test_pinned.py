@@ -145,6 +145,16 @@ LIVE: dict[str, dict[str, Entry]] = {
         "retrieve": "0019",
         "agent_write": "0022",
     },
+    "0023": _AT_0003
+    | {
+        "hybrid_search": "0019",
+        "pack_positions": "0010",
+        "memory_versions": "0012",
+        "memory_lineage": "0012",
+        "agent_retrieve": "0021",
+        "retrieve": "0019",
+        "agent_write": "0022",
+    },
 }
 #: hybrid_search's argument count at each revision that has it (0006 and 0007 each add one,
 #: 0011 two).
@@ -169,6 +179,7 @@ ARITY = {
     "0020": 20,
     "0021": 20,
     "0022": 20,
+    "0023": 20,
 }
 #: hybrid_search's SET clauses (0005 adds enable_nestloop, 0009 plan_cache_mode).
 _NESTLOOP = ["jit=off", "enable_nestloop=off"]
@@ -194,6 +205,7 @@ SETTINGS = {
     "0020": _GENERIC,
     "0021": _GENERIC,
     "0022": _GENERIC,
+    "0023": _GENERIC,
 }
 
 

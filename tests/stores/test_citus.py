@@ -844,3 +844,19 @@ async def test_a_batch_across_workers_with_a_new_embedder_is_one_transaction(
             (agents,),
         ).fetchall()
     assert totals == [(a, 1) for a in agents]
+
+
+async def test_the_shards_keep_a_memory_of_a_few_sentences_as_written(
+    citus_dsn: str, citus_schema: str, store_citus: PostgresStore
+) -> None:
+    # Migration 0023's toast_tuple_target, set on the distributed table, reaches its shards.
+    from tests.stores.test_postgres import record_sizes_as_written
+
+    await record_sizes_as_written(store_citus, citus_dsn, citus_schema)
+    with psycopg.connect(citus_dsn, autocommit=True) as conn:
+        options = conn.execute(
+            "SELECT DISTINCT result FROM run_command_on_shards(%s,"
+            " $$SELECT reloptions::text FROM pg_class WHERE oid = '%%s'::regclass$$)",
+            (f"{citus_schema}.memories",),
+        ).fetchall()
+    assert options == [("{toast_tuple_target=8160}",)], options

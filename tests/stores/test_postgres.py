@@ -140,6 +140,37 @@ async def test_megabyte_texts_round_trip(store_postgres: PostgresStore) -> None:
     assert hits[0].explain.lexical_rank == 1
 
 
+async def test_a_memory_of_a_few_sentences_is_stored_as_written(
+    store_postgres: PostgresStore, postgres_dsn: str, postgres_schema: str
+) -> None:
+    # Migration 0023: at PostgreSQL's default toast_tuple_target such a row (its vector, about
+    # 40 words) had its terms and content compressed and its vector moved out of line; each
+    # search decompressed the terms of every candidate it scored. A megabyte memory is still
+    # compressed and moved out (test_megabyte_texts_round_trip reads it back).
+    await record_sizes_as_written(store_postgres, postgres_dsn, postgres_schema)
+
+
+async def record_sizes_as_written(store: PostgresStore, dsn: str, schema: str) -> None:
+    """A 384-d memory of 40 words, written, is inline and uncompressed (the Citus suite's too:
+    ``memories`` read through the coordinator, from the shard's rows)."""
+    rng = random.Random(9)
+    words = "meeting doctor sister brother holiday museum concert train river garden".split()
+    text = " ".join(rng.choice(words) + str(i) for i in range(40))
+    await store.upsert_memories([record("a", "long", text, [1.0] * 384)])
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            sql.SQL(
+                "SELECT pg_column_compression(term_freqs), pg_column_compression(content),"
+                " pg_column_size(embedding), pg_column_size(m.*) FROM {} AS m"
+                " WHERE agent_id = 'a' AND id = 'long'"
+            ).format(sql.Identifier(schema, "memories"))
+        ).fetchone()
+    assert row is not None
+    compressed_terms, compressed_content, vector_size, row_size = row
+    assert (compressed_terms, compressed_content) == (None, None)
+    assert row_size > 2_100 and vector_size == 384 * 4 + 8  # over the old target, whole
+
+
 @pytest.mark.parametrize("way", ["statements", "agent_write"])
 async def test_bm25_statistics_match_a_recount_after_random_writes(
     store_postgres: PostgresStore, postgres_dsn: str, postgres_schema: str, way: str
