@@ -12,10 +12,9 @@ reading the old terms until it commits, writes wait for it.
 from __future__ import annotations
 
 from actrone_pg.errors import ConfigurationError, MissingDependencyError
+from actrone_pg.migrations import _citus
 from actrone_pg.ranking import ANALYZERS, analyzer
 from actrone_pg.stores.postgres.statements import (
-    CITUS_INSTALLED,
-    DISTRIBUTED,
     REINDEX_LOCK,
     REINDEX_LOCK_SHARDS,
     REINDEX_READ,
@@ -63,7 +62,9 @@ def reindex(dsn: str, schema: str, text_analyzer: str, *, lexical_dates: bool | 
                 f"schema {schema!r} maps its terms through the text search configuration "
                 f"{row[0]!r}, not an analyzer; there is nothing to re-index",
             )
-        if _distributed(conn, schema):
+        if _citus.distributed(
+            lambda statement, params: conn.execute(statement, params).fetchall(), schema
+        ):
             conn.execute(REINDEX_LOCK_SHARDS, (schema,))
         conn.execute(q(REINDEX_LOCK))
         with conn.cursor(name="actrone_reindex") as read, conn.cursor() as write:
@@ -79,13 +80,3 @@ def reindex(dsn: str, schema: str, text_analyzer: str, *, lexical_dates: bool | 
             conn.execute(q(statement))
         conn.execute(q(SET_ANALYZER), (terms.index_name,))
     return count
-
-
-def _distributed(conn: psycopg.Connection, schema: str) -> bool:
-    """Whether ``schema`` is distributed with Citus (whose writes then run on the workers)."""
-    row = conn.execute(CITUS_INSTALLED).fetchone()
-    if not (row and row[0]):
-        return False
-    memories = sql.Identifier(schema, "memories").as_string(conn)
-    row = conn.execute(DISTRIBUTED, (memories,)).fetchone()
-    return bool(row and row[0])
