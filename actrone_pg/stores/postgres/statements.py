@@ -324,19 +324,20 @@ AGENT_RETRIEVE = (
     " %(n_docs)s::bigint, %(total_length)s::bigint, %(doc_freqs)s::int[], %(budget)s::bigint,"
     " %(max_hits)s::int)"
 )
-# A batch's statements for one agent but the COPY, on a distributed schema (migration 0022's
-# agent_write, distributed with force_delegation): delegated inside the batch's transaction to
-# the worker holding the agent's shards, where it runs them over the shard tables. The replaced
-# memories start afresh (upsert_memories'); no fence: NULLs.
-# Before it, the metadata locks of the batch's agents' shards in share mode, on the coordinator,
-# as Citus's own writes take them there, in shard order (as REINDEX_LOCK_SHARDS takes them all):
-# a shard move takes its shard's exclusively, coordinator first, while it blocks writes, and so
-# does a reindex, so neither runs under the transaction (sql/0022_agent_write.sql).
+# A batch on a distributed schema first takes the metadata locks of its agents' shards in share
+# mode, on the coordinator, as Citus's own writes take them there, in shard order (as
+# REINDEX_LOCK_SHARDS takes them all): a shard move takes its shard's exclusively, coordinator
+# first, while it blocks writes, and so does a reindex, so neither runs under the transaction
+# (sql/0022_agent_write.sql).
 LOCK_SHARD_METADATA = (
     "SELECT lock_shard_metadata(5, ARRAY(SELECT DISTINCT get_shard_id_for_distribution_column("
     "(quote_ident(%s::text) || '.memories')::regclass, a.agent_id)"
     " FROM unnest(%s::text[]) AS a(agent_id) ORDER BY 1))"
 )
+# Then, per agent, its statements but the COPY (migration 0022's agent_write, distributed with
+# force_delegation): delegated inside the batch's transaction to the worker holding the agent's
+# shards, where it runs them over the shard tables. The replaced memories start afresh
+# (upsert_memories'); no fence: NULLs.
 AGENT_WRITE = (
     "SELECT placed, held, n_docs, analyzer FROM {s}.agent_write(%s, %s::text[], %s::text[],"
     " %s::int[], %s::int, %s::bigint, true, %s::text, %s::text)"
