@@ -981,20 +981,16 @@ def _erase_config(
         "consolidate_after_turns": len(ERASE_TURNS) + 1,
         "consolidate_cooldown_seconds": 0,
     }
-    if backend == "postgres":
-        assert pg is not None
-        return MemoryConfig(
-            backend="postgres", postgres_dsn=pg.dsn, postgres_schema=f"faults_{tag}", **common
-        )
-    if backend == "citus":
-        # A consolidation's fenced writes go through agent_write on the agent's worker, the
-        # erase through the coordinator's statements.
-        assert citus is not None
+    if backend in ("postgres", "citus"):
+        # On Citus a consolidation's fenced writes go through agent_write on the agent's
+        # worker, the erase through the coordinator's statements.
+        server = citus if backend == "citus" else pg
+        assert server is not None
         return MemoryConfig(
             backend="postgres",
-            postgres_dsn=citus.dsn,
+            postgres_dsn=server.dsn,
             postgres_schema=f"faults_{tag}",
-            postgres_distribute="citus",
+            postgres_distribute="citus" if backend == "citus" else "auto",
             **common,
         )
     if backend == "redis_qdrant":
