@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
@@ -426,6 +427,20 @@ async def test_the_term_statistics_are_written_by_the_agents_worker(
     assert "coordinator" not in plan, plan
 
 
+@pytest.fixture
+async def store_one(
+    citus_dsn: str, citus_schema: str, store_citus: PostgresStore
+) -> AsyncIterator[PostgresStore]:
+    """A store on the emptied distributed schema with one pooled connection, so that a test
+    can set that connection up (or break it) and the store's next call uses it."""
+    store = PostgresStore(citus_dsn, schema=citus_schema, pool_min_size=1, pool_max_size=1)
+    await store.setup()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
 def _refused_while_planning(schema: str) -> sql.Composed:
     """A statement Citus refuses while planning a subquery: after it, a session delegates no
     function again (Citus 13-14)."""
@@ -437,28 +452,23 @@ def _refused_while_planning(schema: str) -> sql.Composed:
 
 
 async def test_a_pooled_connection_keeps_delegating_after_an_error(
-    citus_dsn: str, citus_schema: str, store_citus: PostgresStore
+    citus_dsn: str, citus_schema: str, store_one: PostgresStore
 ) -> None:
     # Citus 13-14: after an error raised while planning a subquery, a session never delegates
     # again. The store closes a connection that raised, so the pool's next one delegates.
-    store = PostgresStore(citus_dsn, schema=citus_schema, pool_min_size=1, pool_max_size=1)
-    await store.setup()
-    try:
-        await _seed(store)
-        with pytest.raises(StoreError):
-            async with store.db.conn() as conn:
-                await conn.execute(_refused_while_planning(citus_schema))
-        calls: list[tuple[Any, Any]] = []
-        _captured(store, calls)
-        await store.search(request("a", "coffee", [1, 0, 0, 0]))
-        statement, params = calls[-1]
-        async with store.db.conn() as conn:  # the pool's only connection: the one searches use
-            inlined = psycopg.ClientCursor(conn).mogrify(statement, params)
-            cur = await conn.execute("EXPLAIN (VERBOSE) " + inlined)
-            plan = "\n".join(str(r[0]) for r in await cur.fetchall())
-        _assert_delegated(plan, citus_schema, _worker_ports(citus_dsn))
-    finally:
-        await store.close()
+    await _seed(store_one)
+    with pytest.raises(StoreError):
+        async with store_one.db.conn() as conn:
+            await conn.execute(_refused_while_planning(citus_schema))
+    calls: list[tuple[Any, Any]] = []
+    _captured(store_one, calls)
+    await store_one.search(request("a", "coffee", [1, 0, 0, 0]))
+    statement, params = calls[-1]
+    async with store_one.db.conn() as conn:  # the pool's only connection: the one searches use
+        inlined = psycopg.ClientCursor(conn).mogrify(statement, params)
+        cur = await conn.execute("EXPLAIN (VERBOSE) " + inlined)
+        plan = "\n".join(str(r[0]) for r in await cur.fetchall())
+    _assert_delegated(plan, citus_schema, _worker_ports(citus_dsn))
 
 
 async def test_the_session_sweeper_goes_agent_by_agent(store_citus: PostgresStore) -> None:
@@ -695,21 +705,16 @@ def _assert_replaced(dsn: str, schema: str) -> None:
 
 
 async def test_a_batch_is_one_delegated_call_and_its_copy(
-    citus_dsn: str, citus_schema: str, store_citus: PostgresStore
+    citus_dsn: str, citus_schema: str, store_one: PostgresStore
 ) -> None:
     # Migration 0022: the batch's statements but the COPY are one call on the agent's worker,
     # over its shard tables; the replaced memory leaves the statistics with it.
-    store = PostgresStore(citus_dsn, schema=citus_schema, pool_min_size=1, pool_max_size=1)
-    await store.setup()
-    try:
-        await store.upsert_memories([record("a", "m1", "coffee beans", [1, 0, 0, 0])])
+    await store_one.upsert_memories([record("a", "m1", "coffee beans", [1, 0, 0, 0])])
 
-        sent = _writes(await _remote_commands(store, _replacing))
-        assert len(sent) == 2, sent
-        assert "agent_write(" in sent[0] and sent[1].startswith("COPY "), sent
-        _assert_replaced(citus_dsn, citus_schema)
-    finally:
-        await store.close()
+    sent = _writes(await _remote_commands(store_one, _replacing))
+    assert len(sent) == 2, sent
+    assert "agent_write(" in sent[0] and sent[1].startswith("COPY "), sent
+    _assert_replaced(citus_dsn, citus_schema)
 
 
 async def test_random_writes_on_the_cluster_match_a_recount(
@@ -753,30 +758,25 @@ def test_agent_write_elsewhere_than_the_agents_worker_writes_nothing(
 
 
 async def test_a_session_that_no_longer_delegates_writes_statement_by_statement(
-    citus_dsn: str, citus_schema: str, store_citus: PostgresStore
+    citus_dsn: str, citus_schema: str, store_one: PostgresStore
 ) -> None:
     # Citus 13-14: after an error raised while planning a subquery, a session delegates no
     # function again (the store closes such a connection; this one is made so past the store).
     # Its agent_write then runs on the coordinator, writes nothing, and the batch goes through
     # the coordinator statement by statement, its statistics as exact.
-    store = PostgresStore(citus_dsn, schema=citus_schema, pool_min_size=1, pool_max_size=1)
-    await store.setup()
-    try:
-        await store.upsert_memories([record("a", "m1", "coffee beans", [1, 0, 0, 0])])
-        assert store.db.pool is not None
-        async with store.db.pool.connection() as raw:
-            with pytest.raises(psycopg.Error):
-                await raw.execute(_refused_while_planning(citus_schema))
+    await store_one.upsert_memories([record("a", "m1", "coffee beans", [1, 0, 0, 0])])
+    assert store_one.db.pool is not None
+    async with store_one.db.pool.connection() as raw:
+        with pytest.raises(psycopg.Error):
+            await raw.execute(_refused_while_planning(citus_schema))
 
-        sent = _writes(await _remote_commands(store, _replacing))
-        assert not any("agent_write(" in c for c in sent), sent
-        # the lock, the replaced memory and its versions, the rows, the frequencies, the pruning
-        # of the replaced memory's terms, the totals: each a command of its own
-        kinds = ["INSERT", "DELETE", "DELETE", "COPY", "INSERT", "DELETE", "UPDATE"]
-        assert [c.split()[0] for c in sent] == kinds, sent
-        _assert_replaced(citus_dsn, citus_schema)
-    finally:
-        await store.close()
+    sent = _writes(await _remote_commands(store_one, _replacing))
+    assert not any("agent_write(" in c for c in sent), sent
+    # the lock, the replaced memory and its versions, the rows, the frequencies, the pruning
+    # of the replaced memory's terms, the totals: each a command of its own
+    kinds = ["INSERT", "DELETE", "DELETE", "COPY", "INSERT", "DELETE", "UPDATE"]
+    assert [c.split()[0] for c in sent] == kinds, sent
+    _assert_replaced(citus_dsn, citus_schema)
 
 
 async def test_a_store_running_while_the_cluster_is_reindexed_refuses_its_old_terms(
