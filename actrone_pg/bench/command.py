@@ -174,6 +174,10 @@ def _config(args: argparse.Namespace, dsn: str | None, threshold: float) -> Memo
         "relevance_threshold": threshold,
         # The fixed-vector embedder is a dict look-up: bigger batches only cut call overhead.
         "embedding_batch_size": args.batch_size,
+        # The timed data is the dataset: a session of TURNS_PER_AGENT turns would otherwise be
+        # consolidated in the background, into memories the exact scan does not know, embedded
+        # by an embedder that has no vector for them.
+        "consolidate_after_turns": 0,
     }
     if args.backend == "postgres":
         fields.update(postgres_dsn=dsn, postgres_schema=args.schema)

@@ -338,3 +338,17 @@ async def test_the_postgres_floor_reads_every_vector_of_the_agent(
         for agent in dataset.agents:
             await mm.erase_agent(agent.agent_id)
         await mm.close()
+
+
+def test_the_bench_consolidates_nothing_of_its_own_turns(
+    caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each agent stores TURNS_PER_AGENT turns, as many as consolidate_after_turns' default: a
+    background consolidation would embed text the fixed-vector embedder has no vector for (a
+    warning on every run) and, had it an embedder, add memories the exact scan does not know.
+    At this size one agent's turns hold a sentence the extractive consolidator keeps."""
+    caplog.set_level("WARNING", logger="actrone_pg")
+    args = ["--backend", "memory", "--agents", "10", "--per-agent", "1000", "--queries", "10"]
+    assert main(["bench", *args, "--warmup", "0", "--repeat", "1"]) == 0
+    capsys.readouterr()
+    assert [r.getMessage() for r in caplog.records] == []
