@@ -11,13 +11,14 @@ The rule, from the catalog of the schema:
   primary key and unique index starts with ``agent_id``: Citus refuses any other);
 * every other table but Alembic's version table is a reference table (``embedders``,
   ``settings``: small lookups read with the agent's rows, copied to every node);
-* a PL/pgSQL function whose first argument is ``p_agent_id`` is distributed by it, colocated with
-  ``memories``, so that ``SELECT * FROM f(agent, ...)`` called alone runs whole on the worker
-  holding the agent's shards; other PL/pgSQL functions are only created on every node (a
-  distributed function calls them there). SQL functions stay on the coordinator: Citus plans no
-  statement of a SQL function that reads a distributed table with parameters. The ones
-  the store calls inside a transaction block (:data:`FORCE_DELEGATED`) are distributed with
-  ``force_delegation``, which delegates them there too.
+* the PL/pgSQL functions the store calls on a distributed schema (:data:`BY_AGENT`) are
+  distributed by their first argument, ``p_agent_id``, colocated with ``memories``, so that
+  ``SELECT * FROM f(agent, ...)`` called alone runs whole on the worker holding the agent's
+  shards; other PL/pgSQL functions are only created on every node (a distributed function calls
+  them there), as a fresh migrate on Citus leaves them. SQL functions stay on the coordinator:
+  Citus plans no statement of a SQL function that reads a distributed table with parameters.
+  The ones the store calls inside a transaction block (:data:`FORCE_DELEGATED`) are distributed
+  with ``force_delegation``, which delegates them there too.
 
 Statements go through ``run(statement, params) -> rows``, so that the same code serves an
 Alembic bind and a plain psycopg connection. Identifiers are quoted with psycopg.sql; values
@@ -33,6 +34,7 @@ from typing import Any
 from psycopg import sql
 
 __all__ = [
+    "BY_AGENT",
     "COLOCATE_WITH",
     "FORCE_DELEGATED",
     "REFERENCE_TABLES",
@@ -51,7 +53,11 @@ Run = Callable[[str, Sequence[Any]], Sequence[Sequence[Any]]]
 
 #: The table every per-agent table and function is colocated with.
 COLOCATE_WITH = "memories"
-#: The per-agent functions the store calls inside a transaction block (migration 0022's
+#: The per-agent functions the store calls on a distributed schema. ``retrieve`` (0015) takes the
+#: agent first too, but it is the single server's entry: it calls hybrid_search, which Citus
+#: cannot plan over distributed tables, and 0015 left it undistributed.
+BY_AGENT = ("agent_retrieve", "agent_write")
+#: Of those, the ones the store calls inside a transaction block (migration 0022's
 #: agent_write, before the batch's COPY): delegated there only with ``force_delegation``.
 FORCE_DELEGATED = ("agent_write",)
 #: The shared lookup tables 0014 makes reference tables (documentation; the catalog decides).
@@ -95,12 +101,10 @@ def _tables(run: Run, schema: str) -> list[tuple[str, bool, str | None]]:
     return sorted(found, key=lambda t: (order.get(t[0], len(order)), t[0]))
 
 
-def _functions(run: Run, schema: str) -> list[tuple[str, str, bool, bool]]:
-    """``(signature, name, by agent, already distributed)`` of the schema's PL/pgSQL
-    functions."""
+def _functions(run: Run, schema: str) -> list[tuple[str, str, bool]]:
+    """``(signature, name, already distributed)`` of the schema's PL/pgSQL functions."""
     rows = run(
         "SELECT p.oid::regprocedure::text, p.proname::text,"
-        " coalesce(p.proargnames[1] = 'p_agent_id', false),"
         " EXISTS (SELECT 1 FROM pg_dist_object AS o WHERE o.classid = 'pg_proc'::regclass"
         " AND o.objid = p.oid)"
         " FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace"
@@ -108,7 +112,7 @@ def _functions(run: Run, schema: str) -> list[tuple[str, str, bool, bool]]:
         " WHERE n.nspname = %s AND l.lanname = 'plpgsql' ORDER BY 1",
         (schema,),
     )
-    return [(str(r[0]), str(r[1]), bool(r[2]), bool(r[3])) for r in rows]
+    return [(str(r[0]), str(r[1]), bool(r[2])) for r in rows]
 
 
 def distribute_schema(run: Run, schema: str) -> list[str]:
@@ -133,8 +137,8 @@ def distribute_schema(run: Run, schema: str) -> list[str]:
         elif not per_agent and method != "n":
             run("SELECT create_reference_table(%s)", (name,))
             done.append(f"reference table {table}")
-    for signature, function, by_agent, known in _functions(run, schema):
-        if by_agent:
+    for signature, function, known in _functions(run, schema):
+        if function in BY_AGENT:
             forced = function in FORCE_DELEGATED
             if _distribute_function(run, schema, signature, force_delegation=forced):
                 done.append(f"distributed function {signature}")
