@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.backends.postgres import TABLES
+from tests.backends.postgres import TABLES, scratch
 from tests.servers import CitusUnavailable, citus_server
 
 if TYPE_CHECKING:
@@ -61,6 +61,12 @@ def citus_schema(citus_dsn: str) -> str:
 
     migrate(citus_dsn, CITUS_SCHEMA, distribute="citus")
     return CITUS_SCHEMA
+
+
+@pytest.fixture
+def citus_scratch_schema(citus_dsn: str) -> Iterator[str]:
+    """A schema name unique to this test, dropped from the cluster afterwards."""
+    yield from scratch(citus_dsn, "actrone_c_")
 
 
 @pytest.fixture

@@ -45,12 +45,18 @@ def postgres_schema(postgres_dsn: str) -> str:
 @pytest.fixture
 def scratch_schema(postgres_dsn: str) -> Iterator[str]:
     """A schema name unique to this test, dropped afterwards (for migration tests)."""
+    yield from scratch(postgres_dsn, "actrone_s_")
+
+
+def scratch(dsn: str, prefix: str) -> Iterator[str]:
+    """A schema name unique to the test (``prefix`` and a random part), dropped at ``dsn``
+    afterwards, whatever the test created in it."""
     import psycopg
     from psycopg import sql
 
-    name = f"actrone_s_{uuid.uuid4().hex[:10]}"
+    name = f"{prefix}{uuid.uuid4().hex[:10]}"
     yield name
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+    with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 

@@ -181,44 +181,40 @@ def _distributed_by_agent(dsn: str, schema: str) -> list[tuple[str, bool]]:
     return [(str(r[0]), bool(r[1])) for r in rows]
 
 
-def test_every_node_ranks_with_hybrid_search_s_own_text_up_and_down(citus_dsn: str) -> None:
+def test_every_node_ranks_with_hybrid_search_s_own_text_up_and_down(
+    citus_dsn: str, citus_scratch_schema: str
+) -> None:
     # agent_retrieve (0017 on) runs hybrid_search's body verbatim; CREATE OR REPLACE on the
     # coordinator reaches the workers, where the delegated call runs, on the way down too, and
     # so does 0019's drop and new creation (its result type changes). The head is read from
     # the nodes; the way down names the revisions of the past.
-    import uuid
-
     from actrone_pg.migrations._ops import pinned_body
 
-    schema = f"actrone_c_{uuid.uuid4().hex[:8]}"
-    try:
-        migrations.migrate(citus_dsn, schema)
-        ranking, nodes = _head_bodies(citus_dsn, schema)
-        assert len(nodes) >= 3 and all(n == nodes[0] for n in nodes)
-        assert ranking.strip() in nodes[0]
-        assert _distributed_by_agent(citus_dsn, schema) == DELEGATED
-        migrations.downgrade(citus_dsn, schema, revision="0018")
-        expected, nodes = _bodies(citus_dsn, schema, "0018")
-        # 0018's body, told from 0016's by the condition it adds
-        added = "\n    WHERE f.df > 0\n"
-        assert added in pinned_body("0018", "hybrid_search")
-        assert added not in pinned_body("0016", "hybrid_search")
-        assert len(nodes) >= 3 and added in expected
-        assert all(n.strip() == expected.strip() for n in nodes), nodes[0][:300]
-        migrations.downgrade(citus_dsn, schema, revision="0017")
-        expected, nodes = _bodies(citus_dsn, schema, "0017")
-        assert added not in expected
-        assert all(n.strip() == expected.strip() for n in nodes), nodes[0][:300]
-        migrations.downgrade(citus_dsn, schema, revision="0016")
-        expected, nodes = _bodies(citus_dsn, schema, "0014")
-        assert all(n.strip() == expected.strip() for n in nodes), nodes[0][:300]
-        migrations.migrate(citus_dsn, schema)
-        ranking, nodes = _head_bodies(citus_dsn, schema)
-        assert all(n == nodes[0] for n in nodes) and ranking.strip() in nodes[0]
-        assert _distributed_by_agent(citus_dsn, schema) == DELEGATED
-    finally:
-        with psycopg.connect(citus_dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    schema = citus_scratch_schema
+    migrations.migrate(citus_dsn, schema)
+    ranking, nodes = _head_bodies(citus_dsn, schema)
+    assert len(nodes) >= 3 and all(n == nodes[0] for n in nodes)
+    assert ranking.strip() in nodes[0]
+    assert _distributed_by_agent(citus_dsn, schema) == DELEGATED
+    migrations.downgrade(citus_dsn, schema, revision="0018")
+    expected, nodes = _bodies(citus_dsn, schema, "0018")
+    # 0018's body, told from 0016's by the condition it adds
+    added = "\n    WHERE f.df > 0\n"
+    assert added in pinned_body("0018", "hybrid_search")
+    assert added not in pinned_body("0016", "hybrid_search")
+    assert len(nodes) >= 3 and added in expected
+    assert all(n.strip() == expected.strip() for n in nodes), nodes[0][:300]
+    migrations.downgrade(citus_dsn, schema, revision="0017")
+    expected, nodes = _bodies(citus_dsn, schema, "0017")
+    assert added not in expected
+    assert all(n.strip() == expected.strip() for n in nodes), nodes[0][:300]
+    migrations.downgrade(citus_dsn, schema, revision="0016")
+    expected, nodes = _bodies(citus_dsn, schema, "0014")
+    assert all(n.strip() == expected.strip() for n in nodes), nodes[0][:300]
+    migrations.migrate(citus_dsn, schema)
+    ranking, nodes = _head_bodies(citus_dsn, schema)
+    assert all(n == nodes[0] for n in nodes) and ranking.strip() in nodes[0]
+    assert _distributed_by_agent(citus_dsn, schema) == DELEGATED
 
 
 @pytest.mark.parametrize("budget", [None, 40])
@@ -497,51 +493,46 @@ async def test_the_lock_admits_one_holder_on_the_cluster(store_citus: PostgresSt
 
 
 def test_off_keeps_plain_tables_and_distribute_converts_them_with_their_rows(
-    citus_dsn: str,
+    citus_dsn: str, citus_scratch_schema: str
 ) -> None:
     import asyncio
-    import uuid
 
-    schema = f"actrone_c_{uuid.uuid4().hex[:8]}"
-    try:
-        migrations.migrate(citus_dsn, schema, distribute="off")
-        assert _partitions(citus_dsn, schema) == {}
+    schema = citus_scratch_schema
+    migrations.migrate(citus_dsn, schema, distribute="off")
+    assert _partitions(citus_dsn, schema) == {}
 
-        async def write_then_search() -> list[str]:
-            store = PostgresStore(citus_dsn, schema=schema, distribute="off")
-            await store.setup()
-            try:
-                assert not store.distributed
-                await _seed(store)
-                got = await store.search(request("a", "coffee", [1, 0, 0, 0]))
-                return [h.memory.id for h in got.hits]
-            finally:
-                await store.close()
+    async def write_then_search() -> list[str]:
+        store = PostgresStore(citus_dsn, schema=schema, distribute="off")
+        await store.setup()
+        try:
+            assert not store.distributed
+            await _seed(store)
+            got = await store.search(request("a", "coffee", [1, 0, 0, 0]))
+            return [h.memory.id for h in got.hits]
+        finally:
+            await store.close()
 
-        before = asyncio.run(write_then_search())
-        steps = migrations.distribute(citus_dsn, schema)
-        assert "distributed memories by agent_id" in steps
-        assert migrations.distribute(citus_dsn, schema) == []  # a second run changes nothing
-        # as a fresh migrate leaves them (retrieve, the single server's entry, is not)
-        assert _distributed_by_agent(citus_dsn, schema) == DELEGATED
-        assert sorted(t for t, (m, _) in _partitions(citus_dsn, schema).items() if m == "h") == (
-            list(PER_AGENT)
-        )
+    before = asyncio.run(write_then_search())
+    steps = migrations.distribute(citus_dsn, schema)
+    assert "distributed memories by agent_id" in steps
+    assert migrations.distribute(citus_dsn, schema) == []  # a second run changes nothing
+    # as a fresh migrate leaves them (retrieve, the single server's entry, is not)
+    assert _distributed_by_agent(citus_dsn, schema) == DELEGATED
+    assert sorted(t for t, (m, _) in _partitions(citus_dsn, schema).items() if m == "h") == (
+        list(PER_AGENT)
+    )
 
-        async def search_distributed() -> list[str]:
-            store = PostgresStore(citus_dsn, schema=schema, distribute="citus")
-            await store.setup()
-            try:
-                assert store.distributed and await store.count_memories("a") == 3
-                got = await store.search(request("a", "coffee", [1, 0, 0, 0]))
-                return [h.memory.id for h in got.hits]
-            finally:
-                await store.close()
+    async def search_distributed() -> list[str]:
+        store = PostgresStore(citus_dsn, schema=schema, distribute="citus")
+        await store.setup()
+        try:
+            assert store.distributed and await store.count_memories("a") == 3
+            got = await store.search(request("a", "coffee", [1, 0, 0, 0]))
+            return [h.memory.id for h in got.hits]
+        finally:
+            await store.close()
 
-        assert asyncio.run(search_distributed()) == before
-    finally:
-        with psycopg.connect(citus_dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    assert asyncio.run(search_distributed()) == before
 
 
 async def test_citus_is_required_on_a_plain_server(postgres_dsn: str, postgres_schema: str) -> None:
@@ -584,17 +575,18 @@ async def test_a_large_agent_is_searched_through_its_own_index_on_the_cluster(
         await store.close()
 
 
-def test_a_callers_own_alembic_setup_distributes_too(citus_dsn: str) -> None:
+def test_a_callers_own_alembic_setup_distributes_too(
+    citus_dsn: str, citus_scratch_schema: str
+) -> None:
     # alembic -n actrone upgrade head from an application's alembic.ini, on its connection and
     # in its transaction: "auto" finds Citus there as well.
     import sys
-    import uuid
 
     import sqlalchemy as sa
     from alembic import command
     from alembic.config import Config
 
-    schema = f"actrone_c_{uuid.uuid4().hex[:8]}"
+    schema = citus_scratch_schema
     engine = sa.create_engine(
         "postgresql+psycopg://",
         creator=lambda: psycopg.connect(citus_dsn),
@@ -603,16 +595,12 @@ def test_a_callers_own_alembic_setup_distributes_too(citus_dsn: str) -> None:
     cfg = Config(stdout=sys.stdout)
     cfg.set_main_option("script_location", "actrone_pg:migrations")
     cfg.attributes["actrone_schema"] = schema
-    try:
-        with engine.begin() as connection:
-            cfg.attributes["connection"] = connection
-            command.upgrade(cfg, "head")
-        engine.dispose()
-        found = _partitions(citus_dsn, schema)
-        assert sorted(t for t, (m, _) in found.items() if m == "h") == list(PER_AGENT)
-    finally:
-        with psycopg.connect(citus_dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    with engine.begin() as connection:
+        cfg.attributes["connection"] = connection
+        command.upgrade(cfg, "head")
+    engine.dispose()
+    found = _partitions(citus_dsn, schema)
+    assert sorted(t for t, (m, _) in found.items() if m == "h") == list(PER_AGENT)
 
 
 async def test_reindex_rewrites_the_terms_of_a_distributed_schema(
@@ -781,21 +769,15 @@ async def test_a_session_that_no_longer_delegates_writes_statement_by_statement(
 
 
 async def test_a_store_running_while_the_cluster_is_reindexed_refuses_its_old_terms(
-    citus_dsn: str,
+    citus_dsn: str, citus_scratch_schema: str
 ) -> None:
     # A batch's agent_write runs on the workers, where the reindex's table locks on the
     # coordinator do not reach: it waits on the shard locks the reindex takes first.
-    import uuid
-
     from tests.test_analyzer import reindexed_while_running
 
-    schema = f"actrone_c_{uuid.uuid4().hex[:8]}"
-    try:
-        migrations.migrate(citus_dsn, schema, distribute="citus")
-        await reindexed_while_running(citus_dsn, schema, distribute="citus")
-    finally:
-        with psycopg.connect(citus_dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    schema = citus_scratch_schema
+    migrations.migrate(citus_dsn, schema, distribute="citus")
+    await reindexed_while_running(citus_dsn, schema, distribute="citus")
 
 
 async def test_a_batch_across_workers_with_a_new_embedder_is_one_transaction(
