@@ -179,13 +179,8 @@ def distribute(
     migrate(dsn, schema, text_search_config=text_search_config, distribute="citus")
     try:
         with advisory_lock(dsn, schema), psycopg.connect(dsn, connect_timeout=10) as conn:
-
-            def run(statement: str, params: Any) -> list[tuple[Any, ...]]:
-                cur = conn.execute(statement, tuple(params))
-                return cur.fetchall() if cur.description is not None else []
-
             with conn.transaction():
-                return _citus.distribute_schema(run, validate_schema(schema))
+                return _citus.distribute_schema(_citus.runner(conn), validate_schema(schema))
     except psycopg.OperationalError as exc:
         raise StoreUnavailableError(f"lost the connection while distributing: {exc}") from None
     except psycopg.Error as exc:

@@ -43,6 +43,7 @@ __all__ = [
     "distribute_function",
     "distribute_schema",
     "distributed",
+    "runner",
     "undistribute_schema",
 ]
 
@@ -65,6 +66,16 @@ REFERENCE_TABLES = ("embedders", "settings")
 # Distribution order: a table referenced by a foreign key before the tables that reference it.
 _FIRST = ("embedders", "settings", "memories", "sessions")
 _VERSION_TABLE = "actrone_alembic_version"
+
+
+def runner(conn: Any) -> Run:
+    """A :data:`Run` over a psycopg (synchronous) connection."""
+
+    def run(statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        cur = conn.execute(statement, tuple(params))
+        return cur.fetchall() if cur.description is not None else []
+
+    return run
 
 
 def citus_installed(run: Run) -> bool:

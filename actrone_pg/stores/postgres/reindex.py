@@ -62,9 +62,7 @@ def reindex(dsn: str, schema: str, text_analyzer: str, *, lexical_dates: bool | 
                 f"schema {schema!r} maps its terms through the text search configuration "
                 f"{row[0]!r}, not an analyzer; there is nothing to re-index",
             )
-        if _citus.distributed(
-            lambda statement, params: conn.execute(statement, params).fetchall(), schema
-        ):
+        if _citus.distributed(_citus.runner(conn), schema):
             conn.execute(REINDEX_LOCK_SHARDS, (schema,))
         conn.execute(q(REINDEX_LOCK))
         with conn.cursor(name="actrone_reindex") as read, conn.cursor() as write:
