@@ -677,20 +677,11 @@ async def _replacing(store: PostgresStore) -> None:
 
 def _assert_replaced(dsn: str, schema: str) -> None:
     """Agent a's statistics after :func:`_replacing`: the replaced memory's terms are gone."""
-    with psycopg.connect(dsn) as conn:
-        df = dict(
-            conn.execute(
-                sql.SQL("SELECT term, df FROM {} WHERE agent_id = 'a'").format(
-                    sql.Identifier(schema, "term_stats")
-                )
-            ).fetchall()
-        )
-        stats = conn.execute(
-            sql.SQL("SELECT n_docs FROM {} WHERE agent_id = 'a'").format(
-                sql.Identifier(schema, "agent_stats")
-            )
-        ).fetchone()
-    assert "coffee" not in df and df["tea"] == 2 and df["green"] == 1 and stats == (2,)
+    from tests.stores.test_postgres import agent_statistics
+
+    stats, df = agent_statistics(dsn, schema, "a")
+    assert "coffee" not in df and df["tea"] == 2 and df["green"] == 1
+    assert stats is not None and stats[0] == 2
 
 
 async def test_a_batch_is_one_delegated_call_and_its_copy(

@@ -210,20 +210,31 @@ async def random_writes_match_a_recount(store: PostgresStore, dsn: str, schema: 
     for text in live.values():
         df.update(set(terms(text)))
     total = sum(len(terms(t)) for t in live.values())
+    stats, doc_freqs = agent_statistics(dsn, schema, "a")
+    assert stats == (len(live), total)
+    assert doc_freqs == dict(df)
+    assert await store.count_memories("a") == len(live)
+
+
+def agent_statistics(
+    dsn: str, schema: str, agent_id: str
+) -> tuple[tuple[int, int] | None, dict[str, int]]:
+    """The agent's statistics rows as stored: ``(n_docs, total_length)`` (``None`` without a
+    row) and each term's document frequency."""
     with psycopg.connect(dsn) as conn:
         stats = conn.execute(
-            sql.SQL("SELECT n_docs, total_length FROM {} WHERE agent_id = 'a'").format(
+            sql.SQL("SELECT n_docs, total_length FROM {} WHERE agent_id = %s").format(
                 sql.Identifier(schema, "agent_stats")
-            )
+            ),
+            (agent_id,),
         ).fetchone()
         rows = conn.execute(
-            sql.SQL("SELECT term, df FROM {} WHERE agent_id = 'a'").format(
+            sql.SQL("SELECT term, df FROM {} WHERE agent_id = %s").format(
                 sql.Identifier(schema, "term_stats")
-            )
+            ),
+            (agent_id,),
         ).fetchall()
-    assert stats == (len(live), total)
-    assert dict(rows) == dict(df)
-    assert await store.count_memories("a") == len(live)
+    return (None if stats is None else (int(stats[0]), int(stats[1]))), dict(rows)
 
 
 async def test_bm25_adds_its_terms_in_query_order_bit_for_bit(
