@@ -37,16 +37,16 @@ _AT_0003 = {
 #: installed again around a later body (a new ranking: docs/architecture.md, "A new ranking
 #: channel"), ``(that revision, {object: the revision whose body its body line takes})``.
 Entry = str | tuple[str, dict[str, str]]
-#: From 0022 on (0023 changes a table's setting, no object).
-_AT_0022: dict[str, Entry] = _AT_0003 | {
+_AT_0021: dict[str, Entry] = _AT_0003 | {
     "hybrid_search": "0019",
     "pack_positions": "0010",
     "memory_versions": "0012",
     "memory_lineage": "0012",
     "agent_retrieve": "0021",
     "retrieve": "0019",
-    "agent_write": "0022",
 }
+#: From 0022 on (0023 changes a table's setting, no object).
+_AT_0022: dict[str, Entry] = _AT_0021 | {"agent_write": "0022"}
 #: revision -> {object: its entry there}
 LIVE: dict[str, dict[str, Entry]] = {
     "0001": {},
@@ -136,15 +136,7 @@ LIVE: dict[str, dict[str, Entry]] = {
         "agent_retrieve": "0020",
         "retrieve": "0019",
     },
-    "0021": _AT_0003
-    | {
-        "hybrid_search": "0019",
-        "pack_positions": "0010",
-        "memory_versions": "0012",
-        "memory_lineage": "0012",
-        "agent_retrieve": "0021",
-        "retrieve": "0019",
-    },
+    "0021": _AT_0021,
     "0022": _AT_0022,
     "0023": _AT_0022,  # a table setting: no object changes
 }
