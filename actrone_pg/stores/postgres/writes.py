@@ -305,11 +305,11 @@ async def _write_on_worker(
 
     The caller holds the agent's shard's metadata lock, on the coordinator
     (LOCK_SHARD_METADATA): no shard move cuts over and no reindex runs while the transaction is
-    open. ``None`` when the call ran on a node without
-    the agent's placement (a session that no longer delegates): it wrote nothing, and the caller
-    runs the statements through the coordinator. docs/scale-out.md, "Ingest on the cluster", has
-    why (two hops instead of five). On one server (``write_by_call`` set by a test) the call
-    writes the schema's tables.
+    open. ``None`` when the call ran on a node without the agent's placement (a session that no
+    longer delegates): it wrote nothing, and the caller runs the statements through the
+    coordinator. docs/scale-out.md, "Migration 0022: a batch in two hops", has why (two hops
+    instead of five). On one server (``write_by_call`` set by a test) the call writes the
+    schema's tables.
     """
     terms = list(batch.df)
     found = await db.fetch(
