@@ -5,7 +5,7 @@ travel as bound parameters. The short statements take them as ``%s``; the search
 (``SEARCH``, ``SEARCH_PACKED``, ``LIST_MEMORIES`` and their fragments) by name, ``%(name)s``,
 and are composed only by :mod:`.builders`. The long filtered CTEs are
 ``actrone_pg/sql/filtered_search.sql``; the ranking SQL itself is installed by the migrations
-(their pinned copies in ``actrone_pg/migrations/sql/``). The memory columns are derived from
+(their files in ``actrone_pg/migrations/sql/``). The memory columns are derived from
 :data:`actrone_pg.models.STORED_MEMORY_FIELDS`, the one list of a memory's fields.
 """
 
