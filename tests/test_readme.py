@@ -66,9 +66,7 @@ def test_quickstart_surfaces_the_memory_it_shows(
         return ctx
 
     monkeypatch.setattr(MemoryManager, "retrieve_context", keep)
-    match = re.search(r"## Quickstart\n\n```python\n(.*?)```", README.read_text(), re.S)
-    assert match is not None
-    exec(compile(match.group(1), "README quickstart", "exec"), {"__name__": "quickstart"})
+    exec(compile(quickstart(), "README quickstart", "exec"), {"__name__": "quickstart"})
     ((mm, ctx),) = seen
     assert mm.embedder.name == default_embedder
     assert [m.content for m in ctx.episodic_memories] == ["The user is allergic to peanuts"]
@@ -84,6 +82,35 @@ def test_quickstart_surfaces_the_memory_it_shows(
     quoted = {"hashing-v1-256": "0.289", MINILM: "0.445"}[default_embedder]
     assert f"{memory.explain.cosine:.3f}" == quoted
     assert f"{quoted} against {mm.relevance_threshold:.3f}" in README.read_text().replace("\n", " ")
+
+
+def quickstart() -> str:
+    """The README's Python quickstart, as written."""
+    match = re.search(r"## Quickstart\n\n```python\n(.*?)```", README.read_text(), re.S)
+    assert match is not None
+    return match.group(1)
+
+
+@pytest.mark.postgres
+def test_the_quickstart_run_twice_prints_the_same(
+    postgres_dsn: str,
+    scratch_schema: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # the embedded server keeps its data between runs, as this server does between the two
+    monkeypatch.setenv("ACTRONE_POSTGRES_DSN", postgres_dsn)
+    monkeypatch.setenv("ACTRONE_POSTGRES_SCHEMA", scratch_schema)
+    monkeypatch.setenv("ACTRONE_EMBEDDING_PROVIDER", "hashing")
+    runs = []
+    for _ in range(2):
+        exec(compile(quickstart(), "README quickstart", "exec"), {"__name__": "quickstart"})
+        runs.append(capsys.readouterr().out.splitlines())
+    first, second = runs
+    assert first[0].startswith("I'm baking for a party on Saturday. -> Fun!")
+    assert len(first) == 3 and first[-1] == "18 / 700 8 / 500"
+    # one turn and one memory again, not two; the explain's ranks and scores are the same
+    assert second == first
 
 
 @pytest.mark.postgres
