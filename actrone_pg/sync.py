@@ -181,7 +181,7 @@ class MemoryManager:
         """Forget the session's turns (its memories stay)."""
         return self._call(self._manager.clear_session(agent_id, session_id))
 
-    def sweep_expired_sessions(self, limit: int = 10000) -> int:
+    def sweep_expired_sessions(self, limit: int = 10_000) -> int:
         """Remove up to ``limit`` sessions idle longer than ``session_ttl_hours``, with their turns.
 
         An expired session already reads as empty; this reclaims its storage (PostgreSQL and the
@@ -352,7 +352,7 @@ class MemoryManager:
         """
         return self._call(self._manager.erase_agent(agent_id))
 
-    def sweep_expired(self, limit: int = 10000) -> int:
+    def sweep_expired(self, limit: int = 10_000) -> int:
         """Delete up to ``limit`` memories whose ``expires_at`` has passed (every agent).
 
         An expired memory is already never returned; this deletes it, every version, and takes

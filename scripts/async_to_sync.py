@@ -150,6 +150,7 @@ def generate(source: str) -> str:
     """The text of sync.py for ``source``, the text of manager.py (formatted, imports sorted)."""
     module = ast.parse(source)
     cls = next(n for n in module.body if isinstance(n, ast.ClassDef) and n.name == CLASS)
+    _keep_spelling(cls, source)
     create: ast.AsyncFunctionDef | None = None
     methods: list[ast.FunctionDef] = []
     for node in cls.body:
@@ -192,6 +193,18 @@ def generate(source: str) -> str:
         factory=ast.unparse(factory),
     )
     return _ruff(text)
+
+
+def _keep_spelling(cls: ast.ClassDef, source: str) -> None:
+    """Default values written as in manager.py (``10_000``, where unparsing says ``10000``)."""
+    for node in ast.walk(cls):
+        if not isinstance(node, ast.arguments):
+            continue
+        for values in (node.defaults, node.kw_defaults):
+            for i, value in enumerate(values):
+                written = ast.get_source_segment(source, value) if value is not None else None
+                if isinstance(value, ast.Constant) and written and written != ast.unparse(value):
+                    values[i] = ast.Name(written)  # unparsed verbatim
 
 
 def _blocking(node: ast.AsyncFunctionDef) -> ast.FunctionDef:
