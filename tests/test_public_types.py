@@ -1,4 +1,5 @@
-"""What ``mypy --strict`` sees of the public API in a user's script: the real types, not Any.
+"""The public face as written: what ``mypy --strict`` sees in a user's script (the real types, not
+Any), and each public method's signature, the same as its collaborator's.
 
 The script uses both managers, the async one and the generated blocking one; mypy runs through
 its API, once, on a copy of the script in a temporary directory, with this checkout's package.
@@ -6,11 +7,19 @@ its API, once, on a copy of the script in a temporary directory, with this check
 
 from __future__ import annotations
 
+import inspect
 import re
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from actrone_pg import MemoryManager
+from actrone_pg._manager.consolidating import Consolidation
+from actrone_pg._manager.context import ManagerContext
+from actrone_pg._manager.memories import Memories
+from actrone_pg._manager.retrieval import Retrieval
+from actrone_pg._manager.sessions import SessionTurns
 
 ROOT = Path(__file__).parent.parent
 
@@ -113,3 +122,17 @@ def _spelled_as_now(text: str) -> str:
     """A message as mypy 2 spells types (older ones say ``builtins.list``, ``Union[X, None]``)."""
     text = text.replace("builtins.", "")
     return re.sub(r"Union\[([\w.\[\]]+), None\]", r"\1 | None", text)
+
+
+def test_each_public_method_takes_what_its_collaborator_takes() -> None:
+    # manager.py writes each signature out; a parameter added to a collaborator's method (or a
+    # default changed) must be added there too, and the sync facade regenerated.
+    collaborators = (SessionTurns, Memories, Retrieval, Consolidation, ManagerContext)
+    compared = set()
+    for name, member in vars(MemoryManager).items():
+        if name.startswith("_") or not callable(member) or name in {"create", "close"}:
+            continue
+        (owner,) = [c for c in collaborators if name in vars(c)]
+        assert inspect.signature(member) == inspect.signature(getattr(owner, name)), name
+        compared.add(name)
+    assert {"store_turn", "inject_memory", "retrieve_context", "count_tokens"} <= compared
