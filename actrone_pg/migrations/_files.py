@@ -3,8 +3,9 @@
 ``actrone_pg/migrations/sql/`` holds, for each revision, the SQL it installs, as the server
 stores it: ``<revision>_<name>.sql``. A file is plain SQL, one or more statements, whose only
 placeholders are ``{schema}`` (the actrone schema) and ``{vector_schema}`` (the schema of the
-``vector`` extension); each stands for a quoted identifier (:func:`fill`), and nothing else in a
-file is interpreted, so what ``\\sf {schema}.retrieve`` shows in psql is the file's text from
+``vector`` extension); each stands for that name as a double-quoted identifier
+(``"actrone"``, an inner ``"`` doubled: :func:`fill`), and nothing else in a file is
+interpreted, so what ``\\sf {schema}.retrieve`` shows in psql is the file's text from
 ``AS $fn$`` on, the two identifiers aside (tests/sql/test_installed.py holds them equal). A file
 is never edited once its revision is released: a change is a new revision with its own copy
 (docs/postgres.md, "Changing a function or a view").
@@ -19,8 +20,9 @@ TypeScript package) runs to build the same schema and record the same stamp::
 To create the schema at head: ``CREATE SCHEMA IF NOT EXISTS {schema}``, ``CREATE EXTENSION IF
 NOT EXISTS vector`` (its schema is ``{vector_schema}``), then for each revision in order, in one
 transaction, each file of ``tables`` then of ``objects``, each as one simple-protocol query with
-the placeholders filled; on a Citus coordinator that distributes the schema
-(``postgres_distribute``, docs/scale-out.md), each file of ``citus`` after them. The stamp is
+the placeholders filled; then, where the schema is distributed (``postgres_distribute``
+"citus", or "auto" on a server with the ``citus`` extension; docs/scale-out.md), each file of
+``citus``, while the new tables are still empty. The stamp is
 Alembic's version table, ``{schema}.actrone_alembic_version (version_num varchar(32) NOT NULL,
 CONSTRAINT actrone_alembic_version_pkc PRIMARY KEY (version_num))``, holding the last
 revision's id in its one row. ``objects`` are the functions and views, all of them

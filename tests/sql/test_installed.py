@@ -229,3 +229,22 @@ def test_a_changed_body_is_seen(postgres_dsn: str, scratch_schema: str) -> None:
         "query_terms on the server: its body is not the file's",
         "recent_turns: the view is not the file's",
     ]
+
+
+def test_a_later_revision_s_copy_becomes_the_head(monkeypatch: pytest.MonkeyPatch) -> None:
+    # How pinning goes on after the baseline: a revision lists its own copies of what it
+    # changes; the newest copy of each object is the head, the baseline's stay as they were.
+    baseline = _files.revision("0024")
+    later = _files.Revision(
+        revision="0025",
+        down_revision="0024",
+        tables=(),
+        objects=("0025_hybrid_search.sql", "0025_retrieve.sql"),
+        citus=(),
+    )
+    monkeypatch.setattr(_files, "manifest", lambda: (baseline, later))
+    head = _render.head_files()
+    assert head["hybrid_search"] == "0025_hybrid_search.sql"
+    assert head["retrieve"] == "0025_retrieve.sql"
+    assert head["agent_retrieve"] == "0024_agent_retrieve.sql"
+    assert len(head) == len(baseline.objects)
