@@ -115,14 +115,20 @@ def test_the_sdist_and_the_wheel_carry_the_sql_and_the_migrations(
         "import actrone_pg, json; from pathlib import Path; "
         "p = Path(actrone_pg.__file__).parent; "
         "print(json.dumps([str(p), sorted(f.name for f in (p / 'sql').glob('*.sql')), "
-        "sorted(f.name for f in (p / 'migrations' / 'versions').glob('*.py'))]))"
+        "sorted(f.name for f in (p / 'migrations' / 'versions').glob('*.py')), "
+        "sorted(f.name for f in (p / 'migrations' / 'sql').glob('*'))]))"
     )
-    where, sql_files, versions = json.loads(_in_venv(installed, installed["python"], "-c", code))
+    where, sql_files, versions, pinned = json.loads(
+        _in_venv(installed, installed["python"], "-c", code)
+    )
     # imported from the environment, not from the checkout
     assert Path(where).is_relative_to(Path(str(installed["python"])).parents[1])
     assert sql_files == sorted(f.name for f in (ROOT / "actrone_pg" / "sql").glob("*.sql"))
     shipped = sorted(f.name for f in (ROOT / "actrone_pg" / "migrations" / "versions").glob("*.py"))
     assert versions == shipped
+    # the SQL each migration installs, which `migrate` reads from the package
+    assert pinned == sorted(f.name for f in (ROOT / "actrone_pg" / "migrations" / "sql").glob("*"))
+    assert "manifest.json" in pinned
 
 
 def test_migrate_then_the_demo_on_the_embedded_server(installed: dict[str, object]) -> None:
