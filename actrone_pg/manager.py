@@ -13,7 +13,7 @@ The manager holds one collaborator per concern, each a private module of
 * ``retrieval`` — L2 search and :meth:`MemoryManager.retrieve_context` within the budget;
 * ``consolidating`` — consolidation (spec §9.1), in the background and on request, and locks;
 * this module — :class:`MemoryManager`, which builds, owns and closes the components, and whose
-  public methods are the collaborators' own, forwarded (``_manager.forward``) and then guarded
+  public methods are the collaborators' own, forwarded (``_forward``) and then guarded
   and traced here.
 """
 
@@ -25,10 +25,10 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
+from actrone_pg._forward import forward, forward_sync
 from actrone_pg._guard import guard_public_methods
 from actrone_pg._manager.consolidating import Consolidation
 from actrone_pg._manager.context import ManagerContext
-from actrone_pg._manager.forward import forward, forward_sync
 from actrone_pg._manager.memories import Memories
 from actrone_pg._manager.retrieval import Retrieval
 from actrone_pg._manager.sessions import SessionTurns

@@ -1,10 +1,13 @@
-"""The manager's public methods are its collaborators' own: forwarded, never retyped.
+"""Methods that are a collaborator's own: forwarded, never retyped.
 
-:func:`forward` makes a method of :class:`~actrone_pg.manager.MemoryManager` from a method of
-one of its collaborators. The result is a real function carrying the collaborator method's name,
-docstring and signature (``inspect.signature`` follows ``__wrapped__``), so the error guard, the
-tracing and the sync facade treat it as any method written on the class, and a type checker sees
-the collaborator's parameters and result.
+:func:`forward` makes a method of a class from a function whose first argument is one of the
+instance's attributes: a collaborator's method (``MemoryManager``'s public methods are its
+collaborators', :mod:`actrone_pg._manager`), or a module's function that takes the state a store
+holds (``PostgresStore.append_turn`` is ``stores/postgres/sessions.append_turn`` given the
+store's ``db``). The result is a real function carrying the forwarded function's name, docstring
+and signature (``inspect.signature`` follows ``__wrapped__``), so the error guard, the tracing
+and the sync facade treat it as any method written on the class, a traceback names the module
+that ran, and a type checker sees the forwarded function's parameters and result.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ R = TypeVar("R")
 def forward(
     collaborator: str, method: Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]
 ) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
-    """A coroutine method that awaits ``method`` on the instance's attribute ``collaborator``."""
+    """A coroutine method that awaits ``method`` given the instance's attribute
+    ``collaborator`` as its first argument."""
 
     async def call(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
@@ -41,7 +45,8 @@ def forward(
 def forward_sync(
     collaborator: str, method: Callable[Concatenate[Any, P], R]
 ) -> Callable[Concatenate[Any, P], R]:
-    """A plain method that calls ``method`` on the instance's attribute ``collaborator``."""
+    """A plain method that calls ``method`` given the instance's attribute ``collaborator`` as
+    its first argument."""
 
     def call(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
