@@ -1,5 +1,5 @@
 // `npm test`: Python writes the parity fixtures (test/fixtures/generate.py, run by the Python of
-// the repository's venv: ACTRONE_PYTHON, else ../.venv/bin/python), then Node's test runner runs
+// the repository's venv: ACTRONE_TEST_PYTHON, else ../.venv/bin/python), then Node's test runner runs
 // every compiled test file. The fixtures are never committed: they are Python's answers of today.
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync } from "node:fs";
@@ -9,12 +9,12 @@ import { fileURLToPath } from "node:url";
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "..");
 const repo = resolve(root, "..");
-const python = process.env.ACTRONE_PYTHON || resolve(repo, ".venv", "bin", "python");
+const python = process.env.ACTRONE_TEST_PYTHON || resolve(repo, ".venv", "bin", "python");
 const out = join(root, "build-test", "fixtures");
 mkdirSync(out, { recursive: true });
 
 if (!existsSync(python)) {
-  console.error(`no Python at ${python}: set ACTRONE_PYTHON to the interpreter that has actrone_pg installed`);
+  console.error(`no Python at ${python}: set ACTRONE_TEST_PYTHON to the interpreter that has actrone_pg installed`);
   process.exit(2);
 }
 const env = { ...process.env, PYTHONPATH: [repo, process.env.PYTHONPATH].filter(Boolean).join(delimiter) };
@@ -31,7 +31,7 @@ const files = readdirSync(testDir)
   .map((f) => join(testDir, f));
 const run = spawnSync(process.execPath, ["--test", "--test-reporter=spec", ...files], {
   stdio: "inherit",
-  env: { ...process.env, ACTRONE_FIXTURES: out },
+  env: { ...process.env, ACTRONE_TEST_FIXTURES: out },
   cwd: root,
 });
 process.exit(run.status ?? 1);
