@@ -28,7 +28,7 @@ import { inheritFromPredecessors, NEIGHBOUR_POOL, packHits, rerank } from "./pip
 import { DEFAULT_RELEVANCE_THRESHOLD, micros, type RankingParams } from "./ranking.js";
 import type { MemoryRecord, PackedSearch, SearchRequest, Store } from "./store.js";
 import { createStore } from "./stores/index.js";
-import { heuristicTokenCount, pythonJsonDumps, type TokenCounter } from "./text.js";
+import { heuristicTokenCount, pyStrip, pythonJsonDumps, type TokenCounter } from "./text.js";
 import * as v from "./validation.js";
 
 /** Rescores (query, text) pairs: a cross-encoder or any other reranker. */
@@ -309,7 +309,7 @@ export class MemoryManager {
       v.checkId("sessionId", sessionId);
       v.checkText("userMessage", userMessage, limit, { allowEmpty: true });
       v.checkText("assistantMessage", assistantMessage, limit, { allowEmpty: true });
-      if (!userMessage.trim() && !assistantMessage.trim()) {
+      if (!pyStrip(userMessage) && !pyStrip(assistantMessage)) {
         throw new ValidationError("a turn needs a userMessage or an assistantMessage");
       }
       const { toolResults = null } = options ?? {};
