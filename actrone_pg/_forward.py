@@ -1,10 +1,10 @@
-"""Methods that are a collaborator's own: forwarded, never retyped.
+"""A store's methods that are a module's functions: forwarded, never retyped.
 
 :func:`forward` makes a method of a class from a function whose first argument is one of the
-instance's attributes: a collaborator's method (``MemoryManager``'s public methods are its
-collaborators', :mod:`actrone_pg._manager`), or a module's function that takes the state a store
-holds (``PostgresStore.append_turn`` is ``stores/postgres/sessions.append_turn`` given the
-store's ``db``). The result is a real function carrying the forwarded function's name, docstring
+instance's attributes: a module's function that takes the state a store holds
+(``PostgresStore.append_turn`` is ``stores/postgres/sessions.append_turn`` given the store's
+``db``). ``MemoryManager``'s public methods are written out instead (the public face is plain
+code). The result is a real function carrying the forwarded function's name, docstring
 and signature (``inspect.signature`` follows ``__wrapped__``), so the error guard, the tracing
 and the sync facade treat it as any method written on the class, a traceback names the module
 that ran, and a type checker sees the forwarded function's parameters and result.
@@ -18,7 +18,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from actrone_pg.errors import ValidationError
 
-__all__ = ["forward", "forward_sync"]
+__all__ = ["forward"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -37,24 +37,6 @@ def forward(
         except TypeError as exc:
             raise _wrong_arguments(method, exc) from exc
         return await running
-
-    functools.update_wrapper(call, method)
-    return call
-
-
-def forward_sync(
-    collaborator: str, method: Callable[Concatenate[Any, P], R]
-) -> Callable[Concatenate[Any, P], R]:
-    """A plain method that calls ``method`` given the instance's attribute ``collaborator`` as
-    its first argument."""
-
-    def call(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return method(getattr(self, collaborator), *args, **kwargs)
-        except TypeError as exc:
-            if exc.__traceback__ is None or exc.__traceback__.tb_next is not None:
-                raise  # raised inside the method, not by binding its arguments
-            raise _wrong_arguments(method, exc) from exc
 
     functools.update_wrapper(call, method)
     return call
