@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,7 +22,6 @@ from actrone_pg.stores.postgres import lookups, maintenance, rows
 from actrone_pg.stores.postgres.connection import Database, _Conn, jsonb
 from actrone_pg.stores.postgres.statements import (
     AGENT_WRITE,
-    ANALYZE_GROWTH,
     ARCHIVE_MEMORY,
     COPY_MEMORIES,
     COPY_TYPES,
@@ -45,7 +42,6 @@ from actrone_pg.stores.postgres.statements import (
     SELECT_HISTORY,
     SELECT_MEMORY,
     SELECT_MEMORY_FOR_UPDATE,
-    SETTLE_MIN_ROWS,
     UPDATE_AGENT_STATS,
     UPDATE_AGENT_STATS_ANALYZER,
     UPDATE_TERM_STATS,
@@ -202,20 +198,7 @@ async def _written_now(
     """After a write committed: remember its embedders, schedule indexes and maintenance."""
     # Cached only once committed: a rolled-back registration must not be remembered.
     db.dimensions.update(stored)
-    if db.ann_min > 0:
-        for agent_id, size in sizes.items():
-            if size >= db.ann_min:
-                names = {r.memory.embedder for r in records if r.memory.agent_id == agent_id}
-                for name in names:
-                    maintenance.start_ann_build(db, agent_id, name, dims[name])
-    db.written += len(records)
-    db.unmaintained += len(records)
-    db.last_write = time.monotonic()
-    if db.written >= db.next_analyze:
-        db.next_analyze = db.written * ANALYZE_GROWTH
-        await maintenance.analyze(db)
-    elif db.unmaintained >= SETTLE_MIN_ROWS and (db.settle_task is None or db.settle_task.done()):
-        db.settle_task = asyncio.create_task(maintenance.settle(db), name="actrone-settle")
+    await maintenance.after_write(db, records, dims, sizes)
 
 
 @dataclass(frozen=True, slots=True)
