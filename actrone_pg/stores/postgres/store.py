@@ -137,9 +137,13 @@ class PostgresStore:
 
     # -- L1: sessions, turns, locks (sessions.py) -----------------------------------------------
 
-    async def append_turn(self, turn: Turn, *, max_turns: int, ttl_seconds: float) -> None:
+    async def append_turn(
+        self, turn: Turn, *, max_turns: int, ttl_seconds: float, fence: Fence | None = None
+    ) -> None:
         """Append the turn (idempotent by id), trim the session and refresh its expiry."""
-        await sessions.append_turn(self.db, turn, max_turns=max_turns, ttl_seconds=ttl_seconds)
+        await sessions.append_turn(
+            self.db, turn, max_turns=max_turns, ttl_seconds=ttl_seconds, fence=fence
+        )
 
     async def recent_turns(
         self, agent_id: str, session_id: str, *, limit: int, ttl_seconds: float
@@ -192,6 +196,10 @@ class PostgresStore:
         return await sessions.delete_expired_session(
             self.db, agent_id, session_id, ttl_seconds=ttl_seconds
         )
+
+    async def writer_fence(self, agent_id: str) -> Fence:
+        """The agent's write generation (created if it has none; waits for an erase)."""
+        return await sessions.writer_fence(self.db, agent_id)
 
     async def acquire_lock(self, agent_id: str, name: str, holder: str, ttl_seconds: float) -> bool:
         """Take the lock in one atomic statement, timed by the server's clock."""
