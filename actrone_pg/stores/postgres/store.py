@@ -99,6 +99,7 @@ class PostgresStore:
     sweep_expired_sessions = forward("db", sessions.sweep_expired_sessions)
     expired_sessions = forward("db", sessions.expired_sessions)
     delete_expired_session = forward("db", sessions.delete_expired_session)
+    writer_fence = forward("db", sessions.writer_fence)
     acquire_lock = forward("db", sessions.acquire_lock)
     release_lock = forward("db", sessions.release_lock)
 

@@ -12,6 +12,7 @@ from actrone_pg.models import MEMORY_FIELD_TYPES, Memory
 from actrone_pg.ranking import analyzer_mismatch
 from actrone_pg.stores.base import (
     FENCED_LOCK,
+    WRITE_GENERATION,
     BuildVersion,
     Fence,
     MemoryRecord,
@@ -32,6 +33,7 @@ from actrone_pg.stores.postgres.statements import (
     ERASE,
     ERASE_CLAIM_LOCK,
     LOCK_AGENT_STATS,
+    LOCK_EXISTING_AGENT_STATS,
     LOCK_SHARD_METADATA,
     MEMORY_FIELDS,
     PRUNE_TERM_STATS,
@@ -340,7 +342,8 @@ async def memory_history(db: Database, agent_id: str, memory_id: str) -> list[Me
 async def delete_memory(db: Database, agent_id: str, memory_id: str) -> bool:
     """Delete one memory of the agent (every version) and take it out of the statistics."""
     async with db.conn() as conn, conn.transaction():
-        await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
+        if not await _lock_existing_stats(db, conn, agent_id):
+            return False  # no statistics row, no memories: the agent has none (or was erased)
         gone = rows.removed(
             await db.fetch(conn, db.compose(DELETE_MEMORIES), (agent_id, [memory_id]))
         )
@@ -367,7 +370,8 @@ async def sweep_expired_memories(db: Database, *, limit: int) -> int:
     removed = 0
     for agent_id in sorted(by_agent):
         async with db.conn() as conn, conn.transaction():
-            await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
+            if not await _lock_existing_stats(db, conn, agent_id):
+                continue  # erased since it was listed
             gone = await db.fetch(conn, db.compose(DELETE_EXPIRED), (agent_id, by_agent[agent_id]))
             if not gone:
                 continue
@@ -387,6 +391,12 @@ async def sweep_expired_memories(db: Database, *, limit: int) -> int:
     return removed
 
 
+async def _lock_existing_stats(db: Database, conn: _Conn, agent_id: str) -> bool:
+    """Lock the agent's statistics row for a writer that only deletes, as every writer takes
+    it first; ``False`` (nothing locked, nothing created) if the agent has none."""
+    return bool(await db.fetch(conn, db.compose(LOCK_EXISTING_AGENT_STATS), (agent_id,)))
+
+
 async def count_memories(db: Database, agent_id: str) -> int:
     """How many memories the agent has."""
     async with db.conn() as conn:
@@ -402,8 +412,10 @@ async def erase_agent(db: Database, agent_id: str) -> None:
         # commits before the deletes start, and each delete (a new snapshot under READ
         # COMMITTED) then sees its rows, so no memory outlives its statistics.
         await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
-        # A consolidation that takes its lock now waits for the commit, then finds nothing.
-        await conn.execute(db.compose(ERASE_CLAIM_LOCK), (agent_id, FENCED_LOCK))
+        # A consolidation that takes its lock now, or a writer that starts a generation, waits
+        # for the commit, then finds nothing.
+        for name in (FENCED_LOCK, WRITE_GENERATION):
+            await conn.execute(db.compose(ERASE_CLAIM_LOCK), (agent_id, name))
         for statement in ERASE:
             await conn.execute(db.compose(statement), (agent_id,))
     await maintenance.drop_ann_indexes(db, agent_id)

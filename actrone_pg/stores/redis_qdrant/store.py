@@ -96,6 +96,7 @@ class RedisQdrantStore:
     sweep_expired_sessions = forward("servers", sessions.sweep_expired_sessions)
     expired_sessions = forward("servers", sessions.expired_sessions)
     delete_expired_session = forward("servers", sessions.delete_expired_session)
+    writer_fence = forward("servers", sessions.writer_fence)
     acquire_lock = forward("servers", sessions.acquire_lock)
     release_lock = forward("servers", sessions.release_lock)
 
