@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from actrone_pg._cli._store import default_backend
 from actrone_pg.config import BACKENDS, EMBEDDING_PROVIDERS, MemoryConfig
 from actrone_pg.errors import ConfigurationError
 
@@ -86,7 +87,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"HTTP sessions open at once, at most (default: {MAX_SESSIONS_ENV} or {MAX_SESSIONS})",
     )
-    parser.add_argument("--backend", choices=BACKENDS, help="store (default: ACTRONE_BACKEND)")
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        help="store (default: ACTRONE_BACKEND, else the embedded PostgreSQL when installed)",
+    )
     parser.add_argument("--dsn", help="PostgreSQL DSN (default: ACTRONE_POSTGRES_DSN)")
     parser.add_argument("--schema", help="PostgreSQL schema (default: ACTRONE_POSTGRES_SCHEMA)")
     parser.add_argument(
@@ -131,9 +136,8 @@ def run(args: argparse.Namespace) -> int:
         server.transport_security(args.host, hosts, origins)
         idle = _number(args.session_idle_seconds, IDLE_ENV, SESSION_IDLE_SECONDS, float)
         most = _number(args.max_sessions, MAX_SESSIONS_ENV, MAX_SESSIONS, int)
-    overrides: dict[str, Any] = {}
-    if args.backend:
-        overrides["backend"] = args.backend
+    # The one rule of every command (_store.default_backend): the embedded server by default.
+    overrides: dict[str, Any] = {"backend": default_backend(args.backend, args.dsn)}
     if args.dsn:
         overrides["postgres_dsn"] = args.dsn
     if args.schema:
