@@ -1,0 +1,177 @@
+// The postgres backend on the schema Python's migrations install: created at head by TypeScript
+// exactly as Alembic creates it, refused at any other revision, and the store's contract.
+import assert from "node:assert/strict";
+import { after, describe, test } from "node:test";
+import { ConfigurationError, MemoryManager, MemoryNotFoundError, SchemaError, ValidationError } from "../src/index.js";
+import { HEAD_REVISION } from "../src/stores/postgres/schema.js";
+import { DSN, dropSchema, freshSchema, python, sql } from "./helpers/pg.js";
+
+const skip = DSN ? false : "no PostgreSQL (test/run.mjs starts one; or set ACTRONE_TEST_POSTGRES_DSN)";
+const schemas: string[] = [];
+after(async () => {
+  if (DSN) for (const s of schemas) await dropSchema(s);
+});
+
+function schema(prefix = "ts"): string {
+  const s = freshSchema(prefix);
+  schemas.push(s);
+  return s;
+}
+
+async function manager(name: string, extra: Record<string, unknown> = {}): Promise<MemoryManager> {
+  return MemoryManager.create({
+    config: { backend: "postgres", postgresDsn: DSN, postgresSchema: name, embeddingProvider: "hashing", ...extra },
+  });
+}
+
+describe("the schema", { skip }, () => {
+  test("TypeScript creates the head schema and stamps Alembic's revision in its version table", async () => {
+    const name = schema();
+    const mm = await manager(name);
+    await mm.close();
+    const rows = await sql<{ version_num: string }>(`SELECT version_num FROM "${name}".actrone_alembic_version`);
+    assert.deepEqual(
+      rows.map((r) => r.version_num),
+      [HEAD_REVISION],
+    );
+    // Python's own check of the revision accepts it: it opens the schema without migrating.
+    const seen = await python<{ revision: string }>("migrate", { dsn: DSN, schema: name });
+    assert.equal(seen.revision, HEAD_REVISION);
+  });
+
+  test("the catalogue TypeScript creates is the one Alembic creates", async () => {
+    const ours = schema("ts_cat");
+    const theirs = schema("py_cat");
+    await (await manager(ours)).close();
+    await python("migrate", { dsn: DSN, schema: theirs });
+    const a = await python<Record<string, unknown[]>>("catalogue", { dsn: DSN, schema: ours });
+    const b = await python<Record<string, unknown[]>>("catalogue", { dsn: DSN, schema: theirs });
+    assert.ok((a.functions ?? []).length >= 5, "the schema has its SQL functions");
+    assert.ok((a.indexes ?? []).length >= 5, "the schema has its indexes");
+    for (const key of Object.keys(b)) assert.deepEqual(a[key], b[key], `catalogue part ${key}`);
+  });
+
+  test("a schema at an older revision is refused with the command that upgrades it; nothing is changed", async () => {
+    const name = schema();
+    await python("migrate", { dsn: DSN, schema: name, revision: "0021" });
+    await assert.rejects(manager(name), (exc: unknown) => {
+      assert.ok(exc instanceof SchemaError);
+      assert.match(exc.message, /revision 0021/);
+      assert.match(exc.message, new RegExp(`actrone-pg migrate --schema ${name}`));
+      return true;
+    });
+    const rows = await sql<{ version_num: string }>(`SELECT version_num FROM "${name}".actrone_alembic_version`);
+    assert.deepEqual(
+      rows.map((r) => r.version_num),
+      ["0021"],
+    );
+  });
+
+  test("a revision this package does not know is refused as a newer release's", async () => {
+    const name = schema();
+    await (await manager(name)).close();
+    await sql(`UPDATE "${name}".actrone_alembic_version SET version_num = '9999'`);
+    await assert.rejects(manager(name), (exc: unknown) => exc instanceof SchemaError && /newer release/.test(exc.message));
+  });
+
+  test("with postgresAutoMigrate off, a missing schema is a SchemaError and is not created", async () => {
+    const name = schema();
+    await assert.rejects(manager(name, { postgresAutoMigrate: false }), (exc: unknown) => {
+      return exc instanceof SchemaError && exc.message.includes("actrone-pg migrate");
+    });
+    const rows = await sql<{ n: string }>("SELECT count(*) AS n FROM pg_namespace WHERE nspname = $1", [name]);
+    assert.equal(Number(rows[0]!.n), 0);
+  });
+
+  test("no DSN is a ConfigurationError naming postgresDsn", async () => {
+    await assert.rejects(
+      MemoryManager.create({ config: { backend: "postgres", postgresDsn: null, embeddingProvider: "hashing" } }),
+      (exc: unknown) => exc instanceof ConfigurationError && exc.field === "postgresDsn",
+    );
+  });
+});
+
+describe("the store", { skip }, () => {
+  test("turns, memories, search, update, history, listing, delete and erase", async () => {
+    const mm = await manager(schema(), { relevanceThreshold: 0.01 });
+    try {
+      const agent = "agent-1";
+      await mm.storeTurn(agent, "s1", "hello there", "hi!", { toolResults: [{ tool: "x", value: 1.5 }] });
+      await mm.storeTurn(agent, "s1", "what is my cat called?", "Miso, you said.");
+      const turns = await mm.getRecentTurns(agent, "s1");
+      assert.deepEqual(
+        turns.map((t) => t.userMessage),
+        ["hello there", "what is my cat called?"],
+      );
+      assert.deepEqual(turns[0]!.toolResults, [{ tool: "x", value: 1.5 }]);
+
+      const ids = await mm.injectMemories(agent, [
+        { content: "The user's cat is called Miso", tags: ["pets"], createdAt: new Date("2026-01-01T00:00:00Z") },
+        { content: "The user lives in Lisbon", tags: ["home"], createdAt: new Date("2026-01-02T00:00:00Z") },
+        { content: "The user plays the cello on Sundays", tags: ["hobby"], createdAt: new Date("2026-01-03T00:00:00Z") },
+      ]);
+      assert.equal(ids.length, 3);
+      const hits = await mm.searchMemories(agent, "cat Miso", { limit: 2, explain: true });
+      assert.equal(hits[0]!.id, ids[0]);
+      assert.equal(hits[0]!.explain!.lexicalRank, 1);
+      assert.equal(hits[0]!.explain!.denseRank !== null, true);
+
+      const ctx = await mm.retrieveContext(agent, "s1", "where does the user live", 4000);
+      assert.deepEqual(
+        ctx.recentTurns.map((t) => t.userMessage),
+        ["hello there", "what is my cat called?"],
+      );
+      assert.equal(ctx.episodicMemories[0]!.id, ids[1]);
+      assert.equal(ctx.episodicTokens, ctx.episodicMemories.reduce((s, m) => s + m.tokenCount, 0));
+
+      const filtered = await mm.searchMemories(agent, "user", { limit: 10, filters: { tagsAny: ["hobby", "home"] } });
+      assert.deepEqual(new Set(filtered.map((m) => m.id)), new Set([ids[1], ids[2]]));
+
+      const updated = await mm.updateMemory(agent, ids[1]!, { content: "The user lives in Porto" });
+      assert.equal(updated.id, ids[1]);
+      assert.equal(updated.version, 2);
+      const history = await mm.memoryHistory(agent, ids[1]!);
+      assert.deepEqual(
+        history.map((m) => m.content),
+        ["The user lives in Lisbon", "The user lives in Porto"],
+      );
+      const porto = await mm.searchMemories(agent, "Porto", { limit: 1 });
+      assert.equal(porto[0]!.id, ids[1]);
+
+      const page1 = await mm.listMemories(agent, { limit: 2 });
+      assert.deepEqual(
+        page1.items.map((m) => m.id),
+        [ids[2], ids[1]],
+      );
+      const page2 = await mm.listMemories(agent, { limit: 2, cursor: page1.nextCursor });
+      assert.deepEqual(
+        page2.items.map((m) => m.id),
+        [ids[0]],
+      );
+      assert.equal(page2.nextCursor, null);
+
+      assert.equal(await mm.deleteMemory(agent, ids[0]!), true);
+      assert.equal(await mm.getMemory(agent, ids[0]!), null);
+      await assert.rejects(mm.updateMemory(agent, ids[0]!, { content: "x" }), MemoryNotFoundError);
+
+      await mm.eraseAgent(agent);
+      assert.deepEqual(await mm.getRecentTurns(agent, "s1"), []);
+      assert.equal((await mm.listMemories(agent)).items.length, 0);
+    } finally {
+      await mm.close();
+    }
+  });
+
+  test("bad input is a ValidationError and writes nothing", async () => {
+    const mm = await manager(schema());
+    try {
+      await assert.rejects(mm.injectMemory("a", "nul \u0000 byte"), ValidationError);
+      await assert.rejects(mm.retrieveContext("a", "s", "q", 0), ValidationError);
+      // tsquery operators and punctuation simply work
+      assert.deepEqual(await mm.searchMemories("a", "!(&|:*) <-> 'x'"), []);
+      assert.equal((await mm.listMemories("a")).items.length, 0);
+    } finally {
+      await mm.close();
+    }
+  });
+});
