@@ -67,3 +67,35 @@ export function python<T>(command: string, input: unknown): Promise<T> {
     child.stdin.end(JSON.stringify(input));
   });
 }
+
+/** A server of test/helpers/pg_server.py (`citus`: a Citus cluster) for one test file. */
+export interface Server {
+  readonly dsn: string | null;
+  /** Why there is none. */
+  readonly unavailable: string | null;
+  stop(): Promise<void>;
+}
+
+export async function startServer(kind: "citus" | "postgres"): Promise<Server> {
+  const exe = process.env.ACTRONE_PYTHON ?? resolve(helpersDir, "..", "..", "..", ".venv", "bin", "python");
+  const child = spawn(exe, [join(helpersDir, "pg_server.py"), ...(kind === "citus" ? ["citus"] : [])], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  const exited = new Promise<void>((done) => child.on("exit", () => done()));
+  let buffer = "";
+  const line = await new Promise<string>((done) => {
+    child.stdout.on("data", (d: Buffer) => {
+      buffer += d.toString("utf8");
+      const i = buffer.indexOf("\n");
+      if (i >= 0) done(buffer.slice(0, i));
+    });
+    child.on("exit", () => done(buffer));
+  });
+  const stop = async () => {
+    child.stdin.end();
+    await exited;
+  };
+  if (line.startsWith("DSN ")) return { dsn: line.slice(4), unavailable: null, stop };
+  await stop();
+  return { dsn: null, unavailable: line.replace(/^UNAVAILABLE /, "") || "the server helper gave no DSN", stop: async () => {} };
+}
