@@ -164,7 +164,11 @@ describe("the lifecycle seen from both sides", { skip: DSN ? false : "no Postgre
         { content: "Alice moved to Porto in March", tags: ["home"], createdAt: new Date("2026-03-02T10:00:00.000Z") },
         { content: "Alice's dog Biscuit likes the beach", tags: ["pets", "places"], createdAt: new Date("2026-03-03T10:00:00.000Z") },
       ]);
-      await mm.storeTurn(agent, "s", "hi", "hello", { toolResults: [{ a: 1.0, b: "é" }] });
+      // The same turn stored by each side: token counts of tool results (json.dumps with its
+      // ASCII escapes and separators on one side, its port on the other) must agree.
+      const tools = [{ a: 1.5, b: "é ☕ 🙂", c: [1, 2, { d: null, e: true }], "k\"ey": "line\nbreak" }];
+      await mm.storeTurn(agent, "s", "hi ☕", "hello", { toolResults: tools });
+      await python("write", { dsn: DSN, schema, threshold: THRESHOLD, agent, items: [], turns: [{ sessionId: "p", user: "hi ☕", assistant: "hello", toolResults: tools }] });
       // Python updates what TypeScript wrote; TypeScript sees the new version and the history.
       await python("update", { dsn: DSN, schema, threshold: THRESHOLD, agent, memoryId: ids[1], content: "Alice moved to Lisbon in April" });
       const current = await mm.getMemory(agent, ids[1]!);
@@ -193,9 +197,11 @@ describe("the lifecycle seen from both sides", { skip: DSN ? false : "no Postgre
         cursor = page.nextCursor;
       } while (cursor !== null);
       assert.deepEqual(tsList, seen.listed);
-      // the turn's token count (tool results serialised as Python's json.dumps) reads the same
-      const turns = await mm.getRecentTurns(agent, "s");
-      assert.equal(turns[0]!.tokenCount, seen.turns[0]!.tokenCount);
+      const [ours] = await mm.getRecentTurns(agent, "s");
+      const [theirs] = await mm.getRecentTurns(agent, "p");
+      assert.equal(ours!.tokenCount, theirs!.tokenCount);
+      assert.deepEqual(ours!.toolResults, theirs!.toolResults);
+      assert.equal(seen.turns[0]!.tokenCount, ours!.tokenCount);
       // Filters: the same memories, the same order, from both sides.
       const filters = { tags_any: ["pets"] };
       const py = await python<{ results: Answer[] }>("read", {

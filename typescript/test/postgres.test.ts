@@ -5,6 +5,7 @@ import { after, describe, test } from "node:test";
 import { ConfigurationError, MemoryManager, SchemaError, ValidationError } from "../src/index.js";
 import { storeContract } from "./helpers/contract.js";
 import { HEAD_REVISION } from "../src/stores/postgres/schema.js";
+import { annIndexName } from "../src/stores/postgres/store.js";
 import { DSN, dropSchema, freshSchema, python, sql } from "./helpers/pg.js";
 
 const skip = DSN ? false : "no PostgreSQL (test/run.mjs starts one; or set ACTRONE_TEST_POSTGRES_DSN)";
@@ -90,6 +91,19 @@ describe("the schema", { skip }, () => {
       (exc: unknown) => exc instanceof ConfigurationError && exc.field === "postgresDsn",
     );
   });
+});
+
+test("an agent's HNSW index is looked up by the name Python's store gives it", async () => {
+  const pairs = [
+    ["agent-1", "hashing-384"],
+    ["ägent ☕ 🙂", "onnx:all-MiniLM-L6-v2"],
+    ["a".repeat(256), "x"],
+  ];
+  const { names } = await python<{ names: string[] }>("ann_names", { pairs });
+  assert.deepEqual(
+    pairs.map(([a, e]) => annIndexName(a!, e!)),
+    names,
+  );
 });
 
 describe("the store", { skip }, () => {

@@ -91,22 +91,24 @@ async def locomo(a: dict[str, Any]) -> dict[str, Any]:
 async def write(a: dict[str, Any]) -> dict[str, Any]:
     """Inject ``items`` for ``agent`` (the ids are returned)."""
     async with await MemoryManager.create(_config(a)) as mm:
-        ids = await mm.inject_memories(
-            a["agent"],
-            [
-                {
-                    "content": it["content"],
-                    "session_id": it.get("sessionId"),
-                    "created_at": _date(it.get("createdAt")),
-                    "metadata": it.get("metadata"),
-                    "tags": tuple(it.get("tags") or ()),
-                    "importance": it.get("importance", 0.5),
-                    "content_type": it.get("contentType", "injected"),
-                    "expires_at": _date(it.get("expiresAt")),
-                }
-                for it in a["items"]
-            ],
-        )
+        ids = []
+        if a["items"]:
+            ids = await mm.inject_memories(
+                a["agent"],
+                [
+                    {
+                        "content": it["content"],
+                        "session_id": it.get("sessionId"),
+                        "created_at": _date(it.get("createdAt")),
+                        "metadata": it.get("metadata"),
+                        "tags": tuple(it.get("tags") or ()),
+                        "importance": it.get("importance", 0.5),
+                        "content_type": it.get("contentType", "injected"),
+                        "expires_at": _date(it.get("expiresAt")),
+                    }
+                    for it in a["items"]
+                ],
+            )
         for turn in a.get("turns") or []:
             await mm.store_turn(
                 a["agent"],
@@ -171,7 +173,12 @@ async def lifecycle(a: dict[str, Any]) -> dict[str, Any]:
         "listed": listed,
         "count": count,
         "turns": [
-            {"id": t.id, "user": t.user_message, "tokenCount": t.token_count, "tools": t.tool_results}
+            {
+                "id": t.id,
+                "user": t.user_message,
+                "tokenCount": t.token_count,
+                "tools": t.tool_results,
+            }
             for t in turns
         ],
     }
@@ -209,8 +216,9 @@ async def catalogue(a: dict[str, Any]) -> dict[str, Any]:
 
     schema = a["schema"]
     queries = {
-        "columns": """SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
-                        pg_get_expr(d.adbin, d.adrelid), co.collname, a.attidentity, a.attgenerated
+        "columns": """SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod),
+                        a.attnotnull, pg_get_expr(d.adbin, d.adrelid), co.collname,
+                        a.attidentity, a.attgenerated
                       FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
                       JOIN pg_namespace n ON n.oid = c.relnamespace
                       LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
@@ -227,12 +235,6 @@ async def catalogue(a: dict[str, Any]) -> dict[str, Any]:
                           WHERE n.nspname = %(s)s ORDER BY 1, 2""",
         "indexes": """SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %(s)s
                       ORDER BY 1""",
-        "functions": """SELECT p.proname, pg_get_function_identity_arguments(p.oid),
-                          md5(pg_get_functiondef(p.oid))
-                        FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-                        WHERE n.nspname = %(s)s ORDER BY 1, 2""",
-        "views": """SELECT viewname, md5(definition) FROM pg_views WHERE schemaname = %(s)s
-                    ORDER BY 1""",
         "triggers": """SELECT c.relname, t.tgname, pg_get_triggerdef(t.oid)
                        FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
                        JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -247,7 +249,8 @@ async def catalogue(a: dict[str, Any]) -> dict[str, Any]:
             out[name] = [[_normal(v, schema) for v in row] for row in rows]
         # Function bodies name the schema: compared with it replaced, not by their md5 alone.
         defs = conn.execute(
-            """SELECT p.proname, pg_get_function_identity_arguments(p.oid), pg_get_functiondef(p.oid)
+            """SELECT p.proname, pg_get_function_identity_arguments(p.oid),
+                 pg_get_functiondef(p.oid)
                FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
                WHERE n.nspname = %(s)s ORDER BY 1, 2""",
             {"s": schema},
@@ -262,6 +265,13 @@ async def catalogue(a: dict[str, Any]) -> dict[str, Any]:
             f'SELECT version_num FROM "{schema}".actrone_alembic_version'
         ).fetchall()
     return out
+
+
+async def ann_names(a: dict[str, Any]) -> dict[str, Any]:
+    """The names of agents' own HNSW indexes, by which the store decides its search's route."""
+    from actrone_pg.stores.postgres.maintenance import ann_index_name
+
+    return {"names": [ann_index_name(agent, embedder) for agent, embedder in a["pairs"]]}
 
 
 def _normal(value: Any, schema: str) -> Any:
@@ -280,6 +290,7 @@ COMMANDS = {
     "erase": erase,
     "migrate": migrate,
     "catalogue": catalogue,
+    "ann_names": ann_names,
 }
 
 

@@ -1,5 +1,6 @@
-"""A PostgreSQL server with pgvector (with the argument ``citus``: a Citus cluster) for the TypeScript tests: the Python suite's own
-(``tests/servers.py``: ``ACTRONE_TEST_POSTGRES_DSN``, else the embedded server). Prints
+"""A PostgreSQL server with pgvector for the TypeScript tests, the Python suite's own
+(``tests/servers.py``: ``ACTRONE_TEST_POSTGRES_DSN``, else the embedded server; with the
+argument ``citus``, its Citus coordinator). Prints
 ``DSN <dsn>`` on one line, then serves until its standard input closes."""
 
 from __future__ import annotations
