@@ -274,6 +274,13 @@ async def ann_names(a: dict[str, Any]) -> dict[str, Any]:
     return {"names": [ann_index_name(agent, embedder) for agent, embedder in a["pairs"]]}
 
 
+async def item_ids(a: dict[str, Any]) -> dict[str, Any]:
+    """The memory ids Python's LangGraph store gives items at (namespace, key)."""
+    from actrone_pg.integrations.langgraph import item_id
+
+    return {"ids": [item_id(tuple(ns), key) for ns, key in a["pairs"]]}
+
+
 def _normal(value: Any, schema: str) -> Any:
     if isinstance(value, str):
         # relation oids differ between the two schemas (agent_write's prepared names use one)
@@ -291,6 +298,7 @@ COMMANDS = {
     "migrate": migrate,
     "catalogue": catalogue,
     "ann_names": ann_names,
+    "item_ids": item_ids,
 }
 
 
