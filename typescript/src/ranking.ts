@@ -13,6 +13,8 @@
  * - Final order: score descending, then newer first, then id ascending.
  */
 
+import { exactLog } from "./exactlog.js";
+
 /** BM25's default term-frequency saturation. */
 export const BM25_K1 = 1.2;
 /** BM25's default length normalisation. */
@@ -48,7 +50,7 @@ export function avgdl(stats: CorpusStats): number {
 
 /** Inverse document frequency, always positive (the "+1 inside the log" variant). */
 export function idf(nDocs: number, df: number): number {
-  return Math.log(1.0 + (nDocs - df + 0.5) / (df + 0.5));
+  return exactLog(1.0 + (nDocs - df + 0.5) / (df + 0.5));
 }
 
 /**

@@ -177,6 +177,11 @@ function plainJson(where: string, value: unknown, depth: number): JsonValue {
   }
   if (typeof value === "number") {
     if (!Number.isFinite(value)) throw new ValidationError(`${where} contains NaN or an infinite number, which JSON has not`);
+    // A whole number is an integer to Python once stored (JSON cannot tell 1 from 1.0), and
+    // integers must fit a signed 64-bit integer there.
+    if (Number.isInteger(value) && (value < -(2 ** 63) || value >= 2 ** 63)) {
+      throw new ValidationError(`${where}: whole numbers must fit a signed 64-bit integer [${MIN_JSON_INT}, ${MAX_JSON_INT}]`);
+    }
     return value;
   }
   if (typeof value === "bigint") {

@@ -108,8 +108,10 @@ class Agent {
 }
 
 /**
- * Cosines of a unit query with every unit row of `matrix`: float32 products summed in float64
- * and rounded to float32, then widened, as Python's float32 matrix product gives them.
+ * Cosines of a unit query with every unit row of `matrix`: the float32 cosine correctly rounded
+ * (products summed exactly enough in float64, rounded once), then widened. Python's come from
+ * its BLAS's float32 matrix product, whose order of additions depends on the CPU; the two agree
+ * to a unit or two in the last float32 place.
  */
 export function cosines(query: Float32Array, matrix: Float32Array, count: number): Float64Array {
   const dims = query.length;
@@ -136,6 +138,12 @@ export interface InMemoryStoreOptions {
   textAnalyzer?: string;
   /** Index each memory's date too (`MemoryConfig.lexicalDates`; null: the default, on). */
   lexicalDates?: boolean | null;
+  /**
+   * The scan that computes a query's cosine with each of `count` unit vectors stored row by row
+   * in `matrix` (default {@link cosines}). Replace it to reproduce another implementation's
+   * float32 rounding (the parity tests replay Python's).
+   */
+  scan?: (query: Float32Array, matrix: Float32Array, count: number) => Float64Array;
 }
 
 /** A store that keeps everything in this process's memory. */
@@ -147,8 +155,11 @@ export class InMemoryStore implements Store {
   #dimensions = new Map<string, number>();
   readonly #updating = new Map<string, Promise<unknown>>();
 
-  constructor({ textAnalyzer = "english", lexicalDates = null }: InMemoryStoreOptions = {}) {
+  readonly #scan: (query: Float32Array, matrix: Float32Array, count: number) => Float64Array;
+
+  constructor({ textAnalyzer = "english", lexicalDates = null, scan = cosines }: InMemoryStoreOptions = {}) {
     this.analyzer = analyzer(textAnalyzer, lexicalDates);
+    this.#scan = scan;
   }
 
   async setup(): Promise<void> {}
@@ -346,7 +357,7 @@ export class InMemoryStore implements Store {
       }
     }
     const candidates: Candidates = {
-      cosine: cosines(request.vector, space.matrix, n),
+      cosine: this.#scan(request.vector, space.matrix, n),
       createdUs: space.createdUs,
       idOrder: space.idOrder,
       tokens: space.tokens,
