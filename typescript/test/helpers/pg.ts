@@ -48,7 +48,8 @@ export async function sql<T extends pg.QueryResultRow = pg.QueryResultRow>(text:
 export function python<T>(command: string, input: unknown): Promise<T> {
   const exe = process.env.ACTRONE_PYTHON ?? resolve(helpersDir, "..", "..", "..", ".venv", "bin", "python");
   return new Promise((done, fail) => {
-    const child = spawn(exe, [join(helpersDir, "cross.py"), command], { stdio: ["pipe", "pipe", "pipe"] });
+    const { ACTRONE_PYTHON: _, ...env } = process.env; // not a setting of actrone_pg
+    const child = spawn(exe, [join(helpersDir, "cross.py"), command], { stdio: ["pipe", "pipe", "pipe"], env });
     let out = "";
     let err = "";
     child.stdout.on("data", (d: Buffer) => (out += d.toString("utf8")));

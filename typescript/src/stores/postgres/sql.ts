@@ -4,6 +4,7 @@
  * `psycopg.sql.SQL.format` fills them, and psycopg's `%s` / `%(name)s` placeholders turned into
  * `$1…$n` (each named value bound once, whatever the number of places that use it).
  */
+import { createHash } from "node:crypto";
 import { FILTER_INDEXED, FILTER_SQL, SETTINGS, STATEMENTS } from "./generated.js";
 import type { MemoryFilter } from "../../filters.js";
 
@@ -12,6 +13,8 @@ export type StatementName = keyof typeof STATEMENTS;
 /** A statement ready for node-postgres: its text, and how to order a call's values. */
 export interface Prepared {
   readonly text: string;
+  /** The name it is prepared by on a connection (derived from the text). */
+  readonly name: string;
   /** For named placeholders: each `$i`'s name; null for positional ones. */
   readonly names: readonly string[] | null;
 }
@@ -44,7 +47,8 @@ export function placeholders(text: string): Prepared {
     return `$${i + 1}`;
   });
   if (positional > 0 && names.length > 0) throw new Error("a statement mixes %s and %(name)s");
-  return { text: out, names: positional > 0 ? null : names };
+  const name = `actrone_ts_${createHash("sha1").update(out).digest("hex").slice(0, 20)}`;
+  return { text: out, name, names: positional > 0 ? null : names };
 }
 
 /** The values of a named statement's call, in `$i` order. */

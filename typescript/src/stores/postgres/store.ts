@@ -181,9 +181,16 @@ export class PostgresStore implements Store {
     });
   }
 
-  async #query(client: Client, text: string, values: Values): Promise<rows.Row[]> {
+  /**
+   * Run a statement. It is prepared on the connection by a name derived from its text (as
+   * psycopg prepares a statement run often), except `prepared: false`: an HNSW scan, whose plan
+   * must be made for the bound agent (a prepared statement may switch to a generic plan).
+   */
+  async #query(client: Client, text: string, values: Values, prepared = true): Promise<rows.Row[]> {
     const p = prepare(text);
-    const result = await client.query<rows.Row>({ text: p.text, values: q.ordered(p, values) });
+    const config: pg.QueryConfig = { text: p.text, values: q.ordered(p, values) };
+    if (prepared) config.name = p.name;
+    const result = await client.query<rows.Row>(config);
     return result.rows;
   }
 
@@ -574,7 +581,7 @@ export class PostgresStore implements Store {
             embedder: request.embedder,
             vector: rows.vectorText(request.vector),
             ann_limit: Math.ceil(request.limit * q.ANN_OVERFETCH),
-          });
+          }, false);
           candidates = (found[0]?.ids as string[] | null) ?? [];
           await client.query("COMMIT");
         } catch (exc) {
@@ -604,6 +611,7 @@ export class PostgresStore implements Store {
     const values: Record<string, unknown> = { agent: request.agentId, ...rankingValues(request), content: false };
     if (packed) Object.assign(values, { budget: request.budget, max_hits: request.maxHits });
     let text: string;
+    let annScan = false;
     if (request.filter !== null) {
       const entries = q.filterEntries(request.filter);
       Object.assign(values, filterSettings(entries));
@@ -617,8 +625,9 @@ export class PostgresStore implements Store {
       const ann = await this.#annDimensions(client, request.agentId, request.embedder, expected);
       if (ann !== null) values.ann_limit = Math.ceil(request.limit * q.ANN_OVERFETCH);
       text = q.unfilteredSearch(this.schema, this.#vectorSchema, packed, ann);
+      annScan = ann !== null;
     }
-    const found = await this.#query(client, text, values);
+    const found = await this.#query(client, text, values, !annScan);
     return packed ? rows.packed(request.agentId, found) : rows.searched(request.agentId, found);
   }
 
