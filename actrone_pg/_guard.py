@@ -1,17 +1,25 @@
-"""A public method of the manager raises only ``ActroneError`` (README, "Bad input").
+"""Where a failure becomes an ``ActroneError``: one table, used at each boundary (spec §5).
 
-:func:`guard_public_methods` wraps every public method of a class, its bases' included
-(coroutine methods, the ``create`` classmethod and plain methods alike), once, when the class is
-defined, so a method added later, to the class or to one of its bases, is covered without anyone
-remembering to. Inside the wrapper:
+The manager calls four kinds of components it did not write: a store, an embedder, a reranker
+and a consolidator. Each call to one of them is made inside :func:`calling`, which turns any
+exception that is not already an ``ActroneError`` into the error class :data:`COMPONENT_ERRORS`
+names for that component, the original chained as ``__cause__``. The store is called through
+:class:`~actrone_pg._manager.guarded_store.GuardedStore`, every method of which does this; the
+embedder in ``ManagerContext.embed`` and the reranker in ``Retrieval._rerank``; each component
+that :meth:`MemoryManager.create <actrone_pg.manager.MemoryManager.create>` builds or closes
+there. A consolidator's run is typed by :func:`actrone_pg.consolidation.run.consolidate_turns`
+itself: whatever fails inside it (the consolidator, or a search it makes) is a
+``ConsolidationError``, and the turns stay pending.
+
+A public method of :class:`~actrone_pg.manager.MemoryManager` is wrapped by :func:`guarded`
+(:func:`guarded_sync` for a plain one), the last boundary before the caller:
 
 - an ``ActroneError`` passes through untouched;
 - an ``ExceptionGroup`` (a ``TaskGroup`` whose tasks failed) is unwrapped: its first
   ``ActroneError`` is raised, the other failures are added to it as notes;
-- any other ``Exception`` becomes the ``ActroneError`` subclass of the component it came from
-  (``StoreError``, ``EmbedderError``, ``RerankerError``), found by walking its traceback to the
-  first frame of that component, with the original as ``__cause__``; a ``TypeError`` raised while
-  binding the call's arguments is a ``ValidationError``;
+- a ``TypeError`` raised by the call itself (wrong or missing arguments) is a
+  ``ValidationError`` that names the method;
+- any other ``Exception`` is a bug of actrone_pg, raised as a plain ``ActroneError``;
 - ``BaseException``\\ s that are not ``Exception`` (``CancelledError``, ``KeyboardInterrupt``,
   ``SystemExit``) are never touched.
 """
@@ -20,125 +28,152 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine, Iterator, Mapping
+from types import TracebackType
+from typing import Any, Final, Literal, ParamSpec, TypeVar
 
 from actrone_pg.errors import (
     ActroneError,
+    ConsolidationError,
     EmbedderError,
     RerankerError,
     StoreError,
     ValidationError,
 )
 
-__all__ = ["GUARDED", "guard_public_methods", "public_attributes", "to_actrone_error"]
+__all__ = [
+    "COMPONENT_ERRORS",
+    "Boundary",
+    "GUARDED",
+    "Component",
+    "calling",
+    "guarded",
+    "guarded_sync",
+    "to_actrone_error",
+]
 
-C = TypeVar("C", bound=type)
+P = ParamSpec("P")
+R = TypeVar("R")
 
-#: Set on every wrapper, so a test can check that no public method escaped.
+#: The components the manager calls, by the name used in :data:`COMPONENT_ERRORS`.
+Component = Literal["store", "embedder", "reranker", "consolidator"]
+
+#: The one table: what a caller gets when a component fails with an exception of its own.
+COMPONENT_ERRORS: Final[Mapping[Component, type[ActroneError]]] = {
+    "store": StoreError,
+    "embedder": EmbedderError,
+    "reranker": RerankerError,
+    "consolidator": ConsolidationError,
+}
+
+#: Set on every wrapper :func:`guarded` makes, so a test can check that no public method escaped.
 GUARDED = "__actrone_guarded__"
 
-# Components by the module that built them, for frames that are not methods of a known object.
-_MODULES: tuple[tuple[str, type[ActroneError]], ...] = (
-    ("actrone_pg.stores", StoreError),
-    ("actrone_pg.embedders", EmbedderError),
-    ("actrone_pg.rerankers", RerankerError),
-)
 
+class Boundary:
+    """Where a component is called: a context manager that types the call's failure.
 
-def public_attributes(cls: type) -> list[tuple[str, Any]]:
-    """The public attributes ``cls`` defines or inherits, each as the nearest class defines it.
-
-    A wrapper covers every public method of the class, wherever in its bases it is written;
-    the manager's are its own, forwarded to its collaborators (:mod:`actrone_pg._manager`).
+    An ``ActroneError`` passes through (a store's ``SchemaError``, an embedder's
+    ``ModelNotAvailableError``); any other ``Exception`` becomes the table's class for the
+    component, with the original as ``__cause__``. Holds no state of a call, so one instance
+    serves every call, concurrent ones included. A class rather than a generator-based context
+    manager: it is entered on every store call, and costs a tenth as much.
     """
-    found: dict[str, Any] = {}
-    for klass in cls.__mro__:
-        if klass is object:
-            continue
-        for name, attr in vars(klass).items():
-            if not name.startswith("_") and name not in found:
-                found[name] = attr
-    return list(found.items())
+
+    __slots__ = ("component", "name")
+
+    def __init__(self, component: Component, name: str | None = None) -> None:
+        self.component: Component = component
+        self.name = name
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc is None or isinstance(exc, ActroneError) or not isinstance(exc, Exception):
+            return  # nothing, typed already, or cancellation: unchanged
+        what = self.component if self.name is None else f"{self.component} {self.name!r}"
+        error = COMPONENT_ERRORS[self.component]
+        raise error(f"the {what} failed: {type(exc).__name__}: {exc}") from exc
 
 
-def guard_public_methods(cls: C) -> C:
-    """Wrap every public method of ``cls``, inherited ones included (see the module docstring).
-
-    A wrapper of an inherited method is set on ``cls`` itself, and named as its method (its
-    ``__qualname__`` is ``cls``'s); the base keeps its own function.
-    """
-    for name, attr in public_attributes(cls):
-        if isinstance(attr, classmethod):
-            setattr(cls, name, classmethod(_guard(attr.__func__, cls)))
-        elif inspect.isfunction(attr):
-            setattr(cls, name, _guard(attr, cls))
-    return cls
+def calling(component: Component, name: str | None = None) -> Boundary:
+    """``with calling("embedder", name): ...`` — a call of ``component`` (named ``name``, if it
+    has one), its failure typed by :class:`Boundary`."""
+    return Boundary(component, name)
 
 
-def _guard(fn: Callable[..., Any], owner: type) -> Callable[..., Any]:
-    if inspect.iscoroutinefunction(fn):
+def guarded(
+    method: Callable[P, Coroutine[Any, Any, R]],
+) -> Callable[P, Coroutine[Any, Any, R]]:
+    """A public coroutine method that raises only ``ActroneError`` (see the module docstring)."""
 
-        @functools.wraps(fn)
-        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return await fn(*args, **kwargs)
-            except ActroneError:
-                raise
-            except Exception as exc:
-                error = to_actrone_error(exc, _components(args, kwargs))
-                raise error from error.__cause__
+    @functools.wraps(method)
+    async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            # Calling a coroutine function only binds its arguments: the body runs when awaited.
+            running = method(*args, **kwargs)
+        except TypeError as exc:
+            raise _wrong_arguments(method, exc) from exc
+        try:
+            return await running
+        except ActroneError:
+            raise
+        except Exception as exc:
+            error = to_actrone_error(exc)
+            raise error from error.__cause__
 
-        wrapper: Callable[..., Any] = async_wrapper
-    else:
-
-        @functools.wraps(fn)
-        def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return fn(*args, **kwargs)
-            except ActroneError:
-                raise
-            except Exception as exc:
-                error = to_actrone_error(exc, _components(args, kwargs))
-                raise error from error.__cause__
-
-        wrapper = sync_wrapper
-    wrapper.__qualname__ = f"{owner.__qualname__}.{fn.__name__}"
-    setattr(wrapper, GUARDED, True)
-    return wrapper
+    setattr(call, GUARDED, True)
+    return call
 
 
-def to_actrone_error(
-    exc: BaseException, components: dict[int, type[ActroneError]] | None = None
-) -> ActroneError:
+def guarded_sync(method: Callable[P, R]) -> Callable[P, R]:
+    """:func:`guarded` for a plain (not async) public method."""
+
+    @functools.wraps(method)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except ActroneError:
+            raise
+        except TypeError as exc:
+            if not _binds(method, args, kwargs):
+                raise _wrong_arguments(method, exc) from exc
+            error = to_actrone_error(exc)
+            raise error from exc
+        except Exception as exc:
+            error = to_actrone_error(exc)
+            raise error from exc
+
+    setattr(call, GUARDED, True)
+    return call
+
+
+def to_actrone_error(exc: BaseException) -> ActroneError:
     """The ``ActroneError`` a caller sees for ``exc``.
 
-    ``components`` maps ``id(obj)`` of the manager's store, embedder and reranker to the error
-    class of failures inside their methods. A new error has ``exc`` as its ``__cause__``; an
-    ``ActroneError`` picked out of a group keeps its own.
+    An ``ActroneError`` is itself; a group gives its first ``ActroneError`` (each other failure
+    noted on it); anything else reached no boundary of a component, so it is a bug of
+    actrone_pg: an ``ActroneError`` whose ``__cause__`` is ``exc``.
     """
-    components = components or {}
     if isinstance(exc, BaseExceptionGroup):
         leaves = list(_leaves(exc))
         known = [e for e in leaves if isinstance(e, ActroneError)]
-        chosen = known[0] if known else to_actrone_error(leaves[0], components)
+        chosen = known[0] if known else to_actrone_error(leaves[0])
         for other in leaves:
             if other is not chosen and other is not chosen.__cause__:
                 chosen.add_note(f"also failed at the same time: {type(other).__name__}: {other}")
         return chosen
     if isinstance(exc, ActroneError):
         return exc
-    tb = exc.__traceback__
-    if isinstance(exc, TypeError) and tb is not None and tb.tb_next is None:
-        # Raised by the call itself (wrong or missing arguments), before the method body ran.
-        err: ActroneError = ValidationError(str(exc))
-    elif (kind := _origin(exc, components)) is None:
-        err = ActroneError(f"unexpected {type(exc).__name__}: {exc}")
-    else:
-        what = {StoreError: "store", EmbedderError: "embedder", RerankerError: "reranker"}[kind]
-        err = kind(f"the {what} failed: {type(exc).__name__}: {exc}")
-    err.__cause__ = exc
-    return err
+    error = ActroneError(f"unexpected {type(exc).__name__}: {exc}")
+    error.__cause__ = exc
+    return error
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
@@ -149,38 +184,16 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]
             yield e
 
 
-def _components(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[int, type[ActroneError]]:
-    owner = args[0] if args else None
-    found: dict[int, type[ActroneError]] = {}
-    for attr, kind in (
-        ("store", StoreError),
-        ("embedder", EmbedderError),
-        ("reranker", RerankerError),
-    ):
-        # The instance's components, or (for ``create``) the ones passed in.
-        obj = kwargs.get(attr, getattr(owner, attr, None) if not isinstance(owner, type) else None)
-        if obj is not None:
-            found[id(obj)] = kind
-    return found
+def _binds(method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    try:
+        inspect.signature(method).bind(*args, **kwargs)
+    except TypeError:
+        return False
+    return True
 
 
-def _origin(
-    exc: BaseException, components: dict[int, type[ActroneError]]
-) -> type[ActroneError] | None:
-    # A component that lacks a method the manager calls is that component's failure.
-    if isinstance(exc, AttributeError) and id(exc.obj) in components:
-        return components[id(exc.obj)]
-    # The outermost frame that belongs to a component names it: a store method that calls a
-    # driver is the store's failure even though the exception was raised inside the driver.
-    tb = exc.__traceback__
-    while tb is not None:
-        frame = tb.tb_frame
-        owner = frame.f_locals.get("self")
-        if owner is not None and id(owner) in components:
-            return components[id(owner)]
-        module = str(frame.f_globals.get("__name__", ""))
-        for prefix, kind in _MODULES:
-            if module == prefix or module.startswith(prefix + "."):
-                return kind
-        tb = tb.tb_next
-    return None
+def _wrong_arguments(method: Callable[..., Any], exc: TypeError) -> ValidationError:
+    """The caller's wrong or missing arguments, named by the method (``store_turn()``), not by
+    its class (Python's message says ``MemoryManager.store_turn()``)."""
+    text = str(exc).replace(f"{method.__qualname__}()", f"{method.__name__}()", 1)
+    return ValidationError(text)

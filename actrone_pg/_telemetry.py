@@ -8,8 +8,8 @@ provider set after the manager was built is still used, through the API's proxie
 
 What is reported:
 
-- a span ``actrone.<method>`` per call of a public coroutine method (:func:`trace_public_methods`,
-  applied over the error guard, so a failed span carries the final ``ActroneError``), with the
+- a span ``actrone.<method>`` per call of a public coroutine method (:func:`traced`, applied
+  over the error guard, so a failed span carries the final ``ActroneError``), with the
   backend, the embedder and, for retrieval, the relevance threshold, the budget and each share's
   tokens used and budget, the candidates considered and the result counts;
 - child spans for the steps the manager runs: ``actrone.embed``, ``actrone.l1`` (recent turns),
@@ -37,9 +37,8 @@ import traceback
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from actrone_pg._guard import public_attributes
 from actrone_pg.config import MemoryConfig
 from actrone_pg.models import RetrievedContext
 from actrone_pg.pipeline import PackedSearch
@@ -53,8 +52,10 @@ __all__ = [
     "SCOPE",
     "TRACED",
     "Telemetry",
+    "Traceable",
     "create_telemetry",
-    "trace_public_methods",
+    "traced",
+    "traced_constructor",
 ]
 
 logger = logging.getLogger("actrone_pg.telemetry")
@@ -66,7 +67,9 @@ TRACED = "__actrone_traced__"
 
 T = TypeVar("T")
 U = TypeVar("U")
-C = TypeVar("C", bound=type)
+S = TypeVar("S")
+M = TypeVar("M", bound="Traceable")
+P = ParamSpec("P")
 Attributes = Mapping[str, str | bool | int | float | Sequence[str]]
 
 # Methods whose spans carry the relevance threshold and the L2 candidate limit.
@@ -432,43 +435,49 @@ _STEP_RESULTS: dict[str, Callable[[Any], Mapping[str, Any]]] = {
 }
 
 
-def trace_public_methods(cls: C) -> C:
-    """Give every public coroutine method of ``cls`` (and its ``create``) a span and a histogram.
+class Traceable(Protocol):
+    """What :func:`traced` asks of the object whose method it traces."""
 
-    Inherited methods are covered too (a class may build on others), their wrappers set on
-    ``cls``. Apply it over :func:`~actrone_pg._guard.guard_public_methods`, so the span sees the
-    error the caller gets. An instance method asks ``self._telemetry``; ``create`` asks the
-    telemetry its ``config`` would give. Plain methods (``count_tokens``) run without I/O and are
-    left alone: the manager calls them once per memory.
+    @property
+    def _telemetry(self) -> Telemetry: ...
+
+
+def traced(
+    method: Callable[Concatenate[M, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[M, P], Coroutine[Any, Any, T]]:
+    """A public coroutine method with a span and a histogram, from ``self._telemetry``.
+
+    Apply it over :func:`~actrone_pg._guard.guarded`, so the span sees the error the caller
+    gets. Plain methods (``count_tokens``) run without I/O and are not traced: the manager
+    calls them once per memory.
     """
-    for name, attr in public_attributes(cls):
-        if isinstance(attr, classmethod) and inspect.iscoroutinefunction(attr.__func__):
-            setattr(cls, name, classmethod(_traced_constructor(name, attr.__func__)))
-        elif inspect.iscoroutinefunction(attr):
-            setattr(cls, name, _traced(name, attr))
-    return cls
+    name = method.__name__
 
-
-def _traced(name: str, fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    async def wrapper(self: Any, *args: Any, **kwargs: Any) -> T:
-        telemetry: Telemetry = self._telemetry
+    @functools.wraps(method)
+    async def call(self: M, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        telemetry = self._telemetry
         if not telemetry.enabled:
-            return await fn(self, *args, **kwargs)
-        return await telemetry.operation(name, fn, self, args, kwargs)
+            return await method(self, *args, **kwargs)
+        return await telemetry.operation(name, method, self, args, kwargs)
 
-    setattr(wrapper, TRACED, True)
-    return wrapper
+    setattr(call, TRACED, True)
+    return call
 
 
-def _traced_constructor(name: str, fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    async def wrapper(cls: Any, *args: Any, **kwargs: Any) -> T:
+def traced_constructor(
+    method: Callable[Concatenate[S, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[S, P], Coroutine[Any, Any, T]]:
+    """:func:`traced` for ``create`` (under ``classmethod``): the telemetry is the one its
+    ``config`` (and ``store``) would give the manager."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    async def call(cls: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
         telemetry = _constructor_telemetry(args, kwargs)
-        return await telemetry.operation(name, fn, cls, args, kwargs)
+        return await telemetry.operation(name, method, cls, args, kwargs)
 
-    setattr(wrapper, TRACED, True)
-    return wrapper
+    setattr(call, TRACED, True)
+    return call
 
 
 def _constructor_telemetry(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Telemetry:

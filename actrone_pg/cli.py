@@ -60,16 +60,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: Exit code when the reader of stdout went away (``| head``): 1, as Python's documentation
-#: recommends and as rich's console (the tables of ``demo``, ``bench``) does by itself.
-BROKEN_PIPE = 1
+#: Exit code of every command whose reader of stdout went away (``| head``): 0, silently. The
+#: reader chose to stop reading, which is no failure of the command; and a short output that fit
+#: in the pipe before the reader left never meets the closed pipe at all, so any other code would
+#: depend on timing. Rich's own console would exit 1 (``actrone_pg._cli._output`` stops it).
+BROKEN_PIPE = 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``actrone-pg``; returns the process exit code.
 
-    A reader that closes stdout early (``actrone-pg server status | head -1``) ends the command
-    quietly with exit code ``BROKEN_PIPE`` and nothing on stderr, instead of a traceback.
+    A reader that closes stdout early (``actrone-pg memories list ... | head -1``) ends every
+    command alike: quietly, exit code ``BROKEN_PIPE`` (0) and nothing on stderr, no traceback.
     """
     try:
         code = _main(argv)

@@ -10,10 +10,9 @@ that way ran, since the machine is shared (the load average is printed too):
 - ``agent_retrieve()`` called on the worker holding the agent's shards (Citus plans each of its
   statements there, against the local shards);
 - ``agent_retrieve()`` through the coordinator (delegated to that worker: one more hop);
-- with ``--shard-tables``, on that worker, copies of ``retrieve()`` (with ``hybrid_search``) and
-  of ``agent_retrieve()`` as 0014 and as head pinned them, each reading the agent's shard tables
-  by name: plain tables, so Citus plans nothing (what its planning costs, and the ranking's two
-  bodies side by side on the same node, same data, same rows).
+- with ``--shard-tables``, on that worker, copies of ``retrieve()`` and of ``agent_retrieve()``
+  as their files write them, each reading the agent's shard tables by name: plain tables, so
+  Citus plans nothing (what its planning costs, on the same node, same data, same rows).
 
     python benchmarks/citus_call_breakdown.py [--agents 4] [--per-agent 1000] [--calls 100]
         [--shard-tables]
@@ -37,7 +36,7 @@ from pgvector.psycopg import register_vector
 from actrone_pg import MemoryConfig, MemoryManager
 from actrone_pg._embedded import temporary_server
 from actrone_pg.embedders import HashingEmbedder
-from actrone_pg.migrations._ops import pinned, pinned_names
+from actrone_pg.migrations import _files, _render
 
 WORDS = "apple river stone cloud garden lamp violin harbour candle meadow copper forest".split()
 
@@ -89,24 +88,18 @@ def _on_shard_tables(
             " ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
         ).fetchone()
     assert vs is not None
-    head = max(rev for rev, name in pinned_names() if name == "agent_retrieve")
 
-    def copy(revision: str, name: str, suffix: str) -> str:
-        text = pinned(revision, name).replace(f"{{schema}}.{name}(", f"{{schema}}.{name}{suffix}(")
-        text = text.replace("{schema}.hybrid_search(", "{schema}.hybrid_search_shards(")
+    def copy(name: str, suffix: str) -> str:
+        text = _files.read(_render.head_files()[name])
+        text = text.replace(f"{{schema}}.{name}(", f"{{schema}}.{name}{suffix}(")
         for table, shard in shards.items():
             text = text.replace(f"{{schema}}.{table} ", f"{shard} ")
         return text.replace("{schema}", _SCHEMA).replace("{vector_schema}", f'"{vs[0]}"')
 
     with psycopg.connect(worker, autocommit=True) as conn:
         conn.execute("SET citus.enable_ddl_propagation = off")  # this worker only
-        for revision, name, suffix in (
-            ("0016", "hybrid_search", "_shards"),
-            ("0015", "retrieve", "_shards"),
-            ("0014", "agent_retrieve", "_shards_0014"),
-            (head, "agent_retrieve", f"_shards_{head}"),
-        ):
-            conn.execute(copy(revision, name, suffix).replace("{{", "{").replace("}}", "}"))
+        for name, suffix in (("retrieve", "_shards"), ("agent_retrieve", "_shards")):
+            conn.execute(copy(name, suffix).encode())
     statement, params = dist
     text = statement.as_string(None) if hasattr(statement, "as_string") else str(statement)
     # retrieve()'s call: agent_retrieve's arguments without the candidates and statistics.
@@ -121,15 +114,10 @@ def _on_shard_tables(
     ):
         retrieve_text = retrieve_text.replace(f" %({name})s::{cast},", "")
     return {
-        "retrieve() 0015 on the worker's shard tables": (worker, retrieve_text, retrieve_params),
-        "agent_retrieve() 0014 on the worker's shard tables": (
+        "retrieve() on the worker's shard tables": (worker, retrieve_text, retrieve_params),
+        "agent_retrieve() on the worker's shard tables": (
             worker,
-            text.replace(".agent_retrieve(", ".agent_retrieve_shards_0014("),
-            params,
-        ),
-        f"agent_retrieve() {head} on the worker's shard tables": (
-            worker,
-            text.replace(".agent_retrieve(", f".agent_retrieve_shards_{head}("),
+            text.replace(".agent_retrieve(", ".agent_retrieve_shards("),
             params,
         ),
     }

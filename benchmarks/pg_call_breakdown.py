@@ -64,7 +64,7 @@ from actrone_pg.bench.workload import (
     unit_rows,
 )
 from actrone_pg.budget import split_budget
-from actrone_pg.migrations._ops import pinned, pinned_names
+from actrone_pg.migrations import _files, _render
 from actrone_pg.stores.postgres import PostgresStore, builders, maintenance, rows
 
 #: hybrid_search's parameters (migrations 0013 and 0015) in order, with their types.
@@ -98,14 +98,11 @@ _STEPS = [
     ("+ fusion", "fused"),
     ("+ final order and output (whole body)", None),
 ]
-#: The copy of hybrid_search installed beside the live one, timed in the same run.
-_BEFORE = "0013"
 
 
 def _body(schema: str, vector_schema: str) -> str:
-    """hybrid_search's body (the newest pinned copy), its parameters as named placeholders."""
-    newest = max(rev for rev, name in pinned_names() if name == "hybrid_search")
-    text = pinned(newest, "hybrid_search")
+    """hybrid_search's body (its newest file), its parameters as named placeholders."""
+    text = _files.read(_render.head_files()["hybrid_search"])
     body = text.split("AS $$", 1)[1].rsplit("$$", 1)[0]
     body = body.replace("{schema}", f'"{schema}"').replace("{vector_schema}", f'"{vector_schema}"')
     for name, kind in _PARAMS:
@@ -233,10 +230,6 @@ async def _measure(
                     (agent.agent_id, requests[key].now),
                 )
                 excluded[key] = (await cur.fetchone())[0]
-        before = pinned(_BEFORE, "hybrid_search").replace(
-            "{schema}.hybrid_search(", "{schema}.hybrid_search_" + _BEFORE + "(", 1
-        )
-        await held.execute(sql.SQL(before).format(schema=s_id, vector_schema=sql.Identifier(vs)))
         backend_pid = (await (await held.execute("SELECT pg_backend_pid()")).fetchone())[0]
         await held.execute("SET plan_cache_mode = force_generic_plan")
         await held.execute("SET enable_nestloop = off")
@@ -252,13 +245,6 @@ async def _measure(
 
         hybrid_alone = (
             sql.SQL("SELECT count(*) FROM {s}.hybrid_search(").format(s=s_id)
-            + sql.SQL(", ".join(["%s"] * len(_PARAMS)))
-            + sql.SQL(")")
-        )
-        before_alone = (
-            sql.SQL("SELECT count(*) FROM {s}.{f}(").format(
-                s=s_id, f=sql.Identifier("hybrid_search_" + _BEFORE)
-            )
             + sql.SQL(", ".join(["%s"] * len(_PARAMS)))
             + sql.SQL(")")
         )
@@ -324,11 +310,6 @@ async def _measure(
             cur = await held.execute(hybrid_alone, args, binary=True)
             return await cur.fetchone()
 
-        async def function_before(agent: AgentData, q: int) -> Any:
-            args = tuple(body_args((agent.agent_id, q)).values())
-            cur = await held.execute(before_alone, args, binary=True)
-            return await cur.fetchone()
-
         def step(i: int) -> Callable[[AgentData, int], Awaitable[Any]]:
             async def run(agent: AgentData, q: int) -> Any:
                 # prepared by psycopg after the first calls: planned once (generic plan)
@@ -361,7 +342,6 @@ async def _measure(
             ("retrieve() on a held connection (L1 + L2, migration 0015)", retrieve),
             ("  decoding the rows (rows.packed, no I/O)", decode),
             ("hybrid_search alone, count(*)", function),
-            (f"hybrid_search as migration {_BEFORE} pinned it, count(*)", function_before),
             *((f"body: {label}", step(i)) for i, (label, _) in enumerate(_STEPS)),
             ("plain ORDER BY embedding <=> q LIMIT 500", nearest),
             ("bare read of the candidate index", bare),

@@ -83,7 +83,8 @@ async def l1_l2_one_round_trip(
     async with store.db.conn() as conn, conn.pipeline() as pipe:
         l1 = conn.cursor(row_factory=dict_row)
         await l1.execute(
-            store.db.compose(SELECT_RECENT_TURNS), (req.agent_id, session_id, 3600.0, 50)
+            store.db.compose(SELECT_RECENT_TURNS),
+            {"agent": req.agent_id, "session": session_id, "ttl": 3600.0, "limit": 50},
         )
         l2 = conn.cursor(row_factory=dict_row, binary=True)
         await l2.execute(statement, params)

@@ -20,6 +20,7 @@ import pytest
 from actrone_pg import (
     ActroneError,
     ConfigurationError,
+    ConsolidationError,
     DimensionMismatchError,
     EmbedderError,
     MemoryConfig,
@@ -29,9 +30,11 @@ from actrone_pg import (
     ValidationError,
 )
 from actrone_pg import _validation as v
-from actrone_pg._guard import GUARDED, guard_public_methods
+from actrone_pg._guard import COMPONENT_ERRORS, GUARDED, calling
+from actrone_pg._manager.guarded_store import GuardedContextStore, GuardedStore, guard_store
 from actrone_pg.embedders import HashingEmbedder, as_vectors, normalise
 from actrone_pg.stores import Store
+from actrone_pg.stores.base import ContextStore
 from actrone_pg.stores.memory import InMemoryStore
 from tests.helpers import FixedEmbedder, SlowStore
 
@@ -83,31 +86,87 @@ def test_every_public_method_is_listed_and_guarded() -> None:
         assert getattr(getattr(MemoryManager, name), GUARDED, False), name
 
 
-def test_methods_of_layers_are_guarded_on_the_class_and_the_layers_keep_their_own() -> None:
-    # A guarded class that builds on others: the guard covers what it inherits.
-    class Layer:
-        def fails(self) -> str:
-            raise RuntimeError("boom")
+@pytest.mark.parametrize("component", sorted(COMPONENT_ERRORS))
+def test_the_one_table_types_a_components_own_failure(component: Any) -> None:
+    with pytest.raises(COMPONENT_ERRORS[component]) as info, calling(component, "x"):
+        raise OSError("no route to host")
+    assert str(info.value) == f"the {component} 'x' failed: OSError: no route to host"
+    assert isinstance(info.value.__cause__, OSError)
+    # An ActroneError a component raises is already typed: it passes untouched.
+    typed = ValidationError("bad id")
+    with pytest.raises(ValidationError) as passed, calling(component):
+        raise typed
+    assert passed.value is typed and passed.value.__cause__ is None
 
-        def answer(self) -> str:
-            return "layer"
 
-        def _helper(self) -> None: ...
+def _protocol_methods(protocol: type) -> dict[str, inspect.Signature]:
+    return {
+        name: inspect.signature(member)
+        for name, member in vars(protocol).items()
+        if not name.startswith("_") and inspect.iscoroutinefunction(member)
+    }
 
-    class Middle(Layer):
-        def answer(self) -> str:
-            return "middle"
 
-    @guard_public_methods
-    class Top(Middle): ...
+def test_the_guarded_store_is_the_store_protocol_method_for_method() -> None:
+    # A method added to the protocol, or a parameter, must be added to the boundary too.
+    store_methods = _protocol_methods(Store)
+    assert {"setup", "search", "erase_agent", "update_memory"} <= set(store_methods)
+    for name, signature in store_methods.items():
+        assert inspect.signature(getattr(GuardedStore, name)) == signature, name
+    assert not hasattr(GuardedStore, "fetch_context")
+    for name, signature in _protocol_methods(ContextStore).items():
+        assert inspect.signature(getattr(GuardedContextStore, name)) == signature, name
+    assert isinstance(guard_store(InMemoryStore()), ContextStore)
+    assert not isinstance(guard_store(TwoCallBrokenStore()), ContextStore)
 
-    assert {"fails", "answer"} <= set(vars(Top)) and "_helper" not in vars(Top)
-    assert getattr(Top.fails, GUARDED, False) and not getattr(Layer.fails, GUARDED, False)
-    assert Top.fails.__qualname__ == f"{Top.__qualname__}.fails"
-    assert Top().answer() == "middle"  # the nearest definition is the one wrapped
+
+@pytest.mark.parametrize(
+    ("factory", "component"),
+    [
+        ("create_embedder", "embedder"),
+        ("create_store", "store"),
+        ("create_consolidator", "consolidator"),
+    ],
+)
+async def test_a_component_that_fails_to_build_is_its_error(
+    factory: str, component: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fails(config: MemoryConfig) -> Any:
+        raise OSError("cannot open the model file")
+
+    monkeypatch.setattr(f"actrone_pg.manager.{factory}", fails)
+    with pytest.raises(COMPONENT_ERRORS[component], match="cannot open") as info:
+        await MemoryManager.create(CFG)
+    assert isinstance(info.value.__cause__, OSError)
+
+
+async def test_a_failing_consolidator_is_a_consolidation_error() -> None:
+    class Failing:
+        name = "failing"
+
+        async def consolidate(self, turns: Any, context: Any) -> Any:
+            raise LookupError("the model is gone")
+
+    mm = await make(consolidator=Failing())
+    await mm.store_turn("ag", "s", "I moved to Lyon", "Noted!")
+    with pytest.raises(ConsolidationError, match="the model is gone") as info:
+        await mm.consolidate_session("ag", "s")
+    assert isinstance(info.value.__cause__, LookupError)
+
+
+async def test_a_failure_of_no_component_is_still_an_actrone_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A bug of actrone_pg itself: the plain root class, never the raw exception.
+    def broken(*args: Any) -> Any:
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr("actrone_pg._manager.retrieval.split_budget", broken)
+    mm = await make()
     with pytest.raises(ActroneError) as info:
-        Top().fails()
-    assert isinstance(info.value.__cause__, RuntimeError)
+        await mm.retrieve_context("ag", "s", "query", 1000)
+    assert type(info.value) is ActroneError
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
 
 
 class BrokenStore(InMemoryStore):

@@ -1,13 +1,17 @@
-"""The blocking MemoryManager: derived from the async one, usable from threads and running loops."""
+"""The blocking MemoryManager: generated from the async one, usable from threads and from running
+event loops."""
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import inspect
 import re
+import textwrap
 import threading
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -51,27 +55,69 @@ def test_every_public_coroutine_has_a_blocking_twin_with_its_signature_and_docst
     )
 
 
-def test_a_method_added_to_the_async_manager_appears_in_the_sync_one(
+ROOT = Path(__file__).parent.parent
+
+
+def generator() -> ModuleType:
+    """scripts/async_to_sync.py, imported."""
+    path = ROOT / "scripts" / "async_to_sync.py"
+    spec = importlib.util.spec_from_file_location("async_to_sync", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_checked_in_sync_module_is_what_the_script_writes() -> None:
+    manager = (ROOT / "actrone_pg" / "manager.py").read_text(encoding="utf-8")
+    checked_in = (ROOT / "actrone_pg" / "sync.py").read_text(encoding="utf-8")
+    assert generator().generate(manager) == checked_in, (
+        "actrone_pg/sync.py is out of date: run python scripts/async_to_sync.py"
+    )
+
+
+def test_a_method_added_to_the_async_manager_is_generated_in_the_sync_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import actrone_pg.sync as sync_module
-
     async def shout(self: AsyncMemoryManager, text: str, *, times: int = 2) -> str:
         """Repeat ``text``."""
         return text.upper() * times
 
+    added = textwrap.indent(
+        textwrap.dedent(
+            '''
+            async def shout(self, text: str, *, times: int = 2) -> str:
+                """Repeat ``text``."""
+                return text.upper() * times
+
+            async def _hidden(self) -> None: ...
+
+            @property
+            def loud(self) -> bool:
+                """Always."""
+                return True
+            '''
+        ),
+        "    ",
+    )
+    manager = (ROOT / "actrone_pg" / "manager.py").read_text(encoding="utf-8")
+    anchor = "    # -- no I/O --\n"
+    assert anchor in manager
+    text = generator().generate(manager.replace(anchor, added + anchor))
+    assert "_hidden" not in text
+    # The generated module, run against an async manager that has the new method.
     monkeypatch.setattr(AsyncMemoryManager, "shout", shout, raising=False)
-    monkeypatch.setattr(AsyncMemoryManager, "_hidden", shout, raising=False)
-    before = dict(vars(MemoryManager))
-    try:
-        sync_module._derive()
-        assert inspect.signature(MemoryManager.shout) == inspect.signature(shout)  # type: ignore[attr-defined]
-        assert not hasattr(MemoryManager, "_hidden")
-        with MemoryManager.create(CFG, store=InMemoryStore()) as mm:
-            assert mm.shout("ab", times=3) == "ABABAB"
-    finally:
-        for name in set(vars(MemoryManager)) - set(before):
-            delattr(MemoryManager, name)
+    monkeypatch.setattr(AsyncMemoryManager, "loud", property(lambda self: True), raising=False)
+    namespace: dict[str, Any] = {"__name__": "generated_sync"}
+    exec(compile(text, "generated sync.py", "exec"), namespace)
+    generated = namespace["MemoryManager"]
+    got, want = inspect.signature(generated.shout), inspect.signature(shout)
+    assert list(got.parameters.values())[1:] == list(want.parameters.values())[1:]
+    assert got.return_annotation == want.return_annotation == "str"
+    assert generated.shout.__doc__ == shout.__doc__ and generated.loud.__doc__ == "Always."
+    with generated.create(CFG, store=InMemoryStore()) as mm:
+        assert mm.shout("ab", times=3) == "ABABAB"
+        assert mm.loud is True
 
 
 def test_properties_and_plain_methods_are_forwarded() -> None:

@@ -266,10 +266,13 @@ async def test_an_error_is_the_typed_one_on_the_span(otel: Telemetry) -> None:
     (event,) = root.events
     assert event.name == "exception"
     assert (event.attributes or {})["exception.type"] == "actrone_pg.errors.StoreError"
-    # The step that failed records the raw error; the message stays out by default.
+    # The step that failed records the error as the store's boundary typed it, the raw one in
+    # its chain of frames; the message stays out by default.
     search = otel.one("actrone.l2.search")
     assert search.status.status_code is StatusCode.ERROR
-    assert (search.events[0].attributes or {})["exception.type"] == "RuntimeError"
+    step = search.events[0].attributes or {}
+    assert step["exception.type"] == "actrone_pg.errors.StoreError"
+    assert str(step["exception.stacktrace"]).count("\nRuntimeError\n") == 1
     assert SECRET not in everything_recorded(otel.spans())
     assert "in search" in str((event.attributes or {})["exception.stacktrace"])
     assert otel.histogram_count("actrone.search_memories.duration", attributes) == before + 1

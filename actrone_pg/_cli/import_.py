@@ -36,9 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--agent", help="the agent to import into (default: the agent the file was exported from)"
     )
-    add_store_arguments(
-        parser, backend_help="store to write (default: postgres with --dsn, else ACTRONE_BACKEND)"
-    )
+    add_store_arguments(parser, backend_help="store to write")
     parser.add_argument(
         "--embedder",
         choices=EMBEDDING_PROVIDERS,

@@ -1,10 +1,12 @@
 """``actrone-pg memories list|history``: an agent's current memories, or one memory's versions.
 
 Reads through the manager, so the listing is the one ``list_memories`` returns (newest first,
-current versions, expired ones left out, the filters of spec §9.3 as options) on whichever
-backend is configured (``ACTRONE_BACKEND`` and the other ``ACTRONE_*`` settings, or the options
-below). ``--json`` prints one JSON object instead of a table. Like ``sweep`` it refuses the
-``memory`` backend (a new process would list a new, empty store) and creates nothing.
+current versions, expired ones left out, the filters as options) on the store every command
+defaults to (``actrone_pg._cli._store.default_backend``: the demo's, unless ``--backend``,
+``--dsn`` or ``ACTRONE_*`` say otherwise). ``--json`` prints one JSON object instead of a table.
+An unknown agent, or a memory the agent does not have, is an error (exit code 2), not an empty
+table. Like ``sweep`` it refuses the ``memory`` backend (a new process would list a new, empty
+store) and creates nothing.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ import asyncio
 import json
 from typing import Any
 
-from actrone_pg._cli._store import add_store_arguments, store_config
+from rich.text import Text
+
+from actrone_pg._cli._output import console, key_column, short_time, table, text_column
+from actrone_pg._cli._store import add_store_arguments, require_agent, store_config
 from actrone_pg.config import MemoryConfig
-from actrone_pg.errors import ValidationError
+from actrone_pg.errors import MemoryNotFoundError, ValidationError
 from actrone_pg.filters import FILTERS
 from actrone_pg.models import Memory, memory_to_dict
 
@@ -28,9 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     history = sub.add_parser("history", help="every version of one memory, oldest first")
     for p in (listing, history):
         p.add_argument("--agent", required=True, help="the agent whose memories to read")
-        add_store_arguments(
-            p, backend_help="store to read (default: postgres with --dsn, else ACTRONE_BACKEND)"
-        )
+        add_store_arguments(p, backend_help="store to read")
         p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     history.add_argument("memory_id", help="the memory's id")
     listing.add_argument("--limit", type=int, default=20, help="memories per page (default 20)")
@@ -59,8 +62,6 @@ def filters_of(args: argparse.Namespace) -> dict[str, Any] | None:
 
 def _config(args: argparse.Namespace) -> MemoryConfig:
     overrides: dict[str, Any] = {"embedding_provider": "hashing"}  # reading embeds nothing
-    if args.dsn and not args.backend:
-        overrides["backend"] = "postgres"  # a DSN names a PostgreSQL store
     return store_config(
         args,
         memory_refusal="the memory backend lives inside one process, so a new one holds nothing "
@@ -84,8 +85,17 @@ def run(args: argparse.Namespace) -> int:
                 page = await mm.list_memories(
                     args.agent, filters=flt, limit=args.limit, cursor=args.cursor
                 )
+                if not page.items and args.cursor is None:
+                    await require_agent(mm, args.agent)  # a mistyped agent is not "no memories"
                 return page.items, page.next_cursor
-            return await mm.memory_history(args.agent, args.memory_id), None
+            versions = await mm.memory_history(args.agent, args.memory_id)
+            if not versions:
+                await require_agent(mm, args.agent)
+                raise MemoryNotFoundError(
+                    f"agent {args.agent!r} has no memory {args.memory_id!r} (never had, deleted "
+                    f"or expired); `actrone-pg memories list --agent {args.agent}` lists its ids"
+                )
+            return versions, None
         finally:
             await mm.close()
 
@@ -102,34 +112,32 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _table(args: argparse.Namespace, items: list[Memory], cursor: str | None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
+    # Two columns, so that the content keeps most of 80 columns: the memory (its id whole, then
+    # its version, type, importance, tags and times, one short line each) and its content.
+    out = console(highlight=False)
     if args.action == "list":
-        table = Table(title=f"memories of {args.agent} (newest first)")
-        columns = ["id", "created_at", "v", "type", "importance", "tags", "expires_at", "content"]
+        t = table(f"memories of {args.agent} (newest first)", leading=1)
+        key_column(t, "memory")
     else:
-        table = Table(title=f"versions of {args.memory_id} (oldest first)")
-        columns = ["v", "valid_from", "valid_to", "type", "importance", "tags", "content"]
-    for column in columns:
-        table.add_column(column, overflow="fold")
+        t = table(f"versions of {args.memory_id} (oldest first)", leading=1)
+        key_column(t, "version")
+    text_column(t, "content")
     for m in items:
-        cells = {
-            "id": m.id,
-            "created_at": m.created_at.isoformat(timespec="seconds"),
-            "v": str(m.version),
-            "type": m.content_type,
-            "importance": f"{m.importance:g}",
-            "tags": ", ".join(m.tags),
-            "expires_at": m.expires_at.isoformat(timespec="seconds") if m.expires_at else "",
-            "valid_from": m.valid_from.isoformat(timespec="seconds") if m.valid_from else "",
-            "valid_to": m.valid_to.isoformat(timespec="seconds") if m.valid_to else "",
-            "content": m.content,
-        }
-        table.add_row(*(cells[c] for c in columns))
-    console.print(table)
+        facts = [f"v{m.version} · {m.content_type} · {m.importance:g}"]
+        if args.action == "list":
+            facts.insert(0, m.id)
+            facts.append(f"created {short_time(m.created_at)}")
+        else:
+            facts.append(f"from {short_time(m.valid_from)}")
+            if m.valid_to:
+                facts.append(f"to   {short_time(m.valid_to)}")
+        if m.tags:
+            facts.append("tags " + ", ".join(m.tags))
+        if m.expires_at:
+            facts.append(f"expires {short_time(m.expires_at)}")
+        t.add_row(Text("\n").join(Text(f) for f in facts), m.content)
+    out.print(t)
     if cursor:
-        console.print(f"next page: --cursor {cursor}")
+        out.print(f"next page: --cursor {cursor}")
     elif not items:
-        console.print("no memories")
+        out.print("no memories")

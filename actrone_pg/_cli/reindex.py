@@ -22,7 +22,7 @@ from actrone_pg.ranking import ANALYZERS, DEFAULT_LEXICAL_DATES
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``actrone-pg reindex``."""
-    add_store_arguments(parser, backend_help="store to re-index (default: ACTRONE_BACKEND)")
+    add_store_arguments(parser, backend_help="store to re-index")
     parser.add_argument(
         "--text-analyzer",
         choices=ANALYZERS,

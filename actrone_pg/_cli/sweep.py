@@ -5,9 +5,11 @@ An expired session already reads as empty; this gives its storage back. It uses 
 backend (``ACTRONE_BACKEND`` and the other ``ACTRONE_*`` settings, or the options below) and the
 configured ``session_ttl_hours``, and deletes in batches until nothing expired is left.
 
-It refuses the ``memory`` backend (the default when nothing is configured): that store lives
-in one process, so a sweep from cron would sweep a new, empty one and report success. It creates
-nothing: no embedded cluster in a directory without one, no schema, no migration.
+The backend is the one every command defaults to (``actrone_pg._cli._store.default_backend``:
+the embedded PostgreSQL unless configured otherwise). It refuses the ``memory`` backend: that
+store lives in one process, so a sweep from cron would sweep a new, empty one and report
+success. It creates nothing: no embedded cluster in a directory without one, no schema, no
+migration.
 
 With a consolidator (``ACTRONE_CONSOLIDATOR``, default ``extractive``) each expired session's
 pending turns become long-term memories before the session is deleted, through a
@@ -27,7 +29,7 @@ from actrone_pg.errors import ValidationError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``actrone-pg sweep``."""
-    add_store_arguments(parser, backend_help="store to sweep (default: ACTRONE_BACKEND)")
+    add_store_arguments(parser, backend_help="store to sweep")
     parser.add_argument(
         "--ttl-hours",
         type=float,

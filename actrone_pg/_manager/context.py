@@ -13,11 +13,12 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from actrone_pg._guard import calling
 from actrone_pg._telemetry import Telemetry, create_telemetry
 from actrone_pg.config import MemoryConfig
 from actrone_pg.consolidation import Consolidator
 from actrone_pg.embedders import Embedder, as_vectors
-from actrone_pg.errors import ActroneError, ConfigurationError, EmbedderError, ValidationError
+from actrone_pg.errors import ActroneError, ConfigurationError, ValidationError
 from actrone_pg.models import Memory, Vector
 from actrone_pg.ranking import DEFAULT_RELEVANCE_THRESHOLD, RankingParams
 from actrone_pg.rerankers import Reranker
@@ -136,18 +137,12 @@ class ManagerContext:
         out: list[Vector] = []
         for start in range(0, len(texts), size):
             chunk = texts[start : start + size]
-            try:
+            with calling("embedder", self.embedder.name):
                 raw = await self.telemetry.step(
                     "actrone.embed",
                     self.embedder.embed_batch(chunk),
                     {"actrone.embed.texts": len(chunk)},
                 )
-            except ActroneError:
-                raise
-            except Exception as exc:
-                raise EmbedderError(
-                    f"embedder {self.embedder.name!r} failed: {type(exc).__name__}: {exc}"
-                ) from exc
             out.extend(as_vectors(raw, len(chunk), self.embedder.dimensions, self.embedder.name))
         return out
 

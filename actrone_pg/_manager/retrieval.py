@@ -13,6 +13,7 @@ from typing import Any, cast
 import numpy as np
 
 from actrone_pg import _validation as v
+from actrone_pg._guard import calling
 from actrone_pg._manager.context import ManagerContext, utc_now
 from actrone_pg.budget import pack_turns, split_budget
 from actrone_pg.errors import RerankerError
@@ -294,7 +295,8 @@ class Retrieval:
     async def _rerank(self, query: str, hits: list[ScoredMemory]) -> list[ScoredMemory]:
         assert self.ctx.reranker is not None
         top = hits[: self.ctx.config.rerank_top_k]
-        raw = await self.ctx.reranker.score(query, [h.memory.content for h in top])
+        with calling("reranker"):
+            raw = await self.ctx.reranker.score(query, [h.memory.content for h in top])
         try:
             scores = [float(s) for s in np.asarray(raw, dtype=np.float64).reshape(-1)]
         except (TypeError, ValueError):

@@ -466,11 +466,11 @@ def _run_reference_side(
 
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark; print rich tables (or JSON with ``--json``)."""
-    from rich.console import Console
+    from actrone_pg._cli._output import console as make_console
 
     _check_positive(args)
     # Tables go to stdout; progress and status to stderr, so --json output stays clean.
-    console = Console(stderr=args.json)
+    console = make_console(stderr=args.json)
     needs_pg = args.backend == "postgres" or args.reference or args.setup_reference
     if needs_pg and args.dsn is None:
         report = _run_with_server(args, console)

@@ -13,6 +13,11 @@ Three ways to run them:
 Every upgrade or downgrade runs under a session-level advisory lock keyed by the schema name, so
 concurrent runs (several application instances starting at once) apply each migration once and
 all succeed.
+
+The first revision, 0024, is the baseline of release 0.1.0: it creates the whole schema from plain
+SQL files that ``sql/manifest.json`` orders (:mod:`actrone_pg.migrations._files` describes them,
+for programs outside Python too). A schema built by the pre-release revisions, at 0023, is
+stamped as the baseline without a change to its tables (:mod:`actrone_pg.migrations._legacy`).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ __all__ = [
     "known_revisions",
     "make_config",
     "migrate",
+    "upgradable",
     "validate_schema",
 ]
 
@@ -243,6 +249,15 @@ def known_revisions() -> set[str]:
     from alembic.script import ScriptDirectory
 
     return {rev.revision for rev in ScriptDirectory(_SCRIPT_LOCATION).walk_revisions()}
+
+
+def upgradable(revision: str) -> bool:
+    """Whether :func:`migrate` takes a schema at ``revision`` to head: a revision shipped with
+    this version of the library, or 0023, the last pre-release one, which becomes the baseline
+    (:mod:`actrone_pg.migrations._legacy`)."""
+    from actrone_pg.migrations._legacy import LEGACY_HEAD
+
+    return revision == LEGACY_HEAD or revision in known_revisions()
 
 
 def current_revision(

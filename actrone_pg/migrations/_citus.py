@@ -1,9 +1,12 @@
 """Distribution of an actrone schema with Citus (docs/scale-out.md), read from the catalog.
 
-Used by migration 0014 (through ``_ops``), by later revisions that add a function of their own
-(``_ops.distribute_function``) and by ``actrone-pg migrate --distribute``, which converts a schema
-migrated on one server (its tables and their data) in place. Every step is idempotent: what is
-already distributed is left alone, so a second run changes nothing.
+Used by ``actrone-pg migrate --distribute``, which converts a schema migrated on one server (its
+tables and their data) in place, by a schema of the pre-release revisions stamped as the baseline
+(``_legacy``), and by later revisions that add a function of their own
+(``_ops.distribute_function``). A new schema is distributed by the baseline's plain file,
+``sql/0024_distribute.sql``, which ends in the same catalog (tests/stores/test_citus.py checks
+that this module then finds nothing to do). Every step is idempotent: what is already
+distributed is left alone, so a second run changes nothing.
 
 The rule, from the catalog of the schema:
 
@@ -54,14 +57,14 @@ Run = Callable[[str, Sequence[Any]], Sequence[Sequence[Any]]]
 
 #: The table every per-agent table and function is colocated with.
 COLOCATE_WITH = "memories"
-#: The per-agent functions the store calls on a distributed schema. ``retrieve`` (0015) takes the
-#: agent first too, but it is the single server's entry: it calls hybrid_search, which Citus
-#: cannot plan over distributed tables, and 0015 left it undistributed.
+#: The per-agent functions the store calls on a distributed schema. ``retrieve`` takes the agent
+#: first too, but it is the single server's entry, which Citus cannot plan over distributed
+#: tables: it is only created on every node.
 BY_AGENT = ("agent_retrieve", "agent_write")
-#: Of those, the ones the store calls inside a transaction block (migration 0022's
-#: agent_write, before the batch's COPY): delegated there only with ``force_delegation``.
+#: Of those, the ones the store calls inside a transaction block (agent_write, before the
+#: batch's COPY): delegated there only with ``force_delegation``.
 FORCE_DELEGATED = ("agent_write",)
-#: The shared lookup tables 0014 makes reference tables (documentation; the catalog decides).
+#: The shared lookup tables made reference tables (documentation; the catalog decides).
 REFERENCE_TABLES = ("embedders", "settings")
 # Distribution order: a table referenced by a foreign key before the tables that reference it.
 _FIRST = ("embedders", "settings", "memories", "sessions")

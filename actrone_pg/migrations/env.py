@@ -13,6 +13,8 @@ Settings, first found wins:
 
 The version table is ``actrone_alembic_version`` inside the schema. Before anything is created
 the environment checks that pgvector can be installed, so a server without it is left untouched.
+A schema at 0023, the last pre-release revision, is stamped as the baseline, 0024, before the
+migrations run (:mod:`actrone_pg.migrations._legacy`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from actrone_pg.errors import ConfigurationError, SchemaError
 from actrone_pg.migrations import (
     PGVECTOR_HINT,
     VERSION_TABLE,
+    _legacy,
     advisory_lock,
     lock_key,
     validate_schema,
@@ -109,6 +112,8 @@ def _run(connection: sa.Connection, *, lock_in_transaction: bool = False) -> Non
         connection.exec_driver_sql(
             sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)).as_string()
         )
+        # A schema of the pre-release revisions, at their last, 0023: stamped as the baseline.
+        _legacy.adopt(connection, schema)
         context.run_migrations()
 
 

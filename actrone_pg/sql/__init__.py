@@ -7,9 +7,9 @@ parameters, ``%(name)s``). A test fails if a file here is missing or never loade
 (:func:`loaded`).
 
 Functions and views installed in the database are not here: each migration that creates or
-changes one carries its own pinned copy (``actrone_pg/migrations/sql/``), so the migrations
-never depend on the library's current SQL and each object has exactly one source at head (the
-copy of the newest revision that touched it); a test refuses a ``CREATE`` here.
+changes one carries its own copy (``actrone_pg/migrations/sql/``), so the migrations never
+depend on the library's current SQL and each object has exactly one source at head (the copy of
+the newest revision that touched it); a test refuses a ``CREATE`` here.
 """
 
 from __future__ import annotations

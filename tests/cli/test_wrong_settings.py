@@ -69,7 +69,8 @@ def test_downgrade_needs_a_revision(capsys: pytest.CaptureFixture[str]) -> None:
 def test_sweep_refuses_the_in_process_store(
     backend: str | None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.delenv("ACTRONE_BACKEND", raising=False)
+    # nothing configured and no embedded server installed: the rule falls back to memory
+    monkeypatch.setattr("actrone_pg._cli._store.embedded_installed", lambda: False)
     assert main(["sweep", *(["--backend", backend] if backend else [])]) == 2
     line = _one_line(capsys.readouterr().err)
     assert "ConfigurationError: backend: the memory backend keeps sessions inside one" in line

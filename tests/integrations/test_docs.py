@@ -43,7 +43,11 @@ def test_the_page_has_the_examples_these_tests_run() -> None:
 
 
 def test_mcp_example(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
-    out = run("MCP server (`actrone-pg mcp`)", monkeypatch, capfd).splitlines()
+    # Run as from a virtual environment that is not activated: no `actrone-pg` on PATH.
+    monkeypatch.setenv("PATH", os.pathsep.join(("/usr/bin", "/bin")))
+    code = examples()["MCP server (`actrone-pg mcp`)"]
+    exec(compile(code, "docs/integrations.md: MCP", "exec"), {"__name__": "example"})
+    out = capfd.readouterr().out.splitlines()
     assert out[0] == str(
         sorted(
             [

@@ -1,7 +1,7 @@
 """Migrations: upgrade, downgrade, seeded upgrades, drift, concurrency, and no pgvector.
 
-What each revision pins (its functions and views, step by step up and down) is tested in
-``test_pinned.py``.
+The baseline and a schema of the pre-release revisions are tested in ``test_baseline.py``; that
+the server holds the SQL files as written, in ``tests/sql/test_installed.py``.
 """
 
 from __future__ import annotations
@@ -57,50 +57,6 @@ def test_upgrade_downgrade_upgrade(postgres_dsn: str, scratch_schema: str) -> No
     assert _tables(postgres_dsn, scratch_schema) == set()
     migrations.migrate(postgres_dsn, scratch_schema)
     assert _tables(postgres_dsn, scratch_schema) == TABLES
-
-
-def test_upgrade_of_a_seeded_database_keeps_the_data(
-    postgres_dsn: str, scratch_schema: str
-) -> None:
-    migrations.migrate(postgres_dsn, scratch_schema, revision="0001")
-    with psycopg.connect(postgres_dsn) as conn:
-        s = sql.Identifier(scratch_schema)
-        conn.execute(
-            sql.SQL("INSERT INTO {}.embedders (name, dimensions) VALUES ('e', 3)").format(s)
-        )
-        conn.execute(
-            sql.SQL(
-                "INSERT INTO {}.memories (agent_id, id, content, content_type, importance, tags,"
-                " source, sensitivity, created_at, metadata, embedder, token_count, doc_len,"
-                " term_freqs, embedding) VALUES ('a', 'm1', 'green tea', 'fact', 0.5, '{{}}',"
-                " 'test', 'none', now(), '{{}}', 'e', 3, 2, '{{\"green\": 1, \"tea\": 1}}',"
-                " '[1,0,0]')"
-            ).format(s)
-        )
-        conn.execute(
-            sql.SQL(
-                "INSERT INTO {}.agent_stats VALUES ('a', 1, 2);"
-                " INSERT INTO {}.term_stats VALUES ('a', 'green', 1), ('a', 'tea', 1)"
-            ).format(s, s)
-        )
-    # 0002 now builds its index CONCURRENTLY (the table is populated), then 0003 adds the rest.
-    migrations.migrate(postgres_dsn, scratch_schema)
-    with psycopg.connect(postgres_dsn) as conn:
-        s = sql.Identifier(scratch_schema)
-        rows = conn.execute(
-            sql.SQL(
-                "SELECT id, cosine, lexical_rank FROM {}.hybrid_search('a', 'e',"
-                " ARRAY['tea'], '[1,0,0]', 0.5)"
-            ).format(s)
-        ).fetchall()
-        valid = conn.execute(
-            "SELECT i.indisvalid FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid"
-            " JOIN pg_namespace AS n ON n.oid = c.relnamespace"
-            " WHERE c.relname = 'ix_memories_candidates' AND n.nspname = %s",
-            (scratch_schema,),
-        ).fetchone()
-    assert rows == [("m1", 1.0, 1)]
-    assert valid == (True,)
 
 
 def test_alembic_check_reports_no_drift(postgres_dsn: str, postgres_schema: str) -> None:

@@ -1,8 +1,8 @@
 """Every shipped .sql file is loaded by the package, none is missing, none installs an object, and
 the loader refuses odd names.
 
-The functions and views the migrations install are pinned per revision under
-``actrone_pg/migrations/sql/`` (tested in ``tests/migrations/test_pinned.py``), never here.
+The functions and views the migrations install are files of their revisions under
+``actrone_pg/migrations/sql/`` (tested in ``tests/sql/test_installed.py``), never here.
 """
 
 from __future__ import annotations

@@ -123,45 +123,6 @@ def _assert_delegated(plan: str, schema: str, workers: set[int]) -> None:
     assert int(node.split("port=")[1].split()[0]) in workers, plan
 
 
-def _bodies(dsn: str, schema: str, revision: str) -> tuple[str, list[str]]:
-    """agent_retrieve's body as ``revision`` pinned it, and the one each node holds."""
-    from actrone_pg.migrations._ops import pinned_body
-
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        (vector_schema,) = conn.execute(
-            "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n"
-            " ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
-        ).fetchall()[0]
-        expected = (
-            sql.SQL(pinned_body(revision, "agent_retrieve"))
-            .format(schema=sql.Identifier(schema), vector_schema=sql.Identifier(vector_schema))
-            .as_string(conn)
-        )
-        nodes = conn.execute(
-            "SELECT result FROM run_command_on_all_nodes($$SELECT p.prosrc FROM pg_proc AS p"
-            " JOIN pg_namespace AS n ON n.oid = p.pronamespace WHERE p.proname ="
-            " 'agent_retrieve' AND n.nspname = " + sql.Literal(schema).as_string(conn) + "$$)"
-        ).fetchall()
-    return expected, [str(r[0]) for r in nodes]
-
-
-def _head_bodies(dsn: str, schema: str) -> tuple[str, list[str]]:
-    """hybrid_search's body on the coordinator, and agent_retrieve's on each node (the head's,
-    whichever revision pinned them: a new channel's migration changes neither this test)."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        (ranking,) = conn.execute(
-            "SELECT p.prosrc FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace"
-            " WHERE p.proname = 'hybrid_search' AND n.nspname = %s",
-            (schema,),
-        ).fetchall()[0]
-        nodes = conn.execute(
-            "SELECT result FROM run_command_on_all_nodes($$SELECT p.prosrc FROM pg_proc AS p"
-            " JOIN pg_namespace AS n ON n.oid = p.pronamespace WHERE p.proname ="
-            " 'agent_retrieve' AND n.nspname = " + sql.Literal(schema).as_string(conn) + "$$)"
-        ).fetchall()
-    return str(ranking), [str(r[0]) for r in nodes]
-
-
 #: At head: the functions Citus delegates, and whether inside a transaction block too.
 DELEGATED = [("agent_retrieve", False), ("agent_write", True)]
 
@@ -181,40 +142,54 @@ def _distributed_by_agent(dsn: str, schema: str) -> list[tuple[str, bool]]:
     return [(str(r[0]), bool(r[1])) for r in rows]
 
 
-def test_every_node_ranks_with_hybrid_search_s_own_text_up_and_down(
+def test_every_node_holds_the_files_and_the_distribution_leaves_nothing_to_convert(
     citus_dsn: str, citus_scratch_schema: str
 ) -> None:
-    # agent_retrieve (0017 on) runs hybrid_search's body verbatim; CREATE OR REPLACE on the
-    # coordinator reaches the workers, where the delegated call runs, on the way down too, and
-    # so does 0019's drop and new creation (its result type changes). The head is read from
-    # the nodes; the way down names the revisions of the past.
-    from actrone_pg.migrations._ops import pinned_body
+    # A fresh schema is distributed by 0024_distribute.sql; the conversion of a schema migrated
+    # on one server (migrate --distribute, read from the catalog) finds nothing left to do. The
+    # coordinator's CREATE reaches the workers, where delegated calls run: every node holds
+    # each function as its file writes it, down to base and up again.
+    from actrone_pg.migrations import _citus
+    from tests.sql.test_installed import installed_differences
 
     schema = citus_scratch_schema
     migrations.migrate(citus_dsn, schema)
-    ranking, nodes = _head_bodies(citus_dsn, schema)
-    assert len(nodes) >= 3 and all(n == nodes[0] for n in nodes)
-    assert ranking.strip() in nodes[0]
+    assert installed_differences(citus_dsn, schema, every_node=True) == []
     assert _distributed_by_agent(citus_dsn, schema) == DELEGATED
-    migrations.downgrade(citus_dsn, schema, revision="0018")
-    expected, nodes = _bodies(citus_dsn, schema, "0018")
-    # 0018's body, told from 0016's by the condition it adds
-    added = "\n    WHERE f.df > 0\n"
-    assert added in pinned_body("0018", "hybrid_search")
-    assert added not in pinned_body("0016", "hybrid_search")
-    assert len(nodes) >= 3 and added in expected
-    assert all(n.strip() == expected.strip() for n in nodes), nodes[0][:300]
-    migrations.downgrade(citus_dsn, schema, revision="0017")
-    expected, nodes = _bodies(citus_dsn, schema, "0017")
-    assert added not in expected
-    assert all(n.strip() == expected.strip() for n in nodes), nodes[0][:300]
-    migrations.downgrade(citus_dsn, schema, revision="0016")
-    expected, nodes = _bodies(citus_dsn, schema, "0014")
-    assert all(n.strip() == expected.strip() for n in nodes), nodes[0][:300]
+    with psycopg.connect(citus_dsn) as conn:
+        assert _citus.distribute_schema(_citus.runner(conn), schema) == []
+    migrations.downgrade(citus_dsn, schema)
+    assert migrations.current_revision(citus_dsn, schema) is None
+    assert _partitions(citus_dsn, schema) == {}
     migrations.migrate(citus_dsn, schema)
-    ranking, nodes = _head_bodies(citus_dsn, schema)
-    assert all(n == nodes[0] for n in nodes) and ranking.strip() in nodes[0]
+    assert installed_differences(citus_dsn, schema, every_node=True) == []
     assert _distributed_by_agent(citus_dsn, schema) == DELEGATED
+
+
+def test_a_distributed_schema_built_by_0023_becomes_the_baseline_with_its_rows(
+    citus_dsn: str, citus_scratch_schema: str
+) -> None:
+    # 0023's schema (tests/migrations/data), distributed as its revisions distributed it (the
+    # catalog's rule, which 0014 applied), with a row in every table.
+    from actrone_pg.migrations import _citus
+    from tests.migrations.test_baseline import contents, load_0023, seed
+    from tests.sql.test_installed import installed_differences
+
+    schema = citus_scratch_schema
+    load_0023(citus_dsn, schema)
+    with psycopg.connect(citus_dsn) as conn:
+        assert _citus.distribute_schema(_citus.runner(conn), schema)
+    seed(citus_dsn, schema)
+    before = contents(citus_dsn, schema)
+    assert installed_differences(citus_dsn, schema, every_node=True) != []  # 0023's text
+    migrations.migrate(citus_dsn, schema)
+    assert migrations.current_revision(citus_dsn, schema) == "0024"
+    assert contents(citus_dsn, schema) == before
+    assert installed_differences(citus_dsn, schema, every_node=True) == []
+    assert _distributed_by_agent(citus_dsn, schema) == DELEGATED
+    assert sorted(t for t, (m, _) in _partitions(citus_dsn, schema).items() if m == "h") == (
+        list(PER_AGENT)
+    )
 
 
 @pytest.mark.parametrize("budget", [None, 40])

@@ -71,7 +71,14 @@ def reindex(dsn: str, schema: str, text_analyzer: str, *, lexical_dates: bool | 
                 updates = []
                 for agent_id, memory_id, content, created_at in rows:
                     tf, length = terms.document_counts(content, created_at)
-                    updates.append((Jsonb(dict(tf)), length, agent_id, memory_id))
+                    updates.append(
+                        {
+                            "term_freqs": Jsonb(dict(tf)),
+                            "doc_len": length,
+                            "agent": agent_id,
+                            "id": memory_id,
+                        }
+                    )
                 write.executemany(q(REINDEX_WRITE), updates)
                 count += len(rows)
         for statement in REINDEX_STATS:

@@ -56,18 +56,18 @@ async def append_turn(db: Database, turn: Turn, *, max_turns: int, ttl_seconds: 
         await conn.execute(db.compose(UPSERT_SESSION), (a, s, Jsonb({})))
         await conn.execute(
             db.compose(INSERT_TURN),
-            (
-                a,
-                s,
-                turn.id,
-                turn.user_message,
-                turn.assistant_message,
-                tool,
-                turn.created_at,
-                turn.token_count,
-            ),
+            {
+                "agent": a,
+                "session": s,
+                "id": turn.id,
+                "user_message": turn.user_message,
+                "assistant_message": turn.assistant_message,
+                "tool_results": tool,
+                "created_at": turn.created_at,
+                "token_count": turn.token_count,
+            },
         )
-        await conn.execute(db.compose(TRIM_TURNS), (a, s, a, s, max_turns))
+        await conn.execute(db.compose(TRIM_TURNS), {"agent": a, "session": s, "keep": max_turns})
 
 
 async def recent_turns(
@@ -76,7 +76,9 @@ async def recent_turns(
     """The newest ``limit`` turns of a live session, oldest first."""
     async with db.conn() as conn:
         found = await db.fetch(
-            conn, db.compose(SELECT_RECENT_TURNS), (agent_id, session_id, ttl_seconds, limit)
+            conn,
+            db.compose(SELECT_RECENT_TURNS),
+            {"agent": agent_id, "session": session_id, "ttl": ttl_seconds, "limit": limit},
         )
     return rows.turns(agent_id, session_id, found)
 
@@ -174,7 +176,8 @@ async def acquire_lock(
     async with db.conn() as conn:
         now = await _server_now(db, conn)
         cur = await conn.execute(
-            db.compose(ACQUIRE_LOCK), (agent_id, name, holder, now, ttl_seconds, now)
+            db.compose(ACQUIRE_LOCK),
+            {"agent": agent_id, "name": name, "holder": holder, "now": now, "ttl": ttl_seconds},
         )
         return await cur.fetchone() is not None
 
@@ -183,7 +186,10 @@ async def release_lock(db: Database, agent_id: str, name: str, holder: str) -> b
     """Release the lock if ``holder`` holds a live one."""
     async with db.conn() as conn:
         now = await _server_now(db, conn)
-        cur = await conn.execute(db.compose(RELEASE_LOCK), (agent_id, name, holder, now))
+        cur = await conn.execute(
+            db.compose(RELEASE_LOCK),
+            {"agent": agent_id, "name": name, "holder": holder, "now": now},
+        )
         return await cur.fetchone() is not None
 
 

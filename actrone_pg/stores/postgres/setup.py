@@ -191,7 +191,7 @@ def _prepare_schema(db: Database, dsn: str) -> None:
         raise StoreError(redact(f"cannot read the schema version: {exc}")) from exc
     if current == head:
         return
-    if current is not None and current not in migrations.known_revisions():
+    if current is not None and not migrations.upgradable(current):
         raise SchemaError(
             f"schema {db.schema!r} is at revision {current}, which this version of "
             f"actrone_pg does not know (its newest is {head}): the database was migrated by "

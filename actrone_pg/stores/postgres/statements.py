@@ -1,11 +1,12 @@
 """Every SQL statement of the PostgreSQL store, as named constants, and its fixed settings.
 
 ``{s}`` is the schema, composed with ``sql.Identifier`` (``Database.compose``); values always
-travel as bound parameters. The short statements take them as ``%s``; the search and the listing
-(``SEARCH``, ``SEARCH_PACKED``, ``LIST_MEMORIES`` and their fragments) by name, ``%(name)s``,
-and are composed only by :mod:`.builders`. The long filtered CTEs are
+travel as bound parameters. A statement of up to three values takes them as ``%s``; one of more,
+by name, ``%(name)s`` (tests/migrations/test_statements.py holds it so), as do the search and the
+listing (``SEARCH``, ``SEARCH_PACKED``, ``LIST_MEMORIES`` and their fragments), which only
+:mod:`.builders` composes. The long filtered CTEs are
 ``actrone_pg/sql/filtered_search.sql``; the ranking SQL itself is installed by the migrations
-(their pinned copies in ``actrone_pg/migrations/sql/``). The memory columns are derived from
+(their files in ``actrone_pg/migrations/sql/``). The memory columns are derived from
 :data:`actrone_pg.models.STORED_MEMORY_FIELDS`, the one list of a memory's fields.
 """
 
@@ -46,21 +47,23 @@ UPSERT_SESSION = (
 )
 INSERT_TURN = (
     "INSERT INTO {s}.turns (agent_id, session_id, id, user_message, assistant_message,"
-    " tool_results, created_at, token_count) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+    " tool_results, created_at, token_count) VALUES (%(agent)s, %(session)s, %(id)s,"
+    " %(user_message)s, %(assistant_message)s, %(tool_results)s, %(created_at)s,"
+    " %(token_count)s)"
     " ON CONFLICT (agent_id, session_id, id) DO NOTHING"
 )
 TRIM_TURNS = (
-    "DELETE FROM {s}.turns WHERE agent_id = %s AND session_id = %s AND seq <= ("
-    "SELECT seq FROM {s}.turns WHERE agent_id = %s AND session_id = %s"
-    " ORDER BY seq DESC OFFSET %s LIMIT 1)"
+    "DELETE FROM {s}.turns WHERE agent_id = %(agent)s AND session_id = %(session)s AND seq <= ("
+    "SELECT seq FROM {s}.turns WHERE agent_id = %(agent)s AND session_id = %(session)s"
+    " ORDER BY seq DESC OFFSET %(keep)s LIMIT 1)"
 )
 SELECT_RECENT_TURNS = (
     "SELECT t.id, t.user_message, t.assistant_message, t.tool_results, t.created_at,"
     " t.token_count FROM {s}.turns AS t JOIN {s}.sessions AS x"
     " ON x.agent_id = t.agent_id AND x.session_id = t.session_id"
-    " WHERE x.agent_id = %s AND x.session_id = %s"
-    " AND x.last_active_at >= now() - make_interval(secs => %s)"
-    " ORDER BY t.seq DESC LIMIT %s"
+    " WHERE x.agent_id = %(agent)s AND x.session_id = %(session)s"
+    " AND x.last_active_at >= now() - make_interval(secs => %(ttl)s)"
+    " ORDER BY t.seq DESC LIMIT %(limit)s"
 )
 SELECT_SESSION = (
     "SELECT x.created_at, x.last_active_at, x.metadata,"
@@ -97,17 +100,18 @@ SELECT_EXPIRED_SESSIONS = (
 # behaves differently"); one clock for every holder, whichever worker stores the row.
 SERVER_CLOCK = "SELECT clock_timestamp() AS now"
 # One atomic statement: insert, or take over a lapsed lock; a live lock (even our own) refuses.
-# Parameters: agent, name, holder, the server's now, TTL seconds, the server's now.
+# %(now)s is the server's clock (SERVER_CLOCK).
 ACQUIRE_LOCK = (
     "INSERT INTO {s}.locks AS l (agent_id, name, holder, expires_at)"
-    " VALUES (%s, %s, %s, %s::timestamptz + make_interval(secs => %s))"
+    " VALUES (%(agent)s, %(name)s, %(holder)s,"
+    " %(now)s::timestamptz + make_interval(secs => %(ttl)s))"
     " ON CONFLICT (agent_id, name) DO UPDATE"
     " SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at"
-    " WHERE l.expires_at <= %s::timestamptz RETURNING 1"
+    " WHERE l.expires_at <= %(now)s::timestamptz RETURNING 1"
 )
 RELEASE_LOCK = (
-    "DELETE FROM {s}.locks WHERE agent_id = %s AND name = %s AND holder = %s"
-    " AND expires_at > %s::timestamptz RETURNING 1"
+    "DELETE FROM {s}.locks WHERE agent_id = %(agent)s AND name = %(name)s"
+    " AND holder = %(holder)s AND expires_at > %(now)s::timestamptz RETURNING 1"
 )
 
 # -- L2 statements --
@@ -166,22 +170,24 @@ SELECT_MEMORY_FOR_UPDATE = SELECT_MEMORY + " FOR UPDATE"
 COUNT_MEMORIES = "SELECT count(*) FROM {s}.memories WHERE agent_id = %s"
 # -- versions (migration 0012): memories holds the current version, memory_history the others --
 _HISTORY_COLUMNS = ("agent_id", *MEMORY_FIELDS)
-# Copies the current version into the history, closed at the new version's valid_from (the
-# first parameter), only if it is the version the caller read: the compare-and-set of an update.
+# Copies the current version into the history, closed at the new version's valid_from
+# (%(valid_to)s), only if it is the version the caller read: the compare-and-set of an update.
 ARCHIVE_MEMORY = (
     "INSERT INTO {s}.memory_history ("
     + ", ".join(_HISTORY_COLUMNS)
     + ") SELECT "
-    + ", ".join("%s" if name == "valid_to" else "m." + name for name in _HISTORY_COLUMNS)
-    + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = %s AND m.version = %s"
-    " RETURNING 1"
+    + ", ".join("%(valid_to)s" if name == "valid_to" else "m." + name for name in _HISTORY_COLUMNS)
+    + " FROM {s}.memories AS m WHERE m.agent_id = %(agent)s AND m.id = %(id)s"
+    " AND m.version = %(version)s RETURNING 1"
 )
 SELECT_HISTORY = (
-    "SELECT " + MEMORY_COLUMNS + " FROM {s}.memory_history AS m WHERE m.agent_id = %s AND m.id = %s"
+    "SELECT "
+    + MEMORY_COLUMNS
+    + " FROM {s}.memory_history AS m WHERE m.agent_id = %(agent)s AND m.id = %(id)s"
     " AND EXISTS (SELECT 1 FROM {s}.memories AS c WHERE c.agent_id = m.agent_id AND c.id = m.id)"
     " UNION ALL SELECT "
     + MEMORY_COLUMNS
-    + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = %s ORDER BY version"
+    + " FROM {s}.memories AS m WHERE m.agent_id = %(agent)s AND m.id = %(id)s ORDER BY version"
 )
 # The sweeper's: expired memories across agents (the partial index of expiring memories), then
 # per agent the ones still expired (an update may have moved an expiry meanwhile).
@@ -339,8 +345,9 @@ LOCK_SHARD_METADATA = (
 # shards, where it runs them over the shard tables. The replaced memories start afresh
 # (upsert_memories'); no fence: NULLs.
 AGENT_WRITE = (
-    "SELECT placed, held, n_docs, analyzer FROM {s}.agent_write(%s, %s::text[], %s::text[],"
-    " %s::int[], %s::int, %s::bigint, true, %s::text, %s::text)"
+    "SELECT placed, held, n_docs, analyzer FROM {s}.agent_write(%(agent)s, %(ids)s::text[],"
+    " %(terms)s::text[], %(deltas)s::int[], %(count)s::int, %(length)s::bigint, true,"
+    " %(fence_name)s::text, %(fence_holder)s::text)"
 )
 # A filtered search on a distributed schema: the filtered set's candidates and statistics
 # (FILTERED's CTEs, every table filtered by the agent: a router query the coordinator passes to
@@ -399,7 +406,8 @@ REINDEX_LOCK_SHARDS = (
 )
 REINDEX_READ = "SELECT m.agent_id, m.id, m.content, m.created_at FROM {s}.memories AS m"
 REINDEX_WRITE = (
-    "UPDATE {s}.memories SET term_freqs = %s, doc_len = %s WHERE agent_id = %s AND id = %s"
+    "UPDATE {s}.memories SET term_freqs = %(term_freqs)s, doc_len = %(doc_len)s"
+    " WHERE agent_id = %(agent)s AND id = %(id)s"
 )
 REINDEX_STATS = [
     "DELETE FROM {s}.term_stats",

@@ -147,7 +147,8 @@ async def update_memory(
         lookups.check_known_dimensions(db, dims)
         stored = await _register(db, conn, dims)
         await conn.execute(
-            db.compose(ARCHIVE_MEMORY), (m.valid_from, agent_id, m.id, current.version)
+            db.compose(ARCHIVE_MEMORY),
+            {"valid_to": m.valid_from, "agent": agent_id, "id": m.id, "version": current.version},
         )
         size = await _write_agent(db, conn, await _batch(db, conn, agent_id, [record]), fresh=False)
     await _written_now(db, [record], dims, stored, {agent_id: size})
@@ -315,16 +316,16 @@ async def _write_on_worker(
     found = await db.fetch(
         conn,
         db.compose(AGENT_WRITE),
-        (
-            batch.agent_id,
-            batch.ids,
-            terms,
-            [batch.df[t] for t in terms],
-            len(batch.ids),
-            batch.length,
-            None if fence is None else fence.name,
-            None if fence is None else fence.holder,
-        ),
+        {
+            "agent": batch.agent_id,
+            "ids": batch.ids,
+            "terms": terms,
+            "deltas": [batch.df[t] for t in terms],
+            "count": len(batch.ids),
+            "length": batch.length,
+            "fence_name": None if fence is None else fence.name,
+            "fence_holder": None if fence is None else fence.holder,
+        },
     )
     (row,) = found
     if not row["placed"]:
@@ -348,7 +349,7 @@ async def memory_history(db: Database, agent_id: str, memory_id: str) -> list[Me
     """Every version of the memory, oldest first, in one snapshot."""
     async with db.conn() as conn:
         found = await db.fetch(
-            conn, db.compose(SELECT_HISTORY), (agent_id, memory_id, agent_id, memory_id)
+            conn, db.compose(SELECT_HISTORY), {"agent": agent_id, "id": memory_id}
         )
     return [rows.memory(agent_id, r) for r in found]
 
