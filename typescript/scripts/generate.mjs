@@ -11,7 +11,10 @@ const repo = resolve(root, "..");
 const python = process.env.ACTRONE_PYTHON || resolve(repo, ".venv", "bin", "python");
 const out = join(root, "src", "stores", "postgres", "generated.ts");
 if (!existsSync(python)) {
-  if (existsSync(out)) process.exit(0);
+  if (existsSync(out)) {
+    console.warn(`no Python at ${python}: src/stores/postgres/generated.ts kept as it is (set ACTRONE_PYTHON to regenerate it)`);
+    process.exit(0);
+  }
   console.error(`no Python at ${python}: set ACTRONE_PYTHON to the interpreter that has actrone_pg installed`);
   process.exit(2);
 }

@@ -4,25 +4,20 @@ Python: ``python generate_sql.py OUT_FILE``.
 
 Nothing in it is a hand copy. The statements are :mod:`actrone_pg.stores.postgres.statements`'
 constants, the filter conditions :mod:`actrone_pg.filters`' ``sql``, the memory columns
-:data:`actrone_pg.models.STORED_MEMORY_FIELDS`. The DDL that creates a schema at head is what
-Alembic executes when it migrates an empty schema: the migrations run on a scratch schema of a
-PostgreSQL server (``ACTRONE_TEST_POSTGRES_DSN``, else the embedded one of the test suite) and
-every statement they send is recorded, values inlined, the scratch schema's name replaced by a
-placeholder. The file records a digest of its inputs; when they have not changed it is kept.
+:data:`actrone_pg.models.STORED_MEMORY_FIELDS`, and the schema the migrations' manifest and SQL
+files (:mod:`actrone_pg.migrations._files`), each revision's files in the order they run. The
+file records a digest of its inputs; when they have not changed it is kept.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-TEMPLATE_SCHEMA = "actrone_ts_template_schema"
-PLACEHOLDER = "{schema}"
 # The statements of statements.py the TypeScript store sends, by name.
 STATEMENTS = (
     "DELETE_EXPIRED_SESSION",
@@ -31,6 +26,7 @@ STATEMENTS = (
     "TRIM_TURNS",
     "SELECT_RECENT_TURNS",
     "DELETE_SESSION",
+    "SERVER_CLOCK",
     "REGISTER_EMBEDDERS",
     "SELECT_EMBEDDERS",
     "LOCK_AGENT_STATS",
@@ -103,75 +99,6 @@ def inputs_digest() -> str:
     return h.hexdigest()
 
 
-def capture_ddl(dsn: str) -> list[str]:
-    """Every statement Alembic sends to migrate an empty scratch schema to head, values
-    inlined, the scratch schema's name replaced by ``{schema}``; the scratch schema is dropped."""
-    import psycopg
-    import sqlalchemy as sa
-    from alembic import command
-    from sqlalchemy import event
-
-    from actrone_pg import migrations
-
-    recorded: list[str] = []
-
-    def connect() -> Any:
-        return psycopg.connect(dsn, connect_timeout=10)
-
-    engine = sa.create_engine("postgresql+psycopg://", creator=connect, poolclass=sa.NullPool)
-    with psycopg.connect(dsn, autocommit=True) as admin:
-        admin.execute(f'DROP SCHEMA IF EXISTS "{TEMPLATE_SCHEMA}" CASCADE')
-    try:
-
-        def before(conn: Any, cursor: Any, statement: str, params: Any, *rest: Any) -> None:
-            raw = cursor.connection
-            text = psycopg.ClientCursor(raw).mogrify(statement, params or None)
-            recorded.append(text)
-
-        with engine.connect() as connection:
-            event.listen(connection, "before_cursor_execute", before)
-            cfg = migrations.make_config(dsn, TEMPLATE_SCHEMA, distribute="off")
-            cfg.attributes["connection"] = connection
-            command.upgrade(cfg, "head")
-            connection.commit()
-    finally:
-        engine.dispose()
-        with psycopg.connect(dsn, autocommit=True) as admin:
-            admin.execute(f'DROP SCHEMA IF EXISTS "{TEMPLATE_SCHEMA}" CASCADE')
-    out = []
-    for text in recorded:
-        if "pg_advisory_xact_lock" in text:
-            continue  # the lock of the scratch schema's key: the caller takes its schema's
-        if re.match(r"\s*(SELECT|select)\b", text) and "CREATE" not in text.upper():
-            continue  # the migrations' catalogue reads: nothing to replay
-        out.append(text.replace(TEMPLATE_SCHEMA, PLACEHOLDER))
-    return out
-
-
-def vector_schema(dsn: str) -> str:
-    import psycopg
-
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n"
-            " ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
-        ).fetchone()
-    return str(row[0]) if row else "public"
-
-
-def server_dsn() -> Any:
-    import os
-    from contextlib import nullcontext
-
-    given = os.environ.get("ACTRONE_TEST_POSTGRES_DSN")
-    if given:
-        return nullcontext(given)
-    sys.path.insert(0, str(REPO))
-    from tests.servers import postgres_server
-
-    return postgres_server()
-
-
 def main() -> None:
     out = Path(sys.argv[1])
     digest = inputs_digest()
@@ -179,16 +106,28 @@ def main() -> None:
         return
     from actrone_pg import migrations
     from actrone_pg.filters import FILTERS
+    from actrone_pg.migrations import _files
+    from actrone_pg.migrations._legacy import LEGACY_HEAD
     from actrone_pg.stores.postgres import statements
 
-    with server_dsn() as dsn:
-        ddl = capture_ddl(dsn)
-        vschema = vector_schema(dsn)
+    manifest = [
+        {
+            "revision": r.revision,
+            "down_revision": r.down_revision,
+            "tables": [_files.read(f) for f in r.tables],
+            "objects": [_files.read(f) for f in r.objects],
+            "citus": [_files.read(f) for f in r.citus],
+        }
+        for r in _files.manifest()
+    ]
     data: dict[str, Any] = {
         "HEAD_REVISION": migrations.head_revision(),
         "KNOWN_REVISIONS": sorted(migrations.known_revisions()),
+        # What `actrone-pg migrate` takes to head: those, and the last pre-release revision.
+        "UPGRADABLE_REVISIONS": sorted(
+            r for r in {*migrations.known_revisions(), LEGACY_HEAD} if migrations.upgradable(r)
+        ),
         "VERSION_TABLE": migrations.VERSION_TABLE,
-        "DDL_VECTOR_SCHEMA": vschema,
         "MEMORY_FIELDS": list(statements.MEMORY_FIELDS),
         "COPY_COLUMNS": list(statements.COPY_COLUMNS),
         "COPY_TYPES": list(statements.COPY_TYPES),
@@ -196,7 +135,7 @@ def main() -> None:
         "FILTER_INDEXED": {name: key.sql_indexed for name, key in FILTERS.items()},
         "STATEMENTS": {name: getattr(statements, name) for name in STATEMENTS},
         "SETTINGS": {name: getattr(statements, name) for name in SETTINGS},
-        "DDL": ddl,
+        "MANIFEST": manifest,
     }
     lines = [
         "// Generated by scripts/generate_sql.py from the Python package: never edit by hand.",

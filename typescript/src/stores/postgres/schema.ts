@@ -1,14 +1,14 @@
 /**
- * The schema's revision: checked against the head of the Python package's Alembic migrations,
- * and on a schema that does not exist yet created at head from the statements those migrations
- * execute (generated.ts's `DDL`, recorded from Alembic at build time), the same revision then
- * stamped in the same version table. Any other revision is refused with the command that
- * upgrades it.
+ * The schema's revision: checked against the head of the Python package's migrations, and on a
+ * schema that does not exist yet created at head from the migrations' own SQL files, run in the
+ * order their manifest gives (`actrone_pg/migrations/sql/manifest.json`, carried in
+ * generated.ts), the same revision then stamped in the same Alembic version table. Any other
+ * revision is refused with the command that upgrades it.
  */
 import type { PoolClient } from "pg";
 import { blake2b } from "../../embedders/blake2b.js";
 import { SchemaError } from "../../errors.js";
-import { DDL, DDL_VECTOR_SCHEMA, HEAD_REVISION, KNOWN_REVISIONS, VERSION_TABLE } from "./generated.js";
+import { HEAD_REVISION, MANIFEST, UPGRADABLE_REVISIONS, VERSION_TABLE } from "./generated.js";
 import { ident } from "./sql.js";
 
 /** How pgvector is installed, as Python's migrations say it. */
@@ -37,15 +37,35 @@ export async function currentRevision(client: PoolClient, schema: string): Promi
   return row.rows[0]?.version_num ?? null;
 }
 
-/** The DDL of the head schema for `schema` (Python's templates fill `{schema}` unquoted). */
-export function headDdl(schema: string): string[] {
-  return DDL.map((statement) => statement.replaceAll("{schema}", schema));
+/** A migration file with its placeholders filled (Python's `_files.fill`). */
+export function fill(text: string, schema: string, vectorSchema: string): string {
+  return text.replaceAll("{schema}", ident(schema)).replaceAll("{vector_schema}", ident(vectorSchema));
 }
 
 /**
- * Check `schema`'s revision; create it at head when it has none and `autoMigrate` allows.
- * `citus`: the server is a Citus coordinator (Python's migrations distribute the tables there:
- * TypeScript leaves that to `actrone-pg migrate`).
+ * The statements that create `schema` at head, as the manifest says: the schema, the extension,
+ * Alembic's version table, each revision's tables and objects (and with `distribute`, its Citus
+ * files), and the stamp.
+ */
+export function headStatements(schema: string, vectorSchema: string, distribute: boolean): string[] {
+  const s = ident(schema);
+  const out = [
+    `CREATE SCHEMA IF NOT EXISTS ${s}`,
+    `CREATE TABLE ${s}.${ident(VERSION_TABLE)} (version_num VARCHAR(32) NOT NULL, ` +
+      `CONSTRAINT ${ident(`${VERSION_TABLE}_pkc`)} PRIMARY KEY (version_num))`,
+  ];
+  for (const revision of MANIFEST) {
+    for (const file of [...revision.tables, ...revision.objects, ...(distribute ? revision.citus : [])]) {
+      out.push(fill(file, schema, vectorSchema));
+    }
+  }
+  out.push(`INSERT INTO ${s}.${ident(VERSION_TABLE)} (version_num) VALUES ('${HEAD_REVISION}')`);
+  return out;
+}
+
+/**
+ * Check `schema`'s revision; create it at head when it has none and `autoMigrate` allows. On a
+ * Citus coordinator (`citus`) the new schema is distributed unless `distribute` is "off".
  */
 export async function prepareSchema(
   client: PoolClient,
@@ -56,7 +76,7 @@ export async function prepareSchema(
   if (current === HEAD_REVISION) return;
   const migrate = `actrone-pg migrate --schema ${schema}`;
   if (current !== null) {
-    if (!(KNOWN_REVISIONS as readonly string[]).includes(current)) {
+    if (!(UPGRADABLE_REVISIONS as readonly string[]).includes(current)) {
       throw new SchemaError(
         `schema ${JSON.stringify(schema)} is at revision ${current}, which this version of actrone-pg does not know ` +
           `(its newest is ${HEAD_REVISION}): the database was migrated by a newer release; upgrade actrone-pg`,
@@ -73,14 +93,10 @@ export async function prepareSchema(
         `${HEAD_REVISION}; run \`${migrate}\` (or set postgresAutoMigrate: true)`,
     );
   }
-  if (options.citus && options.distribute !== "off") {
+  if (options.distribute === "citus" && !options.citus) {
     throw new SchemaError(
-      `schema ${JSON.stringify(schema)} does not exist and the server is a Citus coordinator: its tables are ` +
-        `distributed by Python's migrations; run \`${migrate}\` once (or set postgresDistribute: "off")`,
+      `postgresDistribute "citus", but this server has no citus extension: connect to a Citus coordinator, or set postgresDistribute "auto" or "off"`,
     );
-  }
-  if (options.distribute === "citus") {
-    throw new SchemaError(`postgresDistribute "citus" needs a Citus coordinator, and this server has no citus extension`);
   }
   const available = await client.query<{ a: boolean }>(
     "SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector') AS a",
@@ -92,17 +108,14 @@ export async function prepareSchema(
     // Another process may have created it while this one waited for the lock.
     const again = await currentRevision(client, schema);
     if (again === null) {
+      await client.query("CREATE EXTENSION IF NOT EXISTS vector");
       const vector = await client.query<{ nspname: string }>(
         "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n ON n.oid = e.extnamespace WHERE e.extname = 'vector'",
       );
-      const where = vector.rows[0]?.nspname;
-      if (where !== undefined && where !== DDL_VECTOR_SCHEMA) {
-        throw new SchemaError(
-          `pgvector is installed in schema ${JSON.stringify(where)} of this database, not ${JSON.stringify(DDL_VECTOR_SCHEMA)}: ` +
-            `run \`${migrate}\` to create the schema`,
-        );
-      }
-      for (const statement of headDdl(schema)) await client.query(statement);
+      const vectorSchema = vector.rows[0]?.nspname ?? "public";
+      const distribute = options.citus && options.distribute !== "off";
+      // Each file as one simple-protocol query (no parameters), as the manifest says.
+      for (const statement of headStatements(schema, vectorSchema, distribute)) await client.query(statement);
     } else if (again !== HEAD_REVISION) {
       throw new SchemaError(`schema ${JSON.stringify(schema)} is at revision ${again}; run \`${migrate}\``);
     }

@@ -48,12 +48,16 @@ export function placeholders(text: string): Prepared {
   });
   if (positional > 0 && names.length > 0) throw new Error("a statement mixes %s and %(name)s");
   const name = `actrone_ts_${createHash("sha1").update(out).digest("hex").slice(0, 20)}`;
-  return { text: out, name, names: positional > 0 ? null : names };
+  return { text: out, name, names: names.length > 0 ? names : null };
 }
 
 /** The values of a named statement's call, in `$i` order. */
 export function ordered(prepared: Prepared, values: Readonly<Record<string, unknown>> | readonly unknown[]): unknown[] {
-  if (prepared.names === null) return values as unknown[];
+  if (prepared.names === null) {
+    if (!Array.isArray(values)) throw new Error("a statement of %s placeholders takes its values as an array");
+    return values as unknown[];
+  }
+  if (Array.isArray(values)) throw new Error("a statement of %(name)s placeholders takes its values by name");
   const named = values as Readonly<Record<string, unknown>>;
   return prepared.names.map((n) => {
     if (!(n in named)) throw new Error(`no value for %(${n})s`);

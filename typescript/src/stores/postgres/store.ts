@@ -236,22 +236,22 @@ export class PostgresStore implements Store {
     await this.#transaction(async (client) => {
       await this.#query(client, this.#s("DELETE_EXPIRED_SESSION"), [a, s, options.ttlSeconds]);
       await this.#query(client, this.#s("UPSERT_SESSION"), [a, s, "{}"]);
-      await this.#query(client, this.#s("INSERT_TURN"), [
-        a,
-        s,
-        turn.id,
-        turn.userMessage,
-        turn.assistantMessage,
-        turn.toolResults === null ? null : rows.jsonText(turn.toolResults),
-        rows.timestamp(turn.createdAt),
-        turn.tokenCount,
-      ]);
-      await this.#query(client, this.#s("TRIM_TURNS"), [a, s, a, s, options.maxTurns]);
+      await this.#query(client, this.#s("INSERT_TURN"), {
+        agent: a,
+        session: s,
+        id: turn.id,
+        user_message: turn.userMessage,
+        assistant_message: turn.assistantMessage,
+        tool_results: turn.toolResults === null ? null : rows.jsonText(turn.toolResults),
+        created_at: rows.timestamp(turn.createdAt),
+        token_count: turn.tokenCount,
+      });
+      await this.#query(client, this.#s("TRIM_TURNS"), { agent: a, session: s, keep: options.maxTurns });
     });
   }
 
   async recentTurns(agentId: string, sessionId: string, options: { limit: number; ttlSeconds: number }): Promise<Turn[]> {
-    const found = await this.#with((c) => this.#query(c, this.#s("SELECT_RECENT_TURNS"), [agentId, sessionId, options.ttlSeconds, options.limit]));
+    const found = await this.#with((c) => this.#query(c, this.#s("SELECT_RECENT_TURNS"), { agent: agentId, session: sessionId, ttl: options.ttlSeconds, limit: options.limit }));
     return rows.turns(agentId, sessionId, found);
   }
 
@@ -301,7 +301,7 @@ export class PostgresStore implements Store {
       const dims = batchDimensions([record]);
       this.#checkKnown(dims, this.#dimensions);
       registered = await this.#register(client, dims);
-      await this.#query(client, this.#s("ARCHIVE_MEMORY"), [rows.timestamp(m.validFrom), agentId, m.id, current.version]);
+      await this.#query(client, this.#s("ARCHIVE_MEMORY"), { valid_to: rows.timestamp(m.validFrom), agent: agentId, id: m.id, version: current.version });
       await this.#writeAgent(client, this.#batch(agentId, [record]), false);
       return m;
     });
@@ -397,16 +397,16 @@ export class PostgresStore implements Store {
   /** migration 0022's agent_write, then the rows: false if the call ran off the agent's worker. */
   async #writeOnWorker(client: Client, batch: Batch): Promise<boolean> {
     const terms = [...batch.df.keys()];
-    const found = await this.#query(client, this.#s("AGENT_WRITE"), [
-      batch.agentId,
-      batch.records.map((r) => r.memory.id),
+    const found = await this.#query(client, this.#s("AGENT_WRITE"), {
+      agent: batch.agentId,
+      ids: batch.records.map((r) => r.memory.id),
       terms,
-      terms.map((t) => batch.df.get(t)!),
-      batch.records.length,
-      batch.length,
-      null,
-      null,
-    ]);
+      deltas: terms.map((t) => batch.df.get(t)!),
+      count: batch.records.length,
+      length: batch.length,
+      fence_name: null,
+      fence_holder: null,
+    });
     const row = found[0];
     if (row === undefined || !row.placed) return false;
     this.#checkRecordedAnalyzer(row.analyzer);
@@ -476,7 +476,7 @@ export class PostgresStore implements Store {
   }
 
   async memoryHistory(agentId: string, memoryId: string): Promise<Memory[]> {
-    const found = await this.#with((c) => this.#query(c, this.#s("SELECT_HISTORY"), [agentId, memoryId, agentId, memoryId]));
+    const found = await this.#with((c) => this.#query(c, this.#s("SELECT_HISTORY"), { agent: agentId, id: memoryId }));
     return found.map((r) => rows.memory(agentId, r));
   }
 
