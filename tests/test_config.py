@@ -1,4 +1,4 @@
-"""MemoryConfig: defaults, environment, validation (README, "Configuration")."""
+"""MemoryConfig: defaults, environment, validation (docs/configuration.md)."""
 
 from __future__ import annotations
 
@@ -151,13 +151,13 @@ def test_secrets_are_masked_in_to_dict() -> None:
     assert c.qdrant_api_key == "s3cret"
 
 
-def test_readme_documents_every_field() -> None:
+def test_the_configuration_guide_documents_every_field() -> None:
     import dataclasses
     from pathlib import Path
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    guide = (Path(__file__).parent.parent / "docs" / "configuration.md").read_text()
     for f in dataclasses.fields(MemoryConfig):
-        assert f"| `{f.name}` | `ACTRONE_{f.name.upper()}` |" in readme, f.name
+        assert f"| `{f.name}` | `ACTRONE_{f.name.upper()}` |" in guide, f.name
 
 
 def test_system_schemas_are_refused_with_the_reason() -> None:
@@ -248,7 +248,7 @@ def test_a_misspelled_variable_is_logged_once_with_the_closest_setting(
         "ACTRONE_RERANK_ENABLE is not a setting of actrone_pg and is ignored; "
         "did you mean ACTRONE_RERANK_ENABLED?",
         "ACTRONE_ZZZ is not a setting of actrone_pg and is ignored; "
-        "the settings are listed in the README's Configuration table",
+        "the settings are listed in docs/configuration.md",
     ]
 
 

@@ -148,7 +148,7 @@ def test_the_first_hour_note_comes_before_the_demo_command_and_matches_the_scrip
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     text = README.read_text()
-    section = text[text.index("## Two commands") :]
+    section = text[text.index("## Contributing: two commands") :]
     note = " ".join(section[: section.index("```bash")].split())
     # no torch any more, and the note says so (scripts/export_test_model.py never imports it)
     assert "without torch" in note
