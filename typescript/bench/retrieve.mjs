@@ -18,8 +18,8 @@ import { MemoryManager } from "../dist/index.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = resolve(here, "..", "..");
-const python = process.env.ACTRONE_PYTHON || resolve(repo, ".venv", "bin", "python");
-const { ACTRONE_PYTHON: _, ...inherited } = process.env; // not a setting of actrone_pg
+const python = process.env.ACTRONE_TEST_PYTHON || resolve(repo, ".venv", "bin", "python");
+const { ACTRONE_TEST_PYTHON: _, ...inherited } = process.env; // not a setting of actrone_pg
 const env = { ...inherited, PYTHONPATH: [repo, process.env.PYTHONPATH].filter(Boolean).join(":") };
 const { values: opts } = parseArgs({
   options: {

@@ -168,7 +168,7 @@ export function envName(field: string): string {
 
 const ENV_NAMES = new Map(FIELD_NAMES.map((f) => [envName(f), f]));
 const NOT_SETTINGS_PREFIXES = ["ACTRONE_TEST_", "ACTRONE_BENCH_", "ACTRONE_EXPORT_"];
-const NOT_SETTINGS = new Set(["ACTRONE_MCP_TOKEN", "ACTRONE_PYTHON"]);
+const NOT_SETTINGS = new Set(["ACTRONE_MCP_TOKEN"]);
 const warnedEnv = new Set<string>();
 const TRUE = new Set(["1", "true", "yes", "on"]);
 const FALSE = new Set(["0", "false", "no", "off"]);

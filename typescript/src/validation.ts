@@ -5,7 +5,7 @@
  */
 import { ValidationError } from "./errors.js";
 import type { JsonObject, JsonValue } from "./models.js";
-import { codePointLength, pythonJsonDumps } from "./text.js";
+import { codePointLength, pyStrip, pythonJsonDumps } from "./text.js";
 
 export const MAX_ID_CHARS = 256;
 export const MAX_LABEL_CHARS = 128;
@@ -55,7 +55,7 @@ function checkSurrogates(name: string, value: string): void {
 /** A non-blank id of at most 256 characters, with no NUL or other control characters. */
 export function checkId(name: string, value: unknown): string {
   if (typeof value !== "string") throw new ValidationError(`${name} must be a string, got ${typeName(value)}`);
-  if (!value.trim()) throw new ValidationError(`${name} must not be empty or blank`);
+  if (!pyStrip(value)) throw new ValidationError(`${name} must not be empty or blank`);
   const length = codePointLength(value);
   if (length > MAX_ID_CHARS) {
     throw new ValidationError(`${name} is ${length} characters long; the limit is ${MAX_ID_CHARS}`);
@@ -71,7 +71,7 @@ export function checkId(name: string, value: unknown): string {
 /** Text without NUL characters and at most `maxChars` code points long. */
 export function checkText(name: string, value: unknown, maxChars: number, { allowEmpty = false } = {}): string {
   if (typeof value !== "string") throw new ValidationError(`${name} must be a string, got ${typeName(value)}`);
-  if (!allowEmpty && !value.trim()) throw new ValidationError(`${name} must not be empty or blank`);
+  if (!allowEmpty && !pyStrip(value)) throw new ValidationError(`${name} must not be empty or blank`);
   const length = codePointLength(value);
   if (length > maxChars) {
     throw new ValidationError(
@@ -88,7 +88,7 @@ export function checkText(name: string, value: unknown, maxChars: number, { allo
 
 /** A short non-blank label such as `contentType`, `source` or `sensitivity`. */
 export function checkLabel(name: string, value: unknown): string {
-  if (typeof value !== "string" || !value.trim()) throw new ValidationError(`${name} must be a non-empty string`);
+  if (typeof value !== "string" || !pyStrip(value)) throw new ValidationError(`${name} must be a non-empty string`);
   if (codePointLength(value) > MAX_LABEL_CHARS || value.includes("\u0000")) {
     throw new ValidationError(`${name} must be at most ${MAX_LABEL_CHARS} characters, without NUL`);
   }

@@ -2,7 +2,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 
-const dir = process.env.ACTRONE_FIXTURES ?? join(process.cwd(), "build-test", "fixtures");
+const dir = process.env.ACTRONE_TEST_FIXTURES ?? join(process.cwd(), "build-test", "fixtures");
 
 /** The fixture `name` that test/fixtures/generate.py wrote. */
 export function fixture<T>(name: string): T {

@@ -15,7 +15,7 @@ after(async () => {
 
 test("a TypeScript MCP client and a TypeScript manager share one memory through actrone-pg mcp", { skip: DSN ? false : "no PostgreSQL" }, async () => {
   const mm = await MemoryManager.create({ config: { backend: "postgres", postgresDsn: DSN, postgresSchema: schema, embeddingProvider: "hashing" } });
-  const { ACTRONE_PYTHON: python, ...env } = process.env;
+  const { ACTRONE_TEST_PYTHON: python, ...env } = process.env;
   const client = new Client({ name: "my-agent", version: "1.0.0" });
   try {
     await mm.injectMemory("agent-1", "The user's favourite dish is mushroom risotto.");

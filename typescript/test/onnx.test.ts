@@ -21,6 +21,7 @@ interface OnnxFixture {
   recognised_as: string | null;
   texts: string[];
   vectors: string[];
+  tokenized: [string, number[]][];
 }
 
 const fx = fixture<OnnxFixture | null>("onnx");
@@ -44,6 +45,17 @@ test("OnnxEmbedder gives Python's vectors, name, length limit and threshold", { 
       v.forEach((x, d) => (worst = Math.max(worst, Math.abs(x - expected[d]!))));
     });
     assert.ok(worst < 1e-5, `largest difference from Python's vectors: ${worst}`);
+  } finally {
+    await embedder.close();
+  }
+});
+
+test("the token ids of every text are those of Python's tokenizer", { skip }, async () => {
+  assert.ok(fx !== null);
+  const embedder = await OnnxEmbedder.fromDirectory(fx.directory);
+  try {
+    const differences = fx.tokenized.filter(([text, ids]) => JSON.stringify(embedder.tokenIds(text)) !== JSON.stringify(ids));
+    assert.deepEqual(differences.slice(0, 5).map(([text]) => text), []);
   } finally {
     await embedder.close();
   }

@@ -1,5 +1,5 @@
 // `npm test`: Python writes the parity fixtures (test/fixtures/generate.py, run by the Python of
-// the repository's venv: ACTRONE_PYTHON, else ../.venv/bin/python), then Node's test runner runs
+// the repository's venv: ACTRONE_TEST_PYTHON, else ../.venv/bin/python), then Node's test runner runs
 // every compiled test file. The fixtures are never committed: they are Python's answers of today.
 import { spawn, spawnSync } from "node:child_process";
 import { createInterface } from "node:readline";
@@ -10,12 +10,12 @@ import { fileURLToPath } from "node:url";
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "..");
 const repo = resolve(root, "..");
-const python = process.env.ACTRONE_PYTHON || resolve(repo, ".venv", "bin", "python");
+const python = process.env.ACTRONE_TEST_PYTHON || resolve(repo, ".venv", "bin", "python");
 const out = join(root, "build-test", "fixtures");
 mkdirSync(out, { recursive: true });
 
 if (!existsSync(python)) {
-  console.error(`no Python at ${python}: set ACTRONE_PYTHON to the interpreter that has actrone_pg installed`);
+  console.error(`no Python at ${python}: set ACTRONE_TEST_PYTHON to the interpreter that has actrone_pg installed`);
   process.exit(2);
 }
 const env = { ...process.env, PYTHONPATH: [repo, process.env.PYTHONPATH].filter(Boolean).join(delimiter) };
@@ -50,7 +50,7 @@ if (!dsn) {
 const status = await new Promise((done) => {
   const child = spawn(process.execPath, ["--test", "--test-concurrency=1", "--test-reporter=spec", ...files], {
     stdio: "inherit",
-    env: { ...process.env, ACTRONE_FIXTURES: out, ACTRONE_TEST_POSTGRES_DSN: dsn, ACTRONE_PYTHON: python, PYTHONPATH: env.PYTHONPATH },
+    env: { ...process.env, ACTRONE_TEST_FIXTURES: out, ACTRONE_TEST_POSTGRES_DSN: dsn, ACTRONE_TEST_PYTHON: python, PYTHONPATH: env.PYTHONPATH },
     cwd: root,
   });
   child.on("exit", (code) => done(code ?? 1));

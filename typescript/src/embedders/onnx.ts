@@ -244,17 +244,20 @@ export class OnnxEmbedder implements Embedder {
   readonly #suffix: number[];
   readonly #padId: number;
   readonly #output: string;
+  readonly #lowercases: boolean;
 
   private constructor(
     ort: OrtModule,
     session: OrtSession,
     tokenizer: HfTokenizer,
+    lowercases: boolean,
     modelPath: string,
     { modelId, pooling, maxLength, batchSize, name }: { modelId: string; pooling: "mean" | "cls"; maxLength: number; batchSize: number; name: string | undefined },
   ) {
     this.#ort = ort;
     this.#session = session;
     this.#tokenizer = tokenizer;
+    this.#lowercases = lowercases;
     this.modelPath = modelPath;
     this.modelId = modelId;
     this.pooling = pooling;
@@ -310,11 +313,13 @@ export class OnnxEmbedder implements Embedder {
 
     const [ort, tokenizers] = await importRuntime();
     let tokenizer: HfTokenizer;
+    let lowercases = false;
     try {
       const json = JSON.parse(readFileSync(tokenizerFile, "utf8")) as JsonRecord;
       // The file's own padding and truncation are off: the embedder sets its own (Python does too).
       json.padding = null;
       json.truncation = null;
+      lowercases = normalizerLowercases(json.normalizer);
       tokenizer = new tokenizers.Tokenizer(json, readJson(join(directory, "tokenizer_config.json")));
     } catch (exc) {
       throw new ModelNotAvailableError(`cannot load the tokenizer ${tokenizerFile}: ${(exc as Error).message}`, { cause: exc });
@@ -333,7 +338,7 @@ export class OnnxEmbedder implements Embedder {
         `the ONNX model ${onnxFile} has inputs ${JSON.stringify(inputs)}; expected input_ids and optionally attention_mask and token_type_ids`,
       );
     }
-    const embedder = new OnnxEmbedder(ort, session, tokenizer, onnxFile, {
+    const embedder = new OnnxEmbedder(ort, session, tokenizer, lowercases, onnxFile, {
       modelId,
       pooling,
       maxLength,
@@ -384,8 +389,17 @@ export class OnnxEmbedder implements Embedder {
     return out;
   }
 
+  /** The token ids the model sees for `text`: special tokens added, truncated at `maxLength`. */
+  tokenIds(text: string): number[] {
+    return this.#encode(text);
+  }
+
   #encode(text: string): number[] {
-    const body = this.#tokenizer.encode(text, { add_special_tokens: false }).ids;
+    // Rust's tokenizers lowercase one character at a time, so a word-final capital sigma
+    // becomes σ there; JavaScript's toLowerCase makes it ς (Unicode's Final_Sigma rule), the
+    // one context-dependent mapping it applies. Lowered here first, it is σ in both.
+    const input = this.#lowercases ? text.replace(/Σ/g, "σ") : text;
+    const body = this.#tokenizer.encode(input, { add_special_tokens: false }).ids;
     const room = this.maxLength - this.#prefix.length - this.#suffix.length;
     return [...this.#prefix, ...body.slice(0, Math.max(room, 0)), ...this.#suffix];
   }
@@ -444,6 +458,14 @@ export class OnnxEmbedder implements Embedder {
     }
     return vectors;
   }
+}
+
+// Whether a tokenizer.json normalizer lowercases (BERT's, or a Lowercase step of a sequence).
+function normalizerLowercases(normalizer: unknown): boolean {
+  if (normalizer === null || typeof normalizer !== "object") return false;
+  const n = normalizer as { type?: unknown; lowercase?: unknown; normalizers?: unknown };
+  if (n.type === "Lowercase" || (n.type === "BertNormalizer" && n.lowercase !== false)) return true;
+  return Array.isArray(n.normalizers) && n.normalizers.some(normalizerLowercases);
 }
 
 function unit(v: Float64Array): Float32Array {

@@ -39,20 +39,32 @@ interface Space {
   expiresUs: Float64Array;
   firstExpiry: number;
   rows: number[]; // each column's row among the agent's entries
-  frequencies: Map<string, number>[];
+  column: Map<string, number>; // memory id -> column
+  // term -> its frequency in every column, built from the agent's postings on first use
+  termColumns: Map<string, Float64Array>;
 }
 
 class Agent {
   readonly entries = new Map<string, Entry>();
   readonly history = new Map<string, Memory[]>();
   readonly docFreq = new Map<string, number>();
+  // term -> (memory id -> frequency)
+  readonly postings = new Map<string, Map<string, number>>();
   totalLength = 0;
   readonly spaces = new Map<string, Space>();
 
   add(entry: Entry): void {
     this.remove(entry.memory.id);
     this.entries.set(entry.memory.id, entry);
-    for (const term of entry.tf.keys()) this.docFreq.set(term, (this.docFreq.get(term) ?? 0) + 1);
+    for (const [term, count] of entry.tf) {
+      this.docFreq.set(term, (this.docFreq.get(term) ?? 0) + 1);
+      let posting = this.postings.get(term);
+      if (posting === undefined) {
+        posting = new Map();
+        this.postings.set(term, posting);
+      }
+      posting.set(entry.memory.id, count);
+    }
     this.totalLength += entry.length;
     this.spaces.clear();
   }
@@ -65,10 +77,27 @@ class Agent {
       const df = (this.docFreq.get(term) ?? 0) - 1;
       if (df <= 0) this.docFreq.delete(term);
       else this.docFreq.set(term, df);
+      const posting = this.postings.get(term);
+      posting?.delete(memoryId);
+      if (posting?.size === 0) this.postings.delete(term);
     }
     this.totalLength -= old.length;
     this.spaces.clear();
     return true;
+  }
+
+  /** `term`'s frequency in every column of `space` (0 where absent), built once per space. */
+  termColumn(space: Space, term: string): Float64Array {
+    let counts = space.termColumns.get(term);
+    if (counts === undefined) {
+      counts = new Float64Array(space.memories.length);
+      for (const [id, count] of this.postings.get(term) ?? []) {
+        const c = space.column.get(id);
+        if (c !== undefined) counts[c] = count;
+      }
+      space.termColumns.set(term, counts);
+    }
+    return counts;
   }
 
   space(embedder: string): Space | null {
@@ -100,7 +129,8 @@ class Agent {
       expiresUs,
       firstExpiry: expiresUs.reduce((a, b) => Math.min(a, b), Infinity),
       rows,
-      frequencies: entries.map((e) => e.tf),
+      column: new Map(entries.map((e, i) => [e.memory.id, i])),
+      termColumns: new Map(),
     };
     this.spaces.set(embedder, space);
     return space;
@@ -362,7 +392,12 @@ export class InMemoryStore implements Store {
       idOrder: space.idOrder,
       tokens: space.tokens,
       termFrequencies: (positions, terms) => ({
-        tf: terms.map((t) => Float64Array.from(positions, (p) => space.frequencies[p]!.get(t) ?? 0)),
+        tf: terms.map((t) => {
+          const counts = agent.termColumn(space, t);
+          const row = new Float64Array(positions.length);
+          for (let i = 0; i < positions.length; i++) row[i] = counts[positions[i]!]!;
+          return row;
+        }),
         lengths: Float64Array.from(positions, (p) => space.lengths[p]!),
       }),
       memories: (positions) => positions.map((p) => space.memories[p]!),

@@ -43,12 +43,12 @@ export async function sql<T extends pg.QueryResultRow = pg.QueryResultRow>(text:
 
 /**
  * Run Python's side (test/helpers/cross.py `command`) with `input` as JSON on stdin; its JSON
- * answer. Python is ACTRONE_PYTHON (set by test/run.mjs), the repository on PYTHONPATH.
+ * answer. Python is ACTRONE_TEST_PYTHON (set by test/run.mjs), the repository on PYTHONPATH.
  */
 export function python<T>(command: string, input: unknown): Promise<T> {
-  const exe = process.env.ACTRONE_PYTHON ?? resolve(helpersDir, "..", "..", "..", ".venv", "bin", "python");
+  const exe = process.env.ACTRONE_TEST_PYTHON ?? resolve(helpersDir, "..", "..", "..", ".venv", "bin", "python");
   return new Promise((done, fail) => {
-    const { ACTRONE_PYTHON: _, ...env } = process.env; // not a setting of actrone_pg
+    const { ACTRONE_TEST_PYTHON: _, ...env } = process.env; // not a setting of actrone_pg
     const child = spawn(exe, [join(helpersDir, "cross.py"), command], { stdio: ["pipe", "pipe", "pipe"], env });
     let out = "";
     let err = "";
@@ -78,7 +78,7 @@ export interface Server {
 }
 
 export async function startServer(kind: "citus" | "postgres"): Promise<Server> {
-  const exe = process.env.ACTRONE_PYTHON ?? resolve(helpersDir, "..", "..", "..", ".venv", "bin", "python");
+  const exe = process.env.ACTRONE_TEST_PYTHON ?? resolve(helpersDir, "..", "..", "..", ".venv", "bin", "python");
   const child = spawn(exe, [join(helpersDir, "pg_server.py"), ...(kind === "citus" ? ["citus"] : [])], {
     stdio: ["pipe", "pipe", "inherit"],
   });
