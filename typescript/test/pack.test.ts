@@ -22,6 +22,13 @@ function quickstart(): { code: string; expected: string[] } {
   return { code, expected };
 }
 
+test("the repository README's TypeScript example is the package's quickstart (tested below)", () => {
+  const readme = readFileSync(join(root, "..", "README.md"), "utf8");
+  const section = readme.slice(readme.indexOf("## TypeScript"));
+  const code = /```ts\n([\s\S]*?)```/.exec(section)![1]!;
+  assert.equal(code, quickstart().code);
+});
+
 test("npm pack, installed into an empty project, runs the README's quickstart", { timeout: 600_000 }, () => {
   const { code, expected } = quickstart();
   assert.ok(expected.length > 0, "the quickstart says what it prints");
