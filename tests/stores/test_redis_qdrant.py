@@ -24,7 +24,7 @@ import pytest
 
 from actrone_pg import MemoryConfig, MemoryManager, create_memory_manager
 from actrone_pg.embedders import HashingEmbedder
-from actrone_pg.errors import DimensionMismatchError, StoreUnavailableError
+from actrone_pg.errors import DimensionMismatchError, PoolSaturatedError, StoreUnavailableError
 from actrone_pg.models import Memory, Turn
 from actrone_pg.stores.base import MemoryRecord, SearchRequest
 from actrone_pg.stores.memory import InMemoryStore
@@ -46,6 +46,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException  # noqa: E40
 from actrone_pg.stores.redis_qdrant import index, layout, registry, writes  # noqa: E402
 
 RedisQdrantStore = rq.RedisQdrantStore
+RedisQdrantSettings = rq.RedisQdrantSettings
 
 TTL = 3600.0
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -608,7 +609,9 @@ def _free_port() -> int:
 
 async def test_unreachable_redis_fails_fast_with_a_typed_error() -> None:
     store = RedisQdrantStore(
-        redis_url=f"redis://127.0.0.1:{_free_port()}", qdrant_url=":memory:", redis_timeout=1.0
+        RedisQdrantSettings(
+            redis_url=f"redis://127.0.0.1:{_free_port()}", qdrant_url=":memory:", redis_timeout=1.0
+        )
     )
     started = time.monotonic()
     with pytest.raises(StoreUnavailableError, match="Redis at redis://127.0.0.1"):
@@ -619,9 +622,11 @@ async def test_unreachable_redis_fails_fast_with_a_typed_error() -> None:
 
 async def test_unreachable_qdrant_server_fails_fast_with_a_typed_error() -> None:
     store = RedisQdrantStore(
-        redis_url=redis_qdrant_settings("x")["redis_url"],
-        qdrant_url=f"http://127.0.0.1:{_free_port()}",
-        qdrant_timeout=2.0,
+        RedisQdrantSettings(
+            redis_url=redis_qdrant_settings("x")["redis_url"],
+            qdrant_url=f"http://127.0.0.1:{_free_port()}",
+            qdrant_timeout=2.0,
+        )
     )
     started = time.monotonic()
     with pytest.raises(StoreUnavailableError, match="Qdrant at http://127.0.0.1"):
@@ -634,9 +639,11 @@ async def test_unreachable_servers_are_named_without_their_passwords() -> None:
     # The Qdrant URL reached the message unmasked (the Redis URL had a masking of its own).
     port = _free_port()
     store = RedisQdrantStore(
-        redis_url=f"redis://:r3dis-secret@127.0.0.1:{port}",
-        qdrant_url=":memory:",
-        redis_timeout=1.0,
+        RedisQdrantSettings(
+            redis_url=f"redis://:r3dis-secret@127.0.0.1:{port}",
+            qdrant_url=":memory:",
+            redis_timeout=1.0,
+        )
     )
     with pytest.raises(StoreUnavailableError) as redis_down:
         await store.setup()
@@ -644,9 +651,11 @@ async def test_unreachable_servers_are_named_without_their_passwords() -> None:
     assert f"redis://:***@127.0.0.1:{port}" in str(redis_down.value)
     assert "r3dis-secret" not in str(redis_down.value)
     store = RedisQdrantStore(
-        redis_url=redis_qdrant_settings("x")["redis_url"],
-        qdrant_url=f"http://admin:qdr4nt-secret@127.0.0.1:{port}",
-        qdrant_timeout=2.0,
+        RedisQdrantSettings(
+            redis_url=redis_qdrant_settings("x")["redis_url"],
+            qdrant_url=f"http://admin:qdr4nt-secret@127.0.0.1:{port}",
+            qdrant_timeout=2.0,
+        )
     )
     with pytest.raises(StoreUnavailableError) as qdrant_down:
         await store.setup()
@@ -732,10 +741,12 @@ def private_redis(tmp_path: Path) -> Iterator[_RedisServer]:
 @pytest.fixture
 async def outage_store(private_redis: _RedisServer) -> AsyncIterator[Any]:
     store = RedisQdrantStore(
-        redis_url=f"redis://127.0.0.1:{private_redis.port}",
-        qdrant_url=":memory:",
-        prefix="outage",
-        redis_timeout=1.0,
+        RedisQdrantSettings(
+            redis_url=f"redis://127.0.0.1:{private_redis.port}",
+            qdrant_url=":memory:",
+            prefix="outage",
+            redis_timeout=1.0,
+        )
     )
     await store.setup()
     yield store
@@ -794,6 +805,41 @@ async def test_l1_read_and_l2_search_use_separate_connections(store_redis_qdrant
     finally:
         await pool.release(hostage)
     assert [t.id for t in turns] == ["t1"] and [h.memory.id for h in hits.hits] == ["m"]
+
+
+async def test_a_saturated_redis_pool_is_load_not_an_outage() -> None:
+    # Spec §8, issue 38 item 3. A pool of 4 with every connection held elsewhere: the call is
+    # told the pool is saturated (not that Redis may be unreachable); once they are back, it
+    # is served. Then 500 concurrent calls see only success or that error, and no connection
+    # of the healthy server is dropped for it.
+    from actrone_pg.stores.redis_qdrant import from_config
+
+    prefix = unique_prefix()
+    config = MemoryConfig(**redis_qdrant_settings(prefix, redis_pool_size=4, redis_timeout=0.5))
+    store = from_config(config)
+    await store.setup()
+    try:
+        pool = store.servers.redis().connection_pool
+        hostages = [await pool.get_connection() for _ in range(4)]
+        try:
+            with pytest.raises(PoolSaturatedError, match="redis_pool_size") as raised:
+                await store.recent_turns("a", "s", limit=5, ttl_seconds=TTL)
+        finally:
+            for conn in hostages:
+                await pool.release(conn)
+        assert "unreachable" not in str(raised.value) and "running" not in str(raised.value)
+        assert await store.recent_turns("a", "s", limit=5, ttl_seconds=TTL) == []
+        opened = {id(c) for c in pool._available_connections}
+        results = await asyncio.gather(
+            *(store.recent_turns("a", "s", limit=5, ttl_seconds=TTL) for _ in range(500)),
+            return_exceptions=True,
+        )
+        errors = [r for r in results if not isinstance(r, list)]
+        assert [r for r in errors if not isinstance(r, PoolSaturatedError)] == []
+        assert {id(c) for c in pool._available_connections} == opened  # none dropped, none new
+    finally:
+        await store.close()
+        await cleanup(prefix)
 
 
 def test_point_ids_are_deterministic_and_tenant_scoped() -> None:

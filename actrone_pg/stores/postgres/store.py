@@ -1,30 +1,26 @@
 """The PostgreSQL store: one class holding the database state, each call one module's function.
 
-:class:`PostgresStore` keeps the state (:class:`~.connection.Database`: configuration, the pool,
-caches) and forwards each method of the store protocol to the module of its concern, so a
-traceback names the module that ran: ``setup``, ``sessions`` (L1), ``writes`` (L2 writes),
-``search`` (L2 search, listing), ``context`` (L1 + L2 in one statement) and ``maintenance``.
+:class:`PostgresStore` keeps the state (:class:`~.connection.Database`: the connection, with the
+settings, the schema's facts and the maintenance beside it) and forwards each method of the
+store protocol to the module of its concern, so a traceback names the module that ran:
+``setup``, ``sessions`` (L1), ``writes`` (L2 writes), ``search`` (L2 search, listing),
+``context`` (L1 + L2 in one statement) and ``maintenance``.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from actrone_pg.models import Memory, SessionInfo, Turn
-from actrone_pg.ranking import DEFAULT_ANALYZER, Analyzer
+from actrone_pg._forward import forward
+from actrone_pg.ranking import Analyzer
 from actrone_pg.stores.postgres import context, maintenance, search, sessions, setup, writes
 from actrone_pg.stores.postgres.connection import Database
+from actrone_pg.stores.postgres.settings import PostgresSettings
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
     from contextlib import AbstractAsyncContextManager
 
     from actrone_pg.config import MemoryConfig
-    from actrone_pg.filters import MemoryFilter
-    from actrone_pg.pipeline import PackedSearch, SearchRequest
-    from actrone_pg.stores.base import BuildVersion, Fence, MemoryRecord
     from actrone_pg.stores.postgres.connection import _Conn
 
 __all__ = ["PostgresStore", "from_config"]
@@ -33,71 +29,28 @@ __all__ = ["PostgresStore", "from_config"]
 class PostgresStore:
     """A store in PostgreSQL with pgvector (see :mod:`actrone_pg.stores.postgres`).
 
-    ``dsn`` is a libpq connection string or URI; ``None`` starts the embedded server in
-    ``data_dir`` (the ``[embedded]`` extra). :meth:`setup` connects, and migrates the schema when
-    ``auto_migrate`` is true; otherwise a schema that is behind raises :class:`SchemaError`.
-    An agent with ``ann_min_memories`` memories or more gets an HNSW index of its own, scanned
-    with ``hnsw.ef_search = ann_ef_search`` (0 disables them). ``distribute`` is
-    ``MemoryConfig.postgres_distribute`` (docs/scale-out.md).
+    ``settings`` (:class:`~.settings.PostgresSettings`, the defaults if ``None``) says which
+    server and schema, and how; :meth:`from_config` makes them from a
+    :class:`~actrone_pg.config.MemoryConfig`. :meth:`setup` connects, and migrates the schema
+    when ``settings.auto_migrate`` is true.
     """
 
     backend = "postgres"
 
-    def __init__(
-        self,
-        dsn: str | None = None,
-        *,
-        schema: str = "actrone",
-        auto_migrate: bool = True,
-        data_dir: str | Path | None = None,
-        pool_min_size: int = 1,
-        pool_max_size: int = 10,
-        connect_timeout: float = 5.0,
-        statement_timeout: float = 30.0,
-        text_search_config: str = "simple",
-        text_analyzer: str = DEFAULT_ANALYZER,
-        lexical_dates: bool | None = None,
-        ann_min_memories: int = 50_000,
-        ann_ef_search: int = 800,
-        distribute: str = "auto",
-    ) -> None:
-        #: The configuration, pool and caches every function of the package is given.
-        self.db = Database(
-            dsn,
-            schema=schema,
-            auto_migrate=auto_migrate,
-            data_dir=data_dir,
-            pool_min_size=pool_min_size,
-            pool_max_size=pool_max_size,
-            connect_timeout=connect_timeout,
-            statement_timeout=statement_timeout,
-            text_search_config=text_search_config,
-            text_analyzer=text_analyzer,
-            lexical_dates=lexical_dates,
-            ann_min_memories=ann_min_memories,
-            ann_ef_search=ann_ef_search,
-            distribute=distribute,
-        )
+    def __init__(self, settings: PostgresSettings | None = None) -> None:
+        #: The connection (with the settings, the schema's facts and the maintenance) every
+        #: function of the package is given.
+        self.db = Database(settings if settings is not None else PostgresSettings())
 
     @classmethod
     def from_config(cls, config: MemoryConfig) -> PostgresStore:
         """A store built from a :class:`~actrone_pg.config.MemoryConfig` (not yet connected)."""
-        return cls(
-            config.postgres_dsn,
-            schema=config.postgres_schema,
-            auto_migrate=config.postgres_auto_migrate,
-            data_dir=config.postgres_data_dir,
-            pool_min_size=config.postgres_pool_min_size,
-            pool_max_size=config.postgres_pool_max_size,
-            connect_timeout=config.postgres_connect_timeout,
-            statement_timeout=config.postgres_statement_timeout,
-            text_search_config=config.postgres_text_search_config,
-            text_analyzer=config.text_analyzer,
-            lexical_dates=config.lexical_dates,
-            ann_min_memories=config.postgres_ann_min_memories,
-            ann_ef_search=config.postgres_ann_ef_search,
-            distribute=config.postgres_distribute,
-        )
+        return cls(PostgresSettings.from_config(config))
+
+    @property
+    def settings(self) -> PostgresSettings:
+        """The store's settings (frozen)."""
+        return self.db.settings
 
     @property
     def schema(self) -> str:
@@ -137,147 +90,35 @@ class PostgresStore:
 
     # -- L1: sessions, turns, locks (sessions.py) -----------------------------------------------
 
-    async def append_turn(self, turn: Turn, *, max_turns: int, ttl_seconds: float) -> None:
-        """Append the turn (idempotent by id), trim the session and refresh its expiry."""
-        await sessions.append_turn(self.db, turn, max_turns=max_turns, ttl_seconds=ttl_seconds)
-
-    async def recent_turns(
-        self, agent_id: str, session_id: str, *, limit: int, ttl_seconds: float
-    ) -> list[Turn]:
-        """The newest ``limit`` turns of a live session, oldest first."""
-        return await sessions.recent_turns(
-            self.db, agent_id, session_id, limit=limit, ttl_seconds=ttl_seconds
-        )
-
-    async def get_session(
-        self, agent_id: str, session_id: str, *, ttl_seconds: float
-    ) -> SessionInfo | None:
-        """A live session's turn count, creation, last activity and metadata."""
-        return await sessions.get_session(self.db, agent_id, session_id, ttl_seconds=ttl_seconds)
-
-    async def list_sessions(self, agent_id: str, *, ttl_seconds: float) -> list[SessionInfo]:
-        """The agent's live sessions, by id."""
-        return await sessions.list_sessions(self.db, agent_id, ttl_seconds=ttl_seconds)
-
-    async def set_session_metadata(
-        self,
-        agent_id: str,
-        session_id: str,
-        metadata: dict[str, Any],
-        *,
-        ttl_seconds: float,
-        fence: Fence | None = None,
-    ) -> None:
-        """Merge ``metadata`` into the session, creating it if needed."""
-        await sessions.set_session_metadata(
-            self.db, agent_id, session_id, metadata, ttl_seconds=ttl_seconds, fence=fence
-        )
-
-    async def clear_session(self, agent_id: str, session_id: str) -> None:
-        """Delete the session and its turns."""
-        await sessions.clear_session(self.db, agent_id, session_id)
-
-    async def sweep_expired_sessions(self, *, ttl_seconds: float, limit: int) -> int:
-        """Delete up to ``limit`` sessions idle longer than ``ttl_seconds``."""
-        return await sessions.sweep_expired_sessions(self.db, ttl_seconds=ttl_seconds, limit=limit)
-
-    async def expired_sessions(self, *, ttl_seconds: float, limit: int) -> list[tuple[str, str]]:
-        """Up to ``limit`` sessions idle longer than ``ttl_seconds``, longest idle first."""
-        return await sessions.expired_sessions(self.db, ttl_seconds=ttl_seconds, limit=limit)
-
-    async def delete_expired_session(
-        self, agent_id: str, session_id: str, *, ttl_seconds: float
-    ) -> bool:
-        """Delete the session if it is still idle past the TTL."""
-        return await sessions.delete_expired_session(
-            self.db, agent_id, session_id, ttl_seconds=ttl_seconds
-        )
-
-    async def acquire_lock(self, agent_id: str, name: str, holder: str, ttl_seconds: float) -> bool:
-        """Take the lock in one atomic statement, timed by the server's clock."""
-        return await sessions.acquire_lock(self.db, agent_id, name, holder, ttl_seconds)
-
-    async def release_lock(self, agent_id: str, name: str, holder: str) -> bool:
-        """Release the lock if ``holder`` holds a live one."""
-        return await sessions.release_lock(self.db, agent_id, name, holder)
+    append_turn = forward("db", sessions.append_turn)
+    recent_turns = forward("db", sessions.recent_turns)
+    get_session = forward("db", sessions.get_session)
+    list_sessions = forward("db", sessions.list_sessions)
+    set_session_metadata = forward("db", sessions.set_session_metadata)
+    clear_session = forward("db", sessions.clear_session)
+    sweep_expired_sessions = forward("db", sessions.sweep_expired_sessions)
+    expired_sessions = forward("db", sessions.expired_sessions)
+    delete_expired_session = forward("db", sessions.delete_expired_session)
+    writer_fence = forward("db", sessions.writer_fence)
+    acquire_lock = forward("db", sessions.acquire_lock)
+    release_lock = forward("db", sessions.release_lock)
 
     # -- L2: writes, reads by id, erasure (writes.py) -------------------------------------------
 
-    async def upsert_memories(
-        self, records: Sequence[MemoryRecord], *, fence: Fence | None = None
-    ) -> None:
-        """Insert or replace, all or none, in one transaction (:func:`.writes.upsert_memories`)."""
-        await writes.upsert_memories(self.db, records, fence=fence)
+    upsert_memories = forward("db", writes.upsert_memories)
+    get_memory = forward("db", writes.get_memory)
+    update_memory = forward("db", writes.update_memory)
+    memory_history = forward("db", writes.memory_history)
+    delete_memory = forward("db", writes.delete_memory)
+    sweep_expired_memories = forward("db", writes.sweep_expired_memories)
+    count_memories = forward("db", writes.count_memories)
+    erase_agent = forward("db", writes.erase_agent)
 
-    async def get_memory(self, agent_id: str, memory_id: str) -> Memory | None:
-        """The agent's current memory ``memory_id``, or ``None``."""
-        return await writes.get_memory(self.db, agent_id, memory_id)
+    # -- L2: listing and search (search.py, context.py) -----------------------------------------
 
-    async def update_memory(
-        self,
-        agent_id: str,
-        memory_id: str,
-        build: BuildVersion,
-        *,
-        fence: Fence | None = None,
-    ) -> Memory | None:
-        """The new version built from the current one (:func:`.writes.update_memory`)."""
-        return await writes.update_memory(self.db, agent_id, memory_id, build, fence=fence)
-
-    async def memory_history(self, agent_id: str, memory_id: str) -> list[Memory]:
-        """Every version of the memory, oldest first."""
-        return await writes.memory_history(self.db, agent_id, memory_id)
-
-    async def delete_memory(self, agent_id: str, memory_id: str) -> bool:
-        """Delete the agent's memory; ``False`` if it had none of that id."""
-        return await writes.delete_memory(self.db, agent_id, memory_id)
-
-    async def sweep_expired_memories(self, *, limit: int) -> int:
-        """Delete up to ``limit`` expired memories, of every agent."""
-        return await writes.sweep_expired_memories(self.db, limit=limit)
-
-    async def count_memories(self, agent_id: str) -> int:
-        """How many current memories the agent has."""
-        return await writes.count_memories(self.db, agent_id)
-
-    async def erase_agent(self, agent_id: str) -> None:
-        """Delete every row of the agent, and nothing of any other."""
-        await writes.erase_agent(self.db, agent_id)
-
-    # -- L2: search and listing (context.py, search.py) -----------------------------------------
-
-    async def search(self, request: SearchRequest) -> PackedSearch:
-        """The ranked memories of ``request`` (:func:`.context.search`)."""
-        return await context.search(self.db, request)
-
-    async def fetch_context(
-        self,
-        agent_id: str,
-        session_id: str,
-        *,
-        limit: int,
-        ttl_seconds: float,
-        request: SearchRequest,
-    ) -> tuple[list[Turn], PackedSearch]:
-        """The session's recent turns and ``request``'s packed search, in one round trip where
-        the search allows it (:func:`.context.fetch_context`)."""
-        return await context.fetch_context(
-            self.db, agent_id, session_id, limit=limit, ttl_seconds=ttl_seconds, request=request
-        )
-
-    async def list_memories(
-        self,
-        agent_id: str,
-        *,
-        now: datetime,
-        limit: int,
-        after: tuple[datetime, str] | None = None,
-        filter: MemoryFilter | None = None,
-    ) -> list[Memory]:
-        """A keyset page of the agent's live memories, newest first, filtered in SQL."""
-        return await search.list_memories(
-            self.db, agent_id, now=now, limit=limit, after=after, filter=filter
-        )
+    list_memories = forward("db", search.list_memories)
+    search = forward("db", context.search)
+    fetch_context = forward("db", context.fetch_context)
 
     # -- read by benchmarks/faults.py and bench/floor.py; use ``db`` and the modules instead --
 
