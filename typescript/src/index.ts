@@ -42,7 +42,7 @@ export type {
   Turn,
 } from "./models.js";
 export type { BuildVersion, MemoryRecord, PackedSearch, SearchRequest, Store } from "./store.js";
-export { InMemoryStore, createStore, type InMemoryStoreOptions } from "./stores/index.js";
+export { InMemoryStore, PostgresStore, createStore, type InMemoryStoreOptions, type PostgresStoreOptions } from "./stores/index.js";
 export {
   HashingEmbedder,
   OnnxEmbedder,

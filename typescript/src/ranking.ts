@@ -108,7 +108,9 @@ export function codePointRanks(ids: readonly string[]): Int32Array {
 
 /** Whole microseconds since the epoch of a date. */
 export function micros(date: Date): number {
-  return date.getTime() * 1000;
+  // A timestamp read from PostgreSQL keeps its microseconds on the Date (stores/postgres/rows.ts).
+  const precise = (date as Date & { [key: symbol]: unknown })[Symbol.for("actrone-pg.micros")];
+  return typeof precise === "number" ? precise : date.getTime() * 1000;
 }
 
 /**

@@ -1,7 +1,8 @@
 // `npm test`: Python writes the parity fixtures (test/fixtures/generate.py, run by the Python of
 // the repository's venv: ACTRONE_TEST_PYTHON, else ../.venv/bin/python), then Node's test runner runs
 // every compiled test file. The fixtures are never committed: they are Python's answers of today.
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
+import { createInterface } from "node:readline";
 import { existsSync, mkdirSync, readdirSync } from "node:fs";
 import { delimiter, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -29,9 +30,33 @@ const files = readdirSync(testDir)
   .filter((f) => f.endsWith(".test.js"))
   .sort()
   .map((f) => join(testDir, f));
-const run = spawnSync(process.execPath, ["--test", "--test-reporter=spec", ...files], {
-  stdio: "inherit",
-  env: { ...process.env, ACTRONE_TEST_FIXTURES: out },
-  cwd: root,
+// One PostgreSQL with pgvector for the whole run (test/helpers/pg_server.py: the Python suite's
+// server, ACTRONE_TEST_POSTGRES_DSN if set, else the embedded one), stopped when the run ends.
+let server = null;
+let dsn = process.env.ACTRONE_TEST_POSTGRES_DSN || "";
+if (!dsn) {
+  server = spawn(python, [join(here, "helpers", "pg_server.py")], { stdio: ["pipe", "pipe", "inherit"], env, cwd: root });
+  for await (const line of createInterface({ input: server.stdout })) {
+    if (line.startsWith("DSN ")) {
+      dsn = line.slice(4);
+      break;
+    }
+  }
+  if (!dsn) {
+    console.error("the PostgreSQL helper (test/helpers/pg_server.py) gave no DSN");
+    process.exit(1);
+  }
+}
+const status = await new Promise((done) => {
+  const child = spawn(process.execPath, ["--test", "--test-concurrency=1", "--test-reporter=spec", ...files], {
+    stdio: "inherit",
+    env: { ...process.env, ACTRONE_TEST_FIXTURES: out, ACTRONE_TEST_POSTGRES_DSN: dsn, ACTRONE_TEST_PYTHON: python, PYTHONPATH: env.PYTHONPATH },
+    cwd: root,
+  });
+  child.on("exit", (code) => done(code ?? 1));
 });
-process.exit(run.status ?? 1);
+if (server !== null) {
+  server.stdin.end();
+  await new Promise((done) => server.on("exit", done));
+}
+process.exit(status);

@@ -3,12 +3,15 @@ import type { MemoryConfig } from "../config.js";
 import { ConfigurationError } from "../errors.js";
 import type { Store } from "../store.js";
 import { InMemoryStore } from "./memory.js";
+import { PostgresStore } from "./postgres/store.js";
 
 /** Build the store `config.backend` names (not yet set up: the manager calls `setup()`). */
 export async function createStore(config: MemoryConfig): Promise<Store> {
   switch (config.backend) {
     case "memory":
       return new InMemoryStore({ textAnalyzer: config.textAnalyzer, lexicalDates: config.lexicalDates });
+    case "postgres":
+      return new PostgresStore(config);
     case "redis_qdrant":
       throw new ConfigurationError("backend", "the redis_qdrant backend is Python's only; use \"memory\" or \"postgres\" from TypeScript");
     default:
@@ -17,3 +20,4 @@ export async function createStore(config: MemoryConfig): Promise<Store> {
 }
 
 export { InMemoryStore, type InMemoryStoreOptions } from "./memory.js";
+export { PostgresStore, type PostgresStoreOptions } from "./postgres/store.js";
