@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from actrone_pg import _validation as v
+from actrone_pg.consolidation.run import MARKER
 from actrone_pg.errors import ValidationError
 from actrone_pg.models import DATETIME_FIELDS, STORED_MEMORY_FIELDS, Memory, Turn
 
@@ -100,8 +101,12 @@ class Parsed:
     turns: list[tuple[int, Turn]]
 
 
-def parse(name: str, lines: list[str], rename: str | None, max_chars: int) -> Parsed:
-    """Check the file ``name``'s ``lines`` whole; ``rename`` replaces the exported agent."""
+def parse(name: str, lines: list[str], rename: str | None, max_chars: int, now: datetime) -> Parsed:
+    """Check the file ``name``'s ``lines`` whole; ``rename`` replaces the exported agent.
+
+    ``now`` is the time of the import: a memory whose current version has expired by then is
+    refused, as the live API refuses a past expiry.
+    """
     records = _records(name, lines)
     try:
         line, header = next(records)
@@ -139,6 +144,12 @@ def parse(name: str, lines: list[str], rename: str | None, max_chars: int) -> Pa
             kind = rec.get("kind")
             if kind == "memory":
                 versions = _memory(rec, agent, max_chars)
+                expires = versions[-1].expires_at
+                if expires is not None and expires <= now:
+                    raise ValidationError(
+                        f"memory {versions[0].id!r} expired at {expires.isoformat()}: no read "
+                        "would ever return it (remove the line, or set a later expires_at)"
+                    )
                 earlier = seen.setdefault(versions[0].id, line)
                 if earlier != line:
                     raise ValidationError(f"memory {versions[0].id!r} is also on line {earlier}")
@@ -166,6 +177,11 @@ def parse(name: str, lines: list[str], rename: str | None, max_chars: int) -> Pa
                 )
         except ValidationError as exc:
             raise ValidationError(f"{where}: {exc}") from None
+    for sid, (line, metadata) in sessions.items():
+        try:
+            _check_marker(metadata.get(MARKER), [t for _, t in turns if t.session_id == sid], now)
+        except ValidationError as exc:
+            raise ValidationError(f"{name}, line {line}: session {sid!r}: {exc}") from None
     counts = header.get("counts")
     if isinstance(counts, Mapping):
         found = {
@@ -181,6 +197,36 @@ def parse(name: str, lines: list[str], rename: str | None, max_chars: int) -> Pa
                     "it is truncated or was edited"
                 )
     return Parsed(agent, memories, sessions, turns)
+
+
+def _check_marker(marker: Any, turns: list[Turn], now: datetime) -> None:
+    """Refuse a consolidation marker (:data:`~actrone_pg.consolidation.run.MARKER`) that would
+    make the session's turns in the file look consolidated when no run can have done it: one
+    naming a turn of the session at another time, a turn missing from the file that is not older
+    than every turn kept (trimming removes the oldest), or a run to come (its cooldown would
+    hold off every later run)."""
+    if marker is None:
+        return
+    if not isinstance(marker, Mapping) or not isinstance(marker.get("turn_id"), str):
+        raise ValidationError(f"its {MARKER!r} metadata must be an object naming a turn_id")
+    done = _required_when(f"{MARKER}.created_at", marker.get("created_at"))
+    ran = _required_when(f"{MARKER}.ran_at", marker.get("ran_at"))
+    if ran > now or done > ran:
+        raise ValidationError(
+            f"its {MARKER!r} metadata says a consolidation ran at {ran.isoformat()}, over turns "
+            f"up to {done.isoformat()}: a run to come, or over turns not yet written"
+        )
+    named = [t for t in turns if t.id == marker["turn_id"]]
+    if named and named[0].created_at != done:
+        raise ValidationError(
+            f"its {MARKER!r} metadata gives turn {marker['turn_id']!r} the time "
+            f"{done.isoformat()}, the file {named[0].created_at.isoformat()}"
+        )
+    if not named and turns and done >= min(t.created_at for t in turns):
+        raise ValidationError(
+            f"its {MARKER!r} metadata names turn {marker['turn_id']!r}, which the file lacks, "
+            "as no older than the turns it holds"
+        )
 
 
 def _records(name: str, lines: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:

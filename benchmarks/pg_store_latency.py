@@ -35,7 +35,14 @@ from actrone_pg._embedded import given_or_temporary_server
 from actrone_pg.models import Memory, Turn
 from actrone_pg.ranking import RankingParams, query_terms
 from actrone_pg.stores.base import MemoryRecord, PackedSearch, SearchRequest
-from actrone_pg.stores.postgres import PostgresStore, builders, lookups, maintenance, rows
+from actrone_pg.stores.postgres import (
+    PostgresSettings,
+    PostgresStore,
+    builders,
+    lookups,
+    maintenance,
+    rows,
+)
 from actrone_pg.stores.postgres.statements import SELECT_RECENT_TURNS
 
 DIM = 384
@@ -114,7 +121,7 @@ async def main() -> None:
     atexit.register(stack.close)
     dsn = stack.enter_context(given_or_temporary_server(args.dsn, prefix="actrone-bench-"))
     schema = args.reuse or f"bench_{uuid.uuid4().hex[:8]}"
-    store = PostgresStore(dsn, schema=schema, pool_max_size=4)
+    store = PostgresStore(PostgresSettings(dsn, schema=schema, pool_max_size=4))
     await store.setup()
     rng = np.random.default_rng(7)
     topics = rng.normal(size=(50, DIM))

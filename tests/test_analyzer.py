@@ -20,7 +20,7 @@ from actrone_pg.models import Memory
 from actrone_pg.ranking import Analyzer, analyzer, query_terms, term_counts, tokenize
 from actrone_pg.stores.base import MemoryRecord
 from actrone_pg.stores.memory import InMemoryStore
-from actrone_pg.stores.postgres import PostgresStore
+from actrone_pg.stores.postgres import PostgresSettings, PostgresStore
 from actrone_pg.stores.postgres.reindex import reindex
 from actrone_pg.stores.postgres.statements import REINDEX_LOCK, REINDEX_LOCK_SHARDS
 from actrone_pg.stores.redis_qdrant.layout import LAYOUT
@@ -88,7 +88,7 @@ async def reindexed_while_running(dsn: str, schema: str, **store: Any) -> None:
     """The test above on a migrated ``schema`` at ``dsn`` (also the Citus suite's, where a
     batch's writes run on the workers and the reindex's shard locks hold it off)."""
     records = _records()
-    running = PostgresStore(dsn, schema=schema, text_analyzer="english", **store)
+    running = PostgresStore(PostgresSettings(dsn, schema=schema, text_analyzer="english", **store))
     await running.setup()
     try:
         await running.upsert_memories(records[:2])
@@ -124,7 +124,9 @@ async def reindexed_while_running(dsn: str, schema: str, **store: Any) -> None:
         conn.execute(
             sql.SQL("UPDATE {} SET value = 'english' WHERE name = 'text_analyzer'").format(settings)
         )
-    restarted = PostgresStore(dsn, schema=schema, text_analyzer="english", **store)
+    restarted = PostgresStore(
+        PostgresSettings(dsn, schema=schema, text_analyzer="english", **store)
+    )
     await restarted.setup()
     try:
         await restarted.upsert_memories(records[2:])
@@ -176,7 +178,9 @@ async def test_postgres_records_its_analyzer_refuses_another_and_reindexes(
     migrations.migrate(postgres_dsn, scratch_schema)
 
     def store(name: str) -> PostgresStore:
-        return PostgresStore(postgres_dsn, schema=scratch_schema, text_analyzer=name)
+        return PostgresStore(
+            PostgresSettings(postgres_dsn, schema=scratch_schema, text_analyzer=name)
+        )
 
     old = store("simple")
     await old.setup()
@@ -330,7 +334,7 @@ def test_bad_lexical_dates_values_are_configuration_errors() -> None:
     with pytest.raises(ConfigurationError, match="lexical_dates: expected true or false"):
         InMemoryStore(lexical_dates="yes")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="lexical_dates"):
-        PostgresStore("postgresql://nowhere/x", lexical_dates=1)  # type: ignore[arg-type]
+        PostgresStore(PostgresSettings("postgresql://nowhere/x", lexical_dates=1))  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="lexical_dates"):
         reindex("postgresql://nowhere/x", "actrone", "english", lexical_dates="no")  # type: ignore[arg-type]
     assert MemoryConfig.from_env({"ACTRONE_LEXICAL_DATES": "false"}).lexical_dates is False
@@ -349,7 +353,9 @@ async def test_postgres_records_lexical_dates_refuses_a_mix_and_reindexes(
     migrations.migrate(postgres_dsn, scratch_schema)
 
     def store(dates: bool | None) -> PostgresStore:
-        return PostgresStore(postgres_dsn, schema=scratch_schema, lexical_dates=dates)
+        return PostgresStore(
+            PostgresSettings(postgres_dsn, schema=scratch_schema, lexical_dates=dates)
+        )
 
     old = store(False)  # as every schema written before the option: 'english', no dates
     await old.setup()

@@ -16,7 +16,7 @@ from actrone_pg import MemoryConfig, _embedded
 from actrone_pg._embedded import embedded_dsn, shared_buffers_target, stop_embedded
 from actrone_pg.errors import MissingDependencyError, StoreUnavailableError
 from actrone_pg.stores import create_store
-from actrone_pg.stores.postgres import PostgresStore
+from actrone_pg.stores.postgres import PostgresSettings, PostgresStore
 from tests.factories import record
 
 
@@ -58,7 +58,7 @@ async def test_connection_loss_is_a_typed_error_and_the_next_call_recovers(
     data_dir: Path,
 ) -> None:
     dsn = embedded_dsn(data_dir)
-    store = PostgresStore(dsn, connect_timeout=2.0, statement_timeout=5.0)
+    store = PostgresStore(PostgresSettings(dsn, connect_timeout=2.0, statement_timeout=5.0))
     await store.setup()
     try:
         await store.upsert_memories([record("b", "m1", "before the outage", [1, 0, 0])])

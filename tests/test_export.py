@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -187,6 +187,8 @@ def _bad_files(good: list[str]) -> list[tuple[str, list[str], int]]:
     """(what, lines, the line number the error must name)."""
     memory_line = next(i for i, x in enumerate(good) if '"kind":"memory"' in x)
     turn_line = next(i for i, x in enumerate(good) if '"kind":"turn"' in x)
+    session_line = next(i for i, x in enumerate(good) if '"kind":"session"' in x)
+    first_turn = json.loads(good[turn_line])
 
     def edit(index: int, change: Any) -> list[str]:
         lines = list(good)
@@ -207,8 +209,51 @@ def _bad_files(good: list[str]) -> list[tuple[str, list[str], int]]:
     def future(r: dict[str, Any]) -> None:
         r["version"] = 2
 
+    def expired(r: dict[str, Any]) -> None:
+        # The live API refuses a past expiry; an import must too (issue 38).
+        r["versions"][-1]["expires_at"] = "2020-01-01T00:00:00+00:00"
+
+    def marker(**fields: str) -> Callable[[dict[str, Any]], None]:
+        # A forged consolidation marker made later consolidation write nothing (issue 38).
+        def forge(r: dict[str, Any]) -> None:
+            r["metadata"]["actrone_consolidated"] = {
+                "turn_id": "never-was",
+                "created_at": "2020-01-01T00:00:00+00:00",
+                "ran_at": "2020-01-01T00:00:00+00:00",
+                **fields,
+            }
+
+        return forge
+
     last = len(good)
     return [
+        ("an expired memory", edit(memory_line, expired), memory_line + 1),
+        (
+            "a marker of a run to come",
+            edit(session_line, marker(ran_at="2999-01-01T00:00:00+00:00")),
+            session_line + 1,
+        ),
+        (
+            "a marker after the turns",
+            edit(
+                session_line,
+                marker(created_at="2998-01-01T00:00:00+00:00", ran_at="2999-01-01T00:00:00+00:00"),
+            ),
+            session_line + 1,
+        ),
+        (
+            "a marker of a missing turn",
+            edit(
+                session_line,
+                marker(created_at=first_turn["created_at"], ran_at=first_turn["created_at"]),
+            ),
+            session_line + 1,
+        ),
+        (
+            "a marker of a turn at another time",
+            edit(session_line, marker(turn_id=first_turn["id"])),
+            session_line + 1,
+        ),
         ("not JSON", [*good[:-1], good[-1][:-3]], last),
         ("a NUL in content", edit(memory_line, nul), memory_line + 1),
         ("versions not from 1", edit(memory_line, gap), memory_line + 1),
@@ -219,7 +264,7 @@ def _bad_files(good: list[str]) -> list[tuple[str, list[str], int]]:
     ]
 
 
-@pytest.mark.parametrize("case", range(7))
+@pytest.mark.parametrize("case", range(12))
 async def test_a_bad_line_is_refused_with_its_number_and_nothing_is_written(
     exported: Path, target: MemoryManager, tmp_path: Path, case: int
 ) -> None:

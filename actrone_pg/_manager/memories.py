@@ -16,6 +16,7 @@ from actrone_pg.errors import MemoryNotFoundError, ValidationError
 from actrone_pg.models import STORED_MEMORY_FIELDS, Memory, MemoryPage
 from actrone_pg.ranking import micros
 from actrone_pg.stores import MemoryRecord
+from actrone_pg.stores.base import Fence
 
 __all__ = ["Memories"]
 
@@ -124,13 +125,21 @@ class Memories:
                     f"memory id {m.id!r} is given twice in one batch with different content"
                 )
             unique[m.id] = (m, embedded)
+        fence = await self._fence(agent_id)
         vectors = await self.ctx.embed([embedded for _, embedded in unique.values()])
         records = [
             MemoryRecord(memory=m, vector=vec)
             for (m, _), vec in zip(unique.values(), vectors, strict=True)
         ]
-        await self.ctx.store.upsert_memories(records, fence=write_fence.get())
+        await self.ctx.store.upsert_memories(records, fence=fence)
         return [m.id for m in memories]
+
+    async def _fence(self, agent_id: str) -> Fence:
+        """What a write of the agent starting now is fenced by (spec §8, "Erasure"): the lock a
+        consolidation writes under, or else the agent's write generation, which
+        :meth:`erase_agent` ends: the store then refuses the write
+        (:class:`~actrone_pg.errors.LockLostError`)."""
+        return write_fence.get() or await self.ctx.store.writer_fence(agent_id)
 
     def _build_memory(
         self, agent_id: str, item: Mapping[str, Any] | str, index: int, now: datetime
@@ -259,6 +268,7 @@ class Memories:
         # wait for): the new content, or the current one as read now, embedded again only if
         # an update that landed meanwhile changed it.
         ctx = self.ctx
+        fence = await self._fence(agent_id)
         found = ctx.live(await ctx.store.get_memory(agent_id, memory_id), utc_now())
         if found is None:
             raise MemoryNotFoundError(f"agent {agent_id!r} has no memory {memory_id!r}")
@@ -283,7 +293,7 @@ class Memories:
             )
             return MemoryRecord(new, vector)
 
-        written = await ctx.store.update_memory(agent_id, memory_id, build, fence=write_fence.get())
+        written = await ctx.store.update_memory(agent_id, memory_id, build, fence=fence)
         if written is None:
             raise MemoryNotFoundError(f"agent {agent_id!r} has no memory {memory_id!r}")
         return ctx.shown(written)
@@ -338,10 +348,15 @@ class Memories:
     async def erase_agent(self, agent_id: str) -> None:
         """Remove every turn, session, memory, statistic and lock of the agent.
 
-        A consolidation of the agent that is running meanwhile writes nothing back: this
-        manager's background runs are stopped first, and any other run (a ``consolidate_session``
-        call, another process) holds the agent's maintenance lock, which the store deletes
-        here and checks with each of that run's writes (:class:`~actrone_pg.stores.base.Fence`).
+        Erasure wins over every writer running meanwhile, here or in another process (spec §8):
+        once this returns nothing of the agent is left, and a writer it overtook (an inject, an
+        update, an import, a consolidation) raises
+        :class:`~actrone_pg.errors.LockLostError` (a consolidation, its
+        :class:`~actrone_pg.errors.ConsolidationError`) instead of reporting success. Each
+        such writer fences its writes (:class:`~actrone_pg.stores.base.Fence`) by the agent's
+        write generation or, for a consolidation, its maintenance lock; the store deletes both
+        here, and checks the fence with each write. This manager's background consolidations
+        of the agent are stopped first.
         """
         v.check_id("agent_id", agent_id)
         if self.before_erase is not None:

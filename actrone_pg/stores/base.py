@@ -33,6 +33,7 @@ __all__ = [
     "ContextStore",
     "FENCED_LOCK",
     "Fence",
+    "WRITE_GENERATION",
     "MemoryRecord",
     "PackedSearch",
     "SearchRequest",
@@ -59,6 +60,10 @@ class MemoryRecord:
 #: being taken while it erases, where a store needs that to be told (PostgreSQL's erase).
 FENCED_LOCK = "maintenance"
 
+#: The name under which a store keeps the agent's write generation (:meth:`Store.writer_fence`)
+#: among its locks. Empty: a name no caller's lock can have (``try_lock`` refuses a blank name).
+WRITE_GENERATION = ""
+
 
 @dataclass(frozen=True, slots=True)
 class Fence:
@@ -73,6 +78,11 @@ class Fence:
 
     name: str
     holder: str
+
+    @property
+    def erased_only(self) -> bool:
+        """Whether only an erasure ends this fence (a write generation, not a lock that lapses)."""
+        return self.name == WRITE_GENERATION
 
 
 #: What :meth:`Store.update_memory` is given: the current version in, the new record out.
@@ -93,11 +103,14 @@ class Store(Protocol):
         """Release connections. Calling it twice is harmless."""
 
     # -- L1 --
-    async def append_turn(self, turn: Turn, *, max_turns: int, ttl_seconds: float) -> None:
+    async def append_turn(
+        self, turn: Turn, *, max_turns: int, ttl_seconds: float, fence: Fence | None = None
+    ) -> None:
         """Append ``turn`` to its session, keeping the newest ``max_turns``.
 
         Idempotent by ``turn.id``: appending the same turn twice stores it once. The session's
-        expiry moves to ``ttl_seconds`` from now; a session already expired starts empty.
+        expiry moves to ``ttl_seconds`` from now; a session already expired starts empty. With
+        ``fence``, only while its lock is held (:class:`Fence`).
         """
 
     async def recent_turns(
@@ -152,6 +165,18 @@ class Store(Protocol):
         """Remove the session and its turns if it is still idle longer than ``ttl_seconds``.
 
         ``False`` if it is gone or was revived meanwhile (a new turn): then it is kept.
+        """
+
+    async def writer_fence(self, agent_id: str) -> Fence:
+        """The fence of a write that starts now: the agent's current write generation.
+
+        Erasure wins over every writer (spec §8): a writer (an inject, an update, an import)
+        takes this before it reads or writes anything of the agent and passes it to each of
+        its writes; :meth:`erase_agent` ends the generation, so every write fenced by it from
+        then on raises :class:`~actrone_pg.errors.LockLostError` and writes nothing. The
+        generation is kept among the agent's locks, under :data:`WRITE_GENERATION`, with no
+        expiry, and created here if the agent has none; one that starts while an erase of the
+        agent is under way waits for it (a writer that began after the erase is not refused).
         """
 
     async def acquire_lock(self, agent_id: str, name: str, holder: str, ttl_seconds: float) -> bool:
@@ -222,7 +247,8 @@ class Store(Protocol):
         :meth:`sweep_expired_sessions`). Returns how many were deleted."""
 
     async def count_memories(self, agent_id: str) -> int:
-        """How many memories the agent has (all embedders)."""
+        """How many memories the agent has (all embedders), those expired by now left out
+        (as every read leaves them out, before the sweeper deletes them)."""
 
     async def erase_agent(self, agent_id: str) -> None:
         """Remove every turn, session, memory, statistic and lock of the agent."""
@@ -269,6 +295,11 @@ def dimension_mismatch(embedder: str, stored: int, got: int) -> DimensionMismatc
 
 def lock_lost(agent_id: str, fence: Fence) -> LockLostError:
     """The error for a write whose fence's lock is no longer held."""
+    if fence.erased_only:
+        return LockLostError(
+            f"agent {agent_id!r} was erased while this write was under way; nothing more was "
+            "written, and nothing it wrote before the erase is kept"
+        )
     return LockLostError(
         f"agent {agent_id!r} no longer holds its {fence.name!r} lock (the agent was erased, or "
         "the lock lapsed and passed to another holder); nothing was written"

@@ -9,7 +9,9 @@ is atomic; updates of one memory are serialised by a lock of that memory.
 
 from __future__ import annotations
 
+import math
 import time
+import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -35,6 +37,7 @@ from actrone_pg.stores._keyed_locks import KeyedLocks
 from actrone_pg.stores._memory_index import FilterIndex
 from actrone_pg.stores._memory_space import NEVER, Space, aligned_rows
 from actrone_pg.stores.base import (
+    WRITE_GENERATION,
     BuildVersion,
     Fence,
     MemoryRecord,
@@ -232,8 +235,12 @@ class InMemoryStore:
         del self._sessions[(agent_id, session_id)]
         return True
 
-    async def append_turn(self, turn: Turn, *, max_turns: int, ttl_seconds: float) -> None:
-        """Append a turn (idempotent by id), trim to ``max_turns`` and refresh the expiry."""
+    async def append_turn(
+        self, turn: Turn, *, max_turns: int, ttl_seconds: float, fence: Fence | None = None
+    ) -> None:
+        """Append a turn (idempotent by id), trim to ``max_turns`` and refresh the expiry (if
+        ``fence`` holds)."""
+        self._check_fence(turn.agent_id, fence)
         session = self._touch(turn.agent_id, turn.session_id, ttl_seconds)
         if turn.id in session.turn_ids:
             return
@@ -286,6 +293,15 @@ class InMemoryStore:
     async def clear_session(self, agent_id: str, session_id: str) -> None:
         """Forget the session."""
         self._sessions.pop((agent_id, session_id), None)
+
+    async def writer_fence(self, agent_id: str) -> Fence:
+        """The agent's write generation (a new one if it has none); an erase, which runs
+        without awaiting anything, is never under way here."""
+        key = (agent_id, WRITE_GENERATION)
+        current = self._locks.get(key)
+        if current is None:
+            current = self._locks[key] = (str(uuid.uuid4()), math.inf)
+        return Fence(WRITE_GENERATION, current[0])
 
     async def acquire_lock(self, agent_id: str, name: str, holder: str, ttl_seconds: float) -> bool:
         """Take the lock unless it is live (held by anyone, ``holder`` included, as SET NX does)."""
@@ -358,6 +374,9 @@ class InMemoryStore:
         self, agent_id: str, memory_id: str, build: BuildVersion, fence: Fence | None
     ) -> Memory | None:
         while True:
+            # The fence first, as PostgreSQL checks it: a writer the erase overtook is told so,
+            # not that the memory is missing.
+            self._check_fence(agent_id, fence)
             agent = self._agents.get(agent_id)
             entry = agent.entries.get(memory_id) if agent else None
             if agent is None or entry is None:
@@ -439,9 +458,16 @@ class InMemoryStore:
         return removed
 
     async def count_memories(self, agent_id: str) -> int:
-        """Number of the agent's memories."""
+        """Number of the agent's memories not expired now."""
         agent = self._agents.get(agent_id)
-        return len(agent.entries) if agent else 0
+        if agent is None:
+            return 0
+        now = _now()
+        return sum(
+            1
+            for e in agent.entries.values()
+            if e.memory.expires_at is None or e.memory.expires_at > now
+        )
 
     async def erase_agent(self, agent_id: str) -> None:
         """Drop everything of the agent."""

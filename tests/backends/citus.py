@@ -82,9 +82,11 @@ async def store_citus(citus_dsn: str, citus_schema: str) -> AsyncIterator[Postgr
             await conn.execute(
                 sql.SQL("DELETE FROM {}").format(sql.Identifier(citus_schema, table))
             )
-    from actrone_pg.stores.postgres import PostgresStore
+    from actrone_pg.stores.postgres import PostgresSettings, PostgresStore
 
-    store = PostgresStore(citus_dsn, schema=citus_schema, pool_max_size=4, distribute="citus")
+    store = PostgresStore(
+        PostgresSettings(citus_dsn, schema=citus_schema, pool_max_size=4, distribute="citus")
+    )
     await store.setup()
     assert store.distributed
     yield store

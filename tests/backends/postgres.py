@@ -71,9 +71,9 @@ async def store_postgres(postgres_dsn: str, postgres_schema: str) -> AsyncIterat
             sql.Identifier(postgres_schema, t.strip()) for t in TABLES.split(",")
         )
         await conn.execute(sql.SQL("TRUNCATE {} CASCADE").format(tables))
-    from actrone_pg.stores.postgres import PostgresStore
+    from actrone_pg.stores.postgres import PostgresSettings, PostgresStore
 
-    store = PostgresStore(postgres_dsn, schema=postgres_schema, pool_max_size=4)
+    store = PostgresStore(PostgresSettings(postgres_dsn, schema=postgres_schema, pool_max_size=4))
     await store.setup()
     yield store
     await store.close()

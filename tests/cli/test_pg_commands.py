@@ -12,7 +12,7 @@ from psycopg import sql
 
 from actrone_pg import migrations
 from actrone_pg.cli import main
-from actrone_pg.stores.postgres import PostgresStore
+from actrone_pg.stores.postgres import PostgresSettings, PostgresStore
 from tests.factories import turn
 
 pytestmark = pytest.mark.postgres
@@ -48,7 +48,7 @@ def test_sweep_removes_expired_sessions_and_their_turns(
     postgres_dsn: str, scratch_schema: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async def seed() -> None:
-        store = PostgresStore(postgres_dsn, schema=scratch_schema)
+        store = PostgresStore(PostgresSettings(postgres_dsn, schema=scratch_schema))
         await store.setup()
         try:
             for session in ("old-1", "old-2"):

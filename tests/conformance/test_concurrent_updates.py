@@ -82,9 +82,9 @@ async def test_concurrent_updates_of_one_memory_all_land(store: Store, round_: i
 
 def _update_in_a_process(dsn: str, schema: str, mid: str, i: int, barrier: Any) -> None:
     async def main() -> None:
-        from actrone_pg.stores.postgres import PostgresStore
+        from actrone_pg.stores.postgres import PostgresSettings, PostgresStore
 
-        store = PostgresStore(dsn, schema=schema, pool_max_size=2)
+        store = PostgresStore(PostgresSettings(dsn, schema=schema, pool_max_size=2))
         await store.setup()
         try:
             mm = await _manager(store)

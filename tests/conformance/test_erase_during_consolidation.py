@@ -17,11 +17,10 @@ from typing import Any
 import pytest
 
 from actrone_pg.config import MemoryConfig
-from actrone_pg.embedders import HashingEmbedder
 from actrone_pg.errors import ConsolidationError
 from actrone_pg.manager import MemoryManager
 from actrone_pg.stores.base import Store
-from tests.erasure import leftovers
+from tests.erasure import GatedEmbedder, leftovers
 
 AGENT = "erased-agent"
 OTHER = "kept-agent"
@@ -37,30 +36,6 @@ LINES = [
     "I play the violin in a small orchestra on Thursdays.",
     "My favourite book is The Wind-Up Bird Chronicle.",
 ]
-
-
-class GatedEmbedder:
-    """A hashing embedder that, once armed, holds its next call until released."""
-
-    name = "hashing-gated"
-    dimensions = 64
-    relevance_threshold = None
-
-    def __init__(self) -> None:
-        self._inner = HashingEmbedder(dimensions=64)
-        self.armed = False
-        self.entered = asyncio.Event()
-        self.release = asyncio.Event()
-
-    async def embed_batch(self, texts: list[str]) -> Any:
-        if self.armed:
-            self.armed = False
-            self.entered.set()
-            await self.release.wait()
-        else:
-            # Yield, as a model server would: the erase issued "at once" runs meanwhile.
-            await asyncio.sleep(0)
-        return await self._inner.embed_batch(texts)
 
 
 async def _manager(store: Store, embedder: GatedEmbedder, **config: Any) -> MemoryManager:

@@ -86,7 +86,7 @@ async def dated(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
     from psycopg import sql
 
     from actrone_pg.migrations import migrate
-    from actrone_pg.stores.postgres import PostgresStore
+    from actrone_pg.stores.postgres import PostgresSettings, PostgresStore
 
     dsn = request.getfixturevalue("citus_dsn" if backend == "citus" else "postgres_dsn")
     distribute = "citus" if backend == "citus" else "off"
@@ -94,7 +94,9 @@ async def dated(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
     try:
         migrate(dsn, schema, distribute=distribute)
         store = PostgresStore(
-            dsn, schema=schema, pool_max_size=4, distribute=distribute, lexical_dates=True
+            PostgresSettings(
+                dsn, schema=schema, pool_max_size=4, distribute=distribute, lexical_dates=True
+            )
         )
         await store.setup()
         try:

@@ -157,6 +157,8 @@ async def test_clear_expiry_removes_it_and_the_history_keeps_the_old_one(store: 
     assert got is not None and got.expires_at is None and got.version == 2
     assert [m.id for m in await mm.search_memories("agent", "rome oslo this week")] == [mid]
     assert [m.id for m in (await mm.list_memories("agent")).items] == [mid]
+    # count_memories counted the expired one until the sweeper came (issue 38: count 6, list 5)
+    assert await mm.count_memories("agent") == 1
     # ...and from the sweeper, which deletes the one that expired and nothing else
     assert await mm.sweep_expired() == 1
     assert await mm.count_memories("agent") == 1

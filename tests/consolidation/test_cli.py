@@ -9,7 +9,7 @@ import time
 import pytest
 
 from actrone_pg.cli import main
-from actrone_pg.stores.postgres import PostgresStore
+from actrone_pg.stores.postgres import PostgresSettings, PostgresStore
 from tests.factories import turn
 
 pytestmark = pytest.mark.postgres
@@ -25,7 +25,7 @@ def seed(
     dsn: str, schema: str, session: str, ttl_seconds: float = 3600.0, *, agent: str = "A"
 ) -> None:
     async def run() -> None:
-        store = PostgresStore(dsn, schema=schema)
+        store = PostgresStore(PostgresSettings(dsn, schema=schema))
         await store.setup()
         try:
             for i, text in enumerate(LINES):
@@ -99,7 +99,7 @@ def test_consolidate_reports_a_session_it_could_not_do_and_goes_on(
     seed(postgres_dsn, scratch_schema, "s1")
 
     async def hold_lock() -> None:
-        store = PostgresStore(postgres_dsn, schema=scratch_schema)
+        store = PostgresStore(PostgresSettings(postgres_dsn, schema=scratch_schema))
         await store.setup()
         try:
             assert await store.acquire_lock("A", "maintenance", "someone-else", 60.0)
@@ -125,7 +125,7 @@ def test_sweep_consolidates_an_expired_session_before_deleting_it(
     assert "removed 1 expired session(s)" in capsys.readouterr().out
 
     async def memories() -> list[tuple[str, ...]]:
-        store = PostgresStore(postgres_dsn, schema=scratch_schema)
+        store = PostgresStore(PostgresSettings(postgres_dsn, schema=scratch_schema))
         await store.setup()
         try:
             assert await store.count_memories("A") == 2

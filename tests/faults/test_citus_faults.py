@@ -51,7 +51,7 @@ def citus_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, A
 
 
 def test_every_scenario_ran_and_wrote(citus_run: dict[str, dict[str, Any]]) -> None:
-    assert set(citus_run) == {"rebalance", "kill9_worker", "erase_consolidation"}
+    assert set(citus_run) == {"rebalance", "kill9_worker", "erase_consolidation", "erase_import"}
     for r in citus_run.values():
         assert r["memories_acked"] > 0 and r["turns_acked"] > 0, r
 
@@ -114,4 +114,13 @@ def test_nothing_of_an_agent_erased_during_its_consolidation_survives_on_the_clu
     # 0022), the erase through the coordinator's statements: the same row locks decide.
     r = citus_run["erase_consolidation"]
     assert (r["erased"], r["survived"], r["memories_missing"]) == (12, 0, 0), r
+    assert r["violations"] == [], r["violations"]
+
+
+def test_nothing_of_an_agent_erased_during_its_import_survives_on_the_cluster(
+    citus_run: dict[str, dict[str, Any]],
+) -> None:
+    r = citus_run["erase_import"]
+    assert (r["erased"], r["survived"], r["imports_failed_otherwise"]) == (6, 0, {}), r
+    assert r["imports_refused"] + r["imports_finished_first"] == 6, r
     assert r["violations"] == [], r["violations"]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from actrone_pg.errors import StoreUnavailableError
-from actrone_pg.stores.postgres import PostgresStore
+from actrone_pg.stores.postgres import PostgresSettings, PostgresStore
 from actrone_pg.stores.postgres.connection import _CHECKED_RECENTLY
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -26,7 +26,9 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 @pytest.fixture
 async def frozen_store(private_postgres: Any) -> AsyncIterator[PostgresStore]:
     store = PostgresStore(
-        private_postgres.dsn, schema="frozen", connect_timeout=1.0, statement_timeout=2.0
+        PostgresSettings(
+            private_postgres.dsn, schema="frozen", connect_timeout=1.0, statement_timeout=2.0
+        )
     )
     await store.setup()
     try:
@@ -90,12 +92,14 @@ async def test_a_connection_used_just_now_is_not_checked_and_fails_at_the_calls_
 @pytest.fixture
 async def restart_store(private_postgres: Any) -> AsyncIterator[PostgresStore]:
     store = PostgresStore(
-        private_postgres.dsn,
-        schema="restarted",
-        pool_min_size=4,
-        pool_max_size=4,
-        connect_timeout=1.0,
-        statement_timeout=2.0,
+        PostgresSettings(
+            private_postgres.dsn,
+            schema="restarted",
+            pool_min_size=4,
+            pool_max_size=4,
+            connect_timeout=1.0,
+            statement_timeout=2.0,
+        )
     )
     await store.setup()
     try:

@@ -240,9 +240,9 @@ def test_missing_pgvector_says_how_to_install_it_and_creates_nothing(
 async def test_store_setup_on_a_server_without_pgvector_is_a_schema_error(
     system_postgres: str,
 ) -> None:
-    from actrone_pg.stores.postgres import PostgresStore
+    from actrone_pg.stores.postgres import PostgresSettings, PostgresStore
 
-    store = PostgresStore(system_postgres)
+    store = PostgresStore(PostgresSettings(system_postgres))
     try:
         with pytest.raises(SchemaError, match="pgvector"):
             await store.setup()
@@ -289,9 +289,11 @@ def test_an_unknown_text_search_config_creates_nothing(
 async def test_store_setup_with_an_unknown_text_search_config_creates_nothing(
     postgres_dsn: str, scratch_schema: str
 ) -> None:
-    from actrone_pg.stores.postgres import PostgresStore
+    from actrone_pg.stores.postgres import PostgresSettings, PostgresStore
 
-    store = PostgresStore(postgres_dsn, schema=scratch_schema, text_search_config="klingon")
+    store = PostgresStore(
+        PostgresSettings(postgres_dsn, schema=scratch_schema, text_search_config="klingon")
+    )
     with pytest.raises(ConfigurationError, match="postgres_text_search_config"):
         await store.setup()
     await store.close()

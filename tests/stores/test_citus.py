@@ -22,7 +22,7 @@ from psycopg import sql
 from actrone_pg import migrations
 from actrone_pg.errors import ConfigurationError, StoreError
 from actrone_pg.pipeline import MemoryFilter
-from actrone_pg.stores.postgres import PostgresStore, builders
+from actrone_pg.stores.postgres import PostgresSettings, PostgresStore, builders
 from actrone_pg.stores.postgres.statements import UPDATE_TERM_STATS
 from tests.factories import record, request
 
@@ -404,7 +404,9 @@ async def store_one(
 ) -> AsyncIterator[PostgresStore]:
     """A store on the emptied distributed schema with one pooled connection, so that a test
     can set that connection up (or break it) and the store's next call uses it."""
-    store = PostgresStore(citus_dsn, schema=citus_schema, pool_min_size=1, pool_max_size=1)
+    store = PostgresStore(
+        PostgresSettings(citus_dsn, schema=citus_schema, pool_min_size=1, pool_max_size=1)
+    )
     await store.setup()
     try:
         yield store
@@ -477,7 +479,7 @@ def test_off_keeps_plain_tables_and_distribute_converts_them_with_their_rows(
     assert _partitions(citus_dsn, schema) == {}
 
     async def write_then_search() -> list[str]:
-        store = PostgresStore(citus_dsn, schema=schema, distribute="off")
+        store = PostgresStore(PostgresSettings(citus_dsn, schema=schema, distribute="off"))
         await store.setup()
         try:
             assert not store.distributed
@@ -498,7 +500,7 @@ def test_off_keeps_plain_tables_and_distribute_converts_them_with_their_rows(
     )
 
     async def search_distributed() -> list[str]:
-        store = PostgresStore(citus_dsn, schema=schema, distribute="citus")
+        store = PostgresStore(PostgresSettings(citus_dsn, schema=schema, distribute="citus"))
         await store.setup()
         try:
             assert store.distributed and await store.count_memories("a") == 3
@@ -511,7 +513,9 @@ def test_off_keeps_plain_tables_and_distribute_converts_them_with_their_rows(
 
 
 async def test_citus_is_required_on_a_plain_server(postgres_dsn: str, postgres_schema: str) -> None:
-    store = PostgresStore(postgres_dsn, schema=postgres_schema, distribute="citus")
+    store = PostgresStore(
+        PostgresSettings(postgres_dsn, schema=postgres_schema, distribute="citus")
+    )
     with pytest.raises(ConfigurationError, match="postgres_distribute.*no citus extension"):
         await store.setup()
 
@@ -534,12 +538,14 @@ async def test_a_large_agent_is_searched_through_its_own_index_on_the_cluster(
     # settings reach the worker (SET LOCAL), and the delegated search ranks them.
     from tests.stores.test_postgres_ann import DIM, _query, _records
 
-    store = PostgresStore(citus_dsn, schema=citus_schema, pool_max_size=4, ann_min_memories=2_000)
+    store = PostgresStore(
+        PostgresSettings(citus_dsn, schema=citus_schema, pool_max_size=4, ann_min_memories=2_000)
+    )
     await store.setup()
     try:
         await store.upsert_memories(_records("big", 2_500, seed=3))
         await store.wait_for_indexes()
-        assert store.db.ann_known.get(("big", "test-embedder"), (False, 0.0))[0]
+        assert store.db.maintenance.ann_known.get(("big", "test-embedder"), (False, 0.0))[0]
         query = request("big", "tea", _query(5), limit=50)
         exact = await store_citus.search(query)  # ann_min_memories 50,000: an exact scan
         found = await store.search(query)
@@ -595,7 +601,7 @@ async def test_reindex_rewrites_the_terms_of_a_distributed_schema(
     assert await _ranked(store_citus) == await _reference(mine)
     try:
         assert reindex(citus_dsn, citus_schema, other) == len(TEXTS) + 1
-        new = PostgresStore(citus_dsn, schema=citus_schema, text_analyzer=other)
+        new = PostgresStore(PostgresSettings(citus_dsn, schema=citus_schema, text_analyzer=other))
         await new.setup()
         try:
             assert await _ranked(new) == await _reference(other) != await _reference(mine)

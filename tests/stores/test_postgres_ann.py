@@ -21,7 +21,7 @@ from psycopg import sql
 from actrone_pg.ranking import RankingParams
 from actrone_pg.stores.base import MemoryRecord, pack_hits, stored_tokens
 from actrone_pg.stores.memory import InMemoryStore
-from actrone_pg.stores.postgres import PostgresStore, ann_index_name
+from actrone_pg.stores.postgres import PostgresSettings, PostgresStore, ann_index_name
 from tests.factories import record, request
 
 pytestmark = pytest.mark.postgres
@@ -48,7 +48,9 @@ def _query(seed: int) -> list[float]:
 @pytest.fixture
 async def ann_store(postgres_dsn: str, scratch_schema: str) -> AsyncIterator[PostgresStore]:
     store = PostgresStore(
-        postgres_dsn, schema=scratch_schema, pool_max_size=4, ann_min_memories=20_000
+        PostgresSettings(
+            postgres_dsn, schema=scratch_schema, pool_max_size=4, ann_min_memories=20_000
+        )
     )
     await store.setup()
     yield store
@@ -159,7 +161,7 @@ async def test_an_interrupted_build_is_replaced(
 
 
 async def test_no_index_when_turned_off(postgres_dsn: str, scratch_schema: str) -> None:
-    store = PostgresStore(postgres_dsn, schema=scratch_schema, ann_min_memories=0)
+    store = PostgresStore(PostgresSettings(postgres_dsn, schema=scratch_schema, ann_min_memories=0))
     await store.setup()
     try:
         await store.upsert_memories(_records("big", 500, 4))
@@ -185,12 +187,16 @@ async def test_closing_during_a_build_leaves_nothing_a_later_store_cannot_repair
     postgres_dsn: str, scratch_schema: str
 ) -> None:
     records = _records("big", 21_000, 6)
-    store = PostgresStore(postgres_dsn, schema=scratch_schema, ann_min_memories=20_000)
+    store = PostgresStore(
+        PostgresSettings(postgres_dsn, schema=scratch_schema, ann_min_memories=20_000)
+    )
     await store.setup()
     await store.upsert_memories(records[:20_500])  # starts the build
     await store.close()  # cancels it: at most an invalid index remains
     assert set(_indexes(postgres_dsn, scratch_schema).values()) <= {False, True}
-    again = PostgresStore(postgres_dsn, schema=scratch_schema, ann_min_memories=20_000)
+    again = PostgresStore(
+        PostgresSettings(postgres_dsn, schema=scratch_schema, ann_min_memories=20_000)
+    )
     await again.setup()
     try:
         await again.upsert_memories(records[20_500:])

@@ -24,7 +24,7 @@ import pytest
 
 from actrone_pg import MemoryConfig, MemoryManager, create_memory_manager
 from actrone_pg.embedders import HashingEmbedder
-from actrone_pg.errors import DimensionMismatchError, StoreUnavailableError
+from actrone_pg.errors import DimensionMismatchError, PoolSaturatedError, StoreUnavailableError
 from actrone_pg.models import Memory, Turn
 from actrone_pg.stores.base import MemoryRecord, SearchRequest
 from actrone_pg.stores.memory import InMemoryStore
@@ -794,6 +794,41 @@ async def test_l1_read_and_l2_search_use_separate_connections(store_redis_qdrant
     finally:
         await pool.release(hostage)
     assert [t.id for t in turns] == ["t1"] and [h.memory.id for h in hits.hits] == ["m"]
+
+
+async def test_a_saturated_redis_pool_is_load_not_an_outage() -> None:
+    # Spec §8, issue 38 item 3. A pool of 4 with every connection held elsewhere: the call is
+    # told the pool is saturated (not that Redis may be unreachable); once they are back, it
+    # is served. Then 500 concurrent calls see only success or that error, and no connection
+    # of the healthy server is dropped for it.
+    from actrone_pg.stores.redis_qdrant import from_config
+
+    prefix = unique_prefix()
+    config = MemoryConfig(**redis_qdrant_settings(prefix, redis_pool_size=4, redis_timeout=0.5))
+    store = from_config(config)
+    await store.setup()
+    try:
+        pool = store.servers.redis().connection_pool
+        hostages = [await pool.get_connection() for _ in range(4)]
+        try:
+            with pytest.raises(PoolSaturatedError, match="redis_pool_size") as raised:
+                await store.recent_turns("a", "s", limit=5, ttl_seconds=TTL)
+        finally:
+            for conn in hostages:
+                await pool.release(conn)
+        assert "unreachable" not in str(raised.value) and "running" not in str(raised.value)
+        assert await store.recent_turns("a", "s", limit=5, ttl_seconds=TTL) == []
+        opened = {id(c) for c in pool._available_connections}
+        results = await asyncio.gather(
+            *(store.recent_turns("a", "s", limit=5, ttl_seconds=TTL) for _ in range(500)),
+            return_exceptions=True,
+        )
+        errors = [r for r in results if not isinstance(r, list)]
+        assert [r for r in errors if not isinstance(r, PoolSaturatedError)] == []
+        assert {id(c) for c in pool._available_connections} == opened  # none dropped, none new
+    finally:
+        await store.close()
+        await cleanup(prefix)
 
 
 def test_point_ids_are_deterministic_and_tenant_scoped() -> None:

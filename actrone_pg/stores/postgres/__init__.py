@@ -20,12 +20,15 @@ frequencies) are updated in the same transaction as the memory writes, under a r
 agent's statistics row, so concurrent writers of one agent serialise and never lose an update.
 
 The package is cut by concern. ``store`` holds :class:`PostgresStore`, the one class: it keeps a
-:class:`~.connection.Database` (configuration, the pool, caches, error mapping; ``connection``)
-and forwards each call to a module of functions that take it:
+:class:`~.connection.Database` (the pool, deadlines, error mapping, caches; ``connection``),
+which carries three parts of other lifetimes: the :class:`PostgresSettings` it was made with and
+the ``SchemaFacts`` setup found (both frozen, ``settings``), and the ``Maintenance`` state
+(``maintenance``). The store forwards each call to a module of functions that take it:
 
 * ``sessions`` (L1), ``writes`` (L2 writes and BM25 statistics), ``search`` (L2 search and
   listing), ``context`` (L1 + L2 in one statement, ``retrieve()``);
-* ``maintenance`` — ``VACUUM (ANALYZE)`` after bulk writes, and large agents' HNSW indexes;
+* ``maintenance`` — ``VACUUM (ANALYZE)`` after bulk writes, and large agents' HNSW indexes,
+  with their counters and tasks;
 * ``lookups`` — text search normalisation, the embedder registry, the writer's fence;
 * ``setup`` — the embedded server, the schema's migration or check, the pool's opening;
 
@@ -38,6 +41,7 @@ per statement, reading rows by column name).
 from __future__ import annotations
 
 from actrone_pg.stores.postgres.maintenance import ann_index_name
+from actrone_pg.stores.postgres.settings import PostgresSettings
 from actrone_pg.stores.postgres.store import PostgresStore, from_config
 
-__all__ = ["PostgresStore", "ann_index_name", "from_config"]
+__all__ = ["PostgresSettings", "PostgresStore", "ann_index_name", "from_config"]

@@ -1,9 +1,11 @@
-"""The PostgreSQL store's state: configuration, the pool, and error mapping.
+"""The PostgreSQL store's connection: the pool, deadlines, and error mapping.
 
 :class:`Database` is the one object the store holds; the package's other modules are functions
 that take it. Every call takes its connection through :meth:`Database.conn`, which maps
-psycopg's errors and timeouts onto :mod:`actrone_pg.errors`. Opening it (migration, schema
-checks) is :mod:`.setup`; what writes and searches look up is :mod:`.lookups`.
+psycopg's errors and timeouts onto :mod:`actrone_pg.errors`. Its settings and the schema's
+facts are :mod:`.settings`'s frozen records; opening it (migration, schema checks) is
+:mod:`.setup`; what writes and searches look up is :mod:`.lookups`; the background maintenance
+is :mod:`.maintenance`.
 """
 
 from __future__ import annotations
@@ -15,28 +17,21 @@ import re
 import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 from actrone_pg.config import redact
 from actrone_pg.errors import (
-    ConfigurationError,
     MissingDependencyError,
+    PoolSaturatedError,
     SchemaError,
     StoreError,
     StoreUnavailableError,
 )
-from actrone_pg.ranking import (
-    ANALYZERS,
-    DEFAULT_ANALYZER,
-    analyzer,
-)
+from actrone_pg.ranking import Analyzer, analyzer
+from actrone_pg.stores.postgres.maintenance import Maintenance
 from actrone_pg.stores.postgres.rows import jsonb
+from actrone_pg.stores.postgres.settings import PostgresSettings, SchemaFacts
 from actrone_pg.stores.postgres.severance import Severance
-from actrone_pg.stores.postgres.statements import (
-    ANALYZE_FIRST,
-    SETTLE_SECONDS,
-)
 
 try:
     import psycopg
@@ -101,73 +96,28 @@ def _worker_lost(exc: psycopg.Error) -> str | None:
 
 
 class Database:
-    """The PostgreSQL store's state: its configuration, the pool and what this process caches
-    about the server, and the mapping of psycopg's errors.
+    """The PostgreSQL store's connection: the pool and its recovery, each call's deadlines, the
+    mapping of psycopg's errors, and what this process caches about the database.
 
-    :class:`~actrone_pg.stores.postgres.PostgresStore` holds one (its constructor's parameters
-    are described there); the functions of the package's other modules take it as their first
-    argument. Every call takes its connection through :meth:`conn`.
+    Beside it, each with its own lifetime: :attr:`settings` (told, frozen),
+    :attr:`facts` (found at setup, frozen, replaced once by :func:`.setup.setup`) and
+    :attr:`maintenance` (the counters and background tasks of :mod:`.maintenance`, which alone
+    changes them). :class:`~actrone_pg.stores.postgres.PostgresStore` holds one; the functions
+    of the package's other modules take it as their first argument. Every call takes its
+    connection through :meth:`conn`.
     """
 
-    def __init__(
-        self,
-        dsn: str | None = None,
-        *,
-        schema: str = "actrone",
-        auto_migrate: bool = True,
-        data_dir: str | Path | None = None,
-        pool_min_size: int = 1,
-        pool_max_size: int = 10,
-        connect_timeout: float = 5.0,
-        statement_timeout: float = 30.0,
-        text_search_config: str = "simple",
-        text_analyzer: str = DEFAULT_ANALYZER,
-        lexical_dates: bool | None = None,
-        ann_min_memories: int = 50_000,
-        ann_ef_search: int = 800,
-        distribute: str = "auto",
-    ) -> None:
-        from actrone_pg.config import DISTRIBUTE_MODES
-        from actrone_pg.migrations import validate_schema
-
-        self.schema = validate_schema(schema)
-        if not re.fullmatch(r"[a-z_][a-z0-9_]*", text_search_config):
-            raise ConfigurationError(
-                "postgres_text_search_config", f"{text_search_config!r} is not a plain identifier"
-            )
-        self.ts_config = text_search_config
-        if distribute not in DISTRIBUTE_MODES:
-            raise ConfigurationError(
-                "postgres_distribute",
-                f"unknown mode {distribute!r}; choose one of {', '.join(DISTRIBUTE_MODES)}",
-            )
-        self.distribute = distribute
-        #: The schema's tables are distributed with Citus (found at setup): per-agent calls then
-        #: take the forms Citus runs on one worker (docs/scale-out.md).
-        self.distributed = False
-        #: Batches are written by migration 0022's agent_write and a COPY (set at setup where the
-        #: schema is distributed; on one server, the tests that hold it to the statements set it).
-        self.write_by_call = False
-        if text_analyzer not in ANALYZERS:
-            raise ConfigurationError("text_analyzer", f"unknown analyzer {text_analyzer!r}")
-        #: How contents and queries become BM25 terms (under postgres_text_search_config
-        #: 'simple'; any other configuration maps the plain tokens through the server instead).
-        self.analyzer = analyzer(text_analyzer, dates=lexical_dates)
-        #: lexical_dates was set: a store recorded otherwise is then an error, not followed
-        #: (ranking.follow_recorded).
-        self.dates_given = lexical_dates is not None
-        # token -> its lexeme under a non-'simple' configuration (None for a stop word)
-        self.lexemes: dict[str, str | None] = {}
-        self.dsn = dsn
-        self.auto_migrate = auto_migrate
-        self.data_dir = Path(data_dir) if data_dir is not None else None
-        self.min_size = pool_min_size
-        self.max_size = pool_max_size
-        self.connect_timeout = connect_timeout
-        self.statement_timeout = statement_timeout
-        # A call never waits longer than this, whatever the network does.
-        self.op_timeout = connect_timeout + statement_timeout
+    def __init__(self, settings: PostgresSettings) -> None:
+        self.settings = settings
+        self.facts = SchemaFacts(
+            analyzer=analyzer(settings.text_analyzer, dates=settings.lexical_dates)
+        )
+        self.maintenance = Maintenance()
+        #: The server's connection string (the embedded server's is known at setup).
+        self.dsn = settings.dsn
         self.pool: AsyncConnectionPool[_Conn] | None = None
+        # psycopg's adapters with pgvector's type, made at setup (setup._vector_adapters).
+        self.adapters: AdaptersMap | None = None
         # A call could not reach the server: the next one first checks that it answers and, if
         # the pool has nothing to give, replaces the pool (see _recover). Calls recover one at
         # a time. Connections in use, and the old pools being closed after a replacement:
@@ -175,33 +125,56 @@ class Database:
         self.recovery = asyncio.Lock()
         self.in_use = 0
         self.retired: set[asyncio.Future[None]] = set()
+        # Connections taken from the pool and not yet given back (calls, checks, index builds).
+        self.taken = 0
+        # When a call or a check last ended well (event loop time): the server answers.
+        self.answered_at = -math.inf
         # Each pooled connection's last successful use (event loop time), for _checkout.
         self.used_at: weakref.WeakKeyDictionary[_Conn, float] = weakref.WeakKeyDictionary()
+        # -- caches of what never changes in the database once written (see lookups.py) --
+        # embedder -> its registered dimension
         self.dimensions: dict[str, int] = {}
+        # token -> its lexeme under a non-'simple' configuration (None for a stop word)
+        self.lexemes: dict[str, str | None] = {}
+        # statement text -> the statement with the schema composed in (see compose)
         self.composed: dict[str, sql.Composed] = {}
-        self.ann_ef_search = ann_ef_search
-        # -- the maintenance layer's state (maintenance.py) --
-        # Memories written by this store, and the count at which it next runs ANALYZE.
-        self.written = 0
-        self.next_analyze = ANALYZE_FIRST
-        # Memories written since the last maintenance, when the last write ended, and the task
-        # that runs the maintenance once writes pause (see maintenance.settle).
-        self.unmaintained = 0
-        self.last_write = 0.0
-        self.settle_seconds = SETTLE_SECONDS
-        self.settle_task: asyncio.Task[None] | None = None
-        # Large agents' HNSW indexes: (agent, embedder) -> (has a valid one, when last checked),
-        # the builds running in the background, and when a build last failed.
-        self.ann_min = ann_min_memories
-        self.ann_known: dict[tuple[str, str], tuple[bool, float]] = {}
-        self.ann_builds: dict[tuple[str, str], asyncio.Task[None]] = {}
-        self.ann_failed: dict[tuple[str, str], float] = {}
-        # Index builds and ANALYZE take turns (see ANN_LOCK); an ANALYZE due while a build runs
-        # is run by the build when it is done, so that writers never wait for a build.
-        self.maintenance = asyncio.Lock()
-        self.analyze_pending = False
-        self.vector_schema = "public"
-        self.adapters: AdaptersMap | None = None
+
+    # -- what the statement modules read, whether told or found --------------------------------
+
+    @property
+    def schema(self) -> str:
+        """The schema holding the store's tables (validated)."""
+        return self.settings.schema
+
+    @property
+    def ts_config(self) -> str:
+        """The text search configuration of the lexical index (``simple``: the analyzer's)."""
+        return self.settings.text_search_config
+
+    @property
+    def ann_ef_search(self) -> int:
+        """``hnsw.ef_search`` for the scan of an agent's own HNSW index."""
+        return self.settings.ann_ef_search
+
+    @property
+    def analyzer(self) -> Analyzer:
+        """How contents and queries become BM25 terms (:attr:`SchemaFacts.analyzer`)."""
+        return self.facts.analyzer
+
+    @property
+    def vector_schema(self) -> str:
+        """The schema of pgvector's type (:attr:`SchemaFacts.vector_schema`)."""
+        return self.facts.vector_schema
+
+    @property
+    def distributed(self) -> bool:
+        """The tables are distributed with Citus (:attr:`SchemaFacts.distributed`)."""
+        return self.facts.distributed
+
+    @property
+    def write_by_call(self) -> bool:
+        """Batches go through ``agent_write`` (:attr:`SchemaFacts.write_by_call`)."""
+        return self.facts.write_by_call
 
     async def close(self) -> None:
         """Close the pool (the server stays up). Calling it twice is harmless."""
@@ -230,16 +203,19 @@ class Database:
         if self.pool is None:
             raise StoreError("the store is not set up (call setup() first) or already closed")
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.op_timeout
+        deadline = loop.time() + self.settings.op_timeout
         severance: Severance | None = None
         try:
             async with asyncio.timeout_at(deadline + _CANCEL_GRACE):
-                pool, conn = await self._checkout(loop.time() + self.connect_timeout)
+                pool, conn = await self._checkout(
+                    loop.time() + self.settings.connect_timeout, deadline
+                )
                 self.in_use += 1
                 severance = Severance(conn, deadline)
                 try:
                     yield conn
-                    self.used_at[conn] = loop.time()
+                    if not severance.fired:
+                        self.used_at[conn] = self.answered_at = loop.time()
                 except psycopg.Error as exc:
                     if self.distributed and not isinstance(exc, psycopg.OperationalError):
                         # Citus 13-14: after an error raised while planning, a session never
@@ -250,16 +226,16 @@ class Database:
                 finally:
                     severance.cancel()
                     self.in_use -= 1
-                    await pool.putconn(conn)
+                    await self._putconn(pool, conn, severance)
         except PoolTimeout:
             self.server_lost = True
             raise StoreUnavailableError(
-                f"no PostgreSQL connection within {self.connect_timeout} s "
+                f"no PostgreSQL connection within {self.settings.connect_timeout} s "
                 "(postgres_connect_timeout); the server may be down"
             ) from None
         except TimeoutError:
             raise StoreUnavailableError(
-                f"PostgreSQL did not answer within {self.op_timeout} s"
+                f"PostgreSQL did not answer within {self.settings.op_timeout} s"
             ) from None
         except psycopg.errors.UndefinedTable as exc:
             raise SchemaError(
@@ -272,14 +248,14 @@ class Database:
             ) from None
         except psycopg.errors.QueryCanceled:
             raise StoreUnavailableError(
-                f"a statement ran longer than {self.statement_timeout} s "
+                f"a statement ran longer than {self.settings.statement_timeout} s "
                 "(postgres_statement_timeout) and was cancelled"
             ) from None
         except psycopg.OperationalError as exc:
             self.server_lost = True
             if severance is not None and severance.fired:
                 raise StoreUnavailableError(
-                    f"PostgreSQL did not answer within {self.op_timeout:g} s "
+                    f"PostgreSQL did not answer within {self.settings.op_timeout:g} s "
                     "(postgres_connect_timeout + postgres_statement_timeout); the connection "
                     "was closed"
                 ) from None
@@ -290,15 +266,23 @@ class Database:
                 raise StoreUnavailableError(redact(lost)) from None
             raise StoreError(redact(f"PostgreSQL error: {exc}")) from exc
 
-    async def _checkout(self, by: float) -> tuple[AsyncConnectionPool[_Conn], _Conn]:
-        """A connection that answers, and its pool, by ``by`` (event loop time).
+    async def _checkout(
+        self, by: float, deadline: float
+    ) -> tuple[AsyncConnectionPool[_Conn], _Conn]:
+        """A connection that answers, and its pool: taken from the pool by ``by``, checked by
+        the call's ``deadline`` at the latest (event loop times).
 
-        Each connection is checked (an empty query, cut off at ``by``) before it is used, unless
-        a call used it successfully within the last ``_CHECKED_RECENTLY`` seconds; one that
-        fails goes back to the pool, which replaces it at once, and the next is tried without a
-        pause. (The pool's own check paused a second after the second failure in a
-        row: after a restart, with a few dead connections pooled, the first call ran out of
-        time although the server answered.)
+        Each connection is checked (an empty query) before it is used, unless a call used it
+        successfully within the last ``_CHECKED_RECENTLY`` seconds; one that fails goes back to
+        the pool, which replaces it at once, and the next is tried without a pause. (The pool's
+        own check paused a second after the second failure in a row: after a restart, with a
+        few dead connections pooled, the first call ran out of time although the server
+        answered.) The check has the connect timeout of its own: one taken from a busy pool
+        just before ``by`` would otherwise be cut off although the server answers, its
+        connection severed and the server taken for lost.
+
+        A pool whose every connection stays in use until ``by`` raises
+        :class:`PoolSaturatedError`: load, not an outage (the server is not marked lost).
         """
         loop = asyncio.get_running_loop()
         while True:
@@ -307,7 +291,7 @@ class Database:
             pool = self.pool
             if pool is None:
                 raise StoreError("the store is not set up (call setup() first) or already closed")
-            conn = await pool.getconn(timeout=max(0.0, by - loop.time()))
+            conn = await self._getconn(pool, by)
             used = self.used_at.pop(conn, None)
             if (
                 used is not None
@@ -316,21 +300,79 @@ class Database:
                 and not conn.broken
             ):
                 return pool, conn
-            severance = Severance(conn, by)
+            severance = Severance(conn, min(deadline, loop.time() + self.settings.connect_timeout))
             try:
                 await conn.execute("")
             except psycopg.Error as exc:
                 logger.info("discarded a PostgreSQL connection that failed its check: %s", exc)
-                await pool.putconn(conn)
+                await self._putconn(pool, conn, severance)
                 if severance.fired:  # the server did not answer in time
                     raise PoolTimeout() from None
                 continue
             except BaseException:
-                await pool.putconn(conn)
+                await self._putconn(pool, conn, severance)
                 raise
             finally:
                 severance.cancel()
+            if severance.fired:
+                # The answer and the deadline came in one pass of the event loop: the check
+                # succeeded, but the socket is shut down. Never handed out.
+                await self._putconn(pool, conn, severance)
+                raise PoolTimeout()
+            self.answered_at = loop.time()
             return pool, conn
+
+    async def _getconn(self, pool: AsyncConnectionPool[_Conn], by: float) -> _Conn:
+        """A connection from ``pool`` by ``by``, counted in :attr:`taken` until
+        :meth:`_putconn`: :class:`PoolSaturatedError` if the wait times out while the pool is
+        busy with calls the server answers, ``PoolTimeout`` if it could not open connections."""
+        loop = asyncio.get_running_loop()
+        waited_from = loop.time()
+        try:
+            conn = await pool.getconn(timeout=max(0.0, by - waited_from))
+        except PoolTimeout:
+            # Saturated: the server answered other calls meanwhile (a connection they give
+            # back goes straight to a waiting call, so some are always between two calls and
+            # not counted as taken), or every connection was taken throughout (long
+            # statements). Otherwise the pool could not open connections: the server is lost.
+            if self.answered_at >= waited_from or self.taken >= pool.max_size:
+                raise PoolSaturatedError(
+                    f"the PostgreSQL connection pool is saturated: all {pool.max_size} of its "
+                    "connections (postgres_pool_max_size) stayed in use by other calls for "
+                    f"{self.settings.connect_timeout:g} s (postgres_connect_timeout); this is "
+                    "load, not an outage: retry later, send fewer concurrent calls, or raise "
+                    "postgres_pool_max_size"
+                ) from None
+            raise
+        self.taken += 1
+        return conn
+
+    async def _putconn(
+        self, pool: AsyncConnectionPool[_Conn], conn: _Conn, severance: Severance | None
+    ) -> None:
+        """Give ``conn`` back to ``pool``. One whose socket ``severance`` shut down is closed
+        first, so that the pool replaces it: its status still reads idle until it is used, and
+        the pool would hand it to the next call ("server closed the connection unexpectedly"
+        from a healthy server)."""
+        self.taken -= 1
+        if severance is not None and severance.fired and not conn.closed:
+            await conn.close()
+        await pool.putconn(conn)
+
+    @asynccontextmanager
+    async def unbounded_conn(self) -> AsyncIterator[_Conn]:
+        """A pooled connection without a call's deadline or error mapping (an index build
+        takes minutes), taken within the connect timeout and counted as taken like a call's."""
+        pool = self.pool
+        if pool is None:
+            raise StoreError("the store is not set up (call setup() first) or already closed")
+        conn = await self._getconn(
+            pool, asyncio.get_running_loop().time() + self.settings.connect_timeout
+        )
+        try:
+            yield conn
+        finally:
+            await self._putconn(pool, conn, None)
 
     async def _recover(self, by: float) -> None:
         """After a call could not reach the server: does it answer now? (by ``by``)
@@ -363,7 +405,7 @@ class Database:
                         await self._replace_pool(pool)
         except TimeoutError:
             raise StoreUnavailableError(
-                f"PostgreSQL did not accept a connection within {self.connect_timeout} s "
+                f"PostgreSQL did not accept a connection within {self.settings.connect_timeout} s "
                 "(postgres_connect_timeout); the server may be down"
             ) from None
         except psycopg.OperationalError as exc:
@@ -384,20 +426,20 @@ class Database:
         task.add_done_callback(self.retired.discard)
 
     def new_pool(self, dsn: str) -> AsyncConnectionPool[_Conn]:
-        timeout_ms = max(1, int(self.statement_timeout * 1000))
+        timeout_ms = max(1, int(self.settings.statement_timeout * 1000))
         return AsyncConnectionPool(
             dsn,
-            min_size=self.min_size,
-            max_size=self.max_size,
-            timeout=self.connect_timeout,
+            min_size=self.settings.pool_min_size,
+            max_size=self.settings.pool_max_size,
+            timeout=self.settings.connect_timeout,
             # A lost server is retried in the background; calls fail fast meanwhile.
-            reconnect_timeout=max(60.0, self.connect_timeout),
+            reconnect_timeout=max(60.0, self.settings.connect_timeout),
             kwargs={
                 "autocommit": True,
                 # Every connection's adapters start from this map (vector included): see
                 # _vector_adapters.
                 "context": self.adapters,
-                "connect_timeout": max(1, math.ceil(self.connect_timeout)),
+                "connect_timeout": max(1, math.ceil(self.settings.connect_timeout)),
                 # JIT compilation costs tens of milliseconds and never pays off here.
                 # UTC: timestamps come back in the time zone the library uses.
                 "options": f"-c statement_timeout={timeout_ms} -c jit=off -c TimeZone=UTC",

@@ -1,7 +1,9 @@
 """The PostgreSQL store's maintenance: planner statistics after bulk writes, large agents' indexes.
 
-Both run in the background of the writes that make them due, and :func:`stop` stops
-them. See docs/postgres.md ("Large agents") for the HNSW indexes and their measurements.
+Both run in the background of the writes that make them due (:func:`after_write`), and
+:func:`stop` stops them. Their counters and tasks are :class:`Maintenance`'s, one per store
+(``Database.maintenance``), changed only here. See docs/postgres.md ("Large agents") for the
+HNSW indexes and their measurements.
 """
 
 from __future__ import annotations
@@ -10,10 +12,13 @@ import asyncio
 import hashlib
 import logging
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from actrone_pg.errors import ActroneError, MissingDependencyError
-from actrone_pg.stores.postgres.connection import Database, _Conn
 from actrone_pg.stores.postgres.statements import (
+    ANALYZE_FIRST,
+    ANALYZE_GROWTH,
     ANALYZE_L2,
     ANN_BUILD_MEMORY,
     ANN_INDEX_STATE,
@@ -24,6 +29,7 @@ from actrone_pg.stores.postgres.statements import (
     ANN_UNLOCK,
     SELECT_ALL_EMBEDDERS,
     SETTLE_MIN_ROWS,
+    SETTLE_SECONDS,
 )
 
 try:
@@ -31,7 +37,13 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("postgres", exc.name or "psycopg") from None
 
+if TYPE_CHECKING:
+    from actrone_pg.stores.base import MemoryRecord
+    from actrone_pg.stores.postgres.connection import Database, _Conn
+
 __all__ = [
+    "Maintenance",
+    "after_write",
     "analyze",
     "ann_dimensions",
     "ann_index_name",
@@ -46,17 +58,73 @@ __all__ = [
 logger = logging.getLogger("actrone_pg.postgres")
 
 
+class Maintenance:
+    """One store's maintenance: its counters and background tasks (``Database.maintenance``).
+
+    Only this module's functions change it; they take the :class:`~.connection.Database`,
+    whose connections the maintenance runs on.
+    """
+
+    def __init__(self) -> None:
+        # Memories written by this store, and the count at which it next runs ANALYZE.
+        self.written = 0
+        self.next_analyze = ANALYZE_FIRST
+        # Memories written since the last maintenance, when the last write ended, and the task
+        # that runs the maintenance once writes pause (see settle).
+        self.unmaintained = 0
+        self.last_write = 0.0
+        self.settle_seconds = SETTLE_SECONDS
+        self.settle_task: asyncio.Task[None] | None = None
+        # Large agents' HNSW indexes: (agent, embedder) -> (has a valid one, when last checked),
+        # the builds running in the background, and when a build last failed.
+        self.ann_known: dict[tuple[str, str], tuple[bool, float]] = {}
+        self.ann_builds: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self.ann_failed: dict[tuple[str, str], float] = {}
+        # Index builds and ANALYZE take turns (see ANN_LOCK); an ANALYZE due while a build runs
+        # is run by the build when it is done, so that writers never wait for a build.
+        self.lock = asyncio.Lock()
+        self.analyze_pending = False
+
+
 async def stop(db: Database) -> None:
     """Stop background maintenance and index builds (before the pool closes)."""
-    if db.settle_task is not None:
-        db.settle_task.cancel()
-        await asyncio.gather(db.settle_task, return_exceptions=True)
-        db.settle_task = None
-    builds = [t for t in db.ann_builds.values() if not t.done()]
+    m = db.maintenance
+    if m.settle_task is not None:
+        m.settle_task.cancel()
+        await asyncio.gather(m.settle_task, return_exceptions=True)
+        m.settle_task = None
+    builds = [t for t in m.ann_builds.values() if not t.done()]
     for task in builds:
         task.cancel()  # an interrupted build leaves an invalid index; the next one drops it
     await asyncio.gather(*builds, return_exceptions=True)
-    db.ann_builds.clear()
+    m.ann_builds.clear()
+
+
+async def after_write(
+    db: Database,
+    records: Sequence[MemoryRecord],
+    dims: dict[str, int],
+    sizes: dict[str, int],
+) -> None:
+    """After a write of ``records`` committed (``sizes``: each agent's memories now): start
+    the HNSW builds of agents grown past ``ann_min_memories``, and run or schedule the
+    maintenance the write made due."""
+    m = db.maintenance
+    ann_min = db.settings.ann_min_memories
+    if ann_min > 0:
+        for agent_id, size in sizes.items():
+            if size >= ann_min:
+                names = {r.memory.embedder for r in records if r.memory.agent_id == agent_id}
+                for name in names:
+                    start_ann_build(db, agent_id, name, dims[name])
+    m.written += len(records)
+    m.unmaintained += len(records)
+    m.last_write = time.monotonic()
+    if m.written >= m.next_analyze:
+        m.next_analyze = m.written * ANALYZE_GROWTH
+        await analyze(db)
+    elif m.unmaintained >= SETTLE_MIN_ROWS and (m.settle_task is None or m.settle_task.done()):
+        m.settle_task = asyncio.create_task(settle(db), name="actrone-settle")
 
 
 async def analyze(db: Database) -> None:
@@ -72,19 +140,21 @@ async def analyze(db: Database) -> None:
     gets there within a minute or so). Both measured in docs/benchmarks.md, "Measurements behind
     the code". Neither takes a lock that blocks reads or writes.
     """
-    if any(not t.done() for t in db.ann_builds.values()):
-        db.analyze_pending = True
+    m = db.maintenance
+    if any(not t.done() for t in m.ann_builds.values()):
+        m.analyze_pending = True
         return
-    async with db.maintenance:
+    async with m.lock:
         await vacuum_analyze(db)
 
 
 async def vacuum_analyze(db: Database) -> None:
-    """``VACUUM (ANALYZE)`` the L2 tables; the caller holds ``_maintenance``."""
-    unmaintained = db.unmaintained
+    """``VACUUM (ANALYZE)`` the L2 tables; the caller holds :attr:`Maintenance.lock`."""
+    m = db.maintenance
+    unmaintained = m.unmaintained
     async with db.conn() as conn:
         await conn.execute(db.compose(ANALYZE_L2))
-    db.unmaintained -= unmaintained
+    m.unmaintained -= unmaintained
 
 
 async def settle(db: Database) -> None:
@@ -98,10 +168,11 @@ async def settle(db: Database) -> None:
     to catch up on, which lowers the p99 of searches right after a load (docs/benchmarks.md,
     "Measurements behind the code").
     """
+    m = db.maintenance
     try:
-        while (wait := db.last_write + db.settle_seconds - time.monotonic()) > 0:
+        while (wait := m.last_write + m.settle_seconds - time.monotonic()) > 0:
             await asyncio.sleep(wait)
-        if db.unmaintained >= SETTLE_MIN_ROWS and db.pool is not None:
+        if m.unmaintained >= SETTLE_MIN_ROWS and db.pool is not None:
             await analyze(db)
     except ActroneError as exc:  # a background task: nobody else would see it
         logger.warning("maintenance after writes failed (autovacuum will do it): %s", exc)
@@ -109,10 +180,11 @@ async def settle(db: Database) -> None:
 
 def start_ann_build(db: Database, agent_id: str, embedder: str, dimensions: int) -> None:
     """Build the agent's HNSW index in the background, unless it exists or is being built."""
+    m = db.maintenance
     key = (agent_id, embedder)
-    known = db.ann_known.get(key)
-    running = db.ann_builds.get(key)
-    failed = db.ann_failed.get(key)
+    known = m.ann_known.get(key)
+    running = m.ann_builds.get(key)
+    failed = m.ann_failed.get(key)
     if (
         dimensions > ANN_MAX_DIMENSIONS
         or (known is not None and known[0])
@@ -120,30 +192,32 @@ def start_ann_build(db: Database, agent_id: str, embedder: str, dimensions: int)
         or (failed is not None and time.monotonic() - failed < ANN_RETRY_SECONDS)
     ):
         return
-    db.ann_builds[key] = asyncio.create_task(
+    m.ann_builds[key] = asyncio.create_task(
         _build_ann(db, agent_id, embedder, dimensions), name=f"actrone-ann-{agent_id}"
     )
 
 
 async def wait_for_indexes(db: Database) -> None:
     """Wait until the HNSW index builds started by this store have finished."""
-    await asyncio.gather(*list(db.ann_builds.values()), return_exceptions=True)
+    await asyncio.gather(*list(db.maintenance.ann_builds.values()), return_exceptions=True)
 
 
 async def _build_ann(db: Database, agent_id: str, embedder: str, dimensions: int) -> None:
+    m = db.maintenance
     try:
-        async with db.maintenance:
+        async with m.lock:
             await _build_ann_locked(db, agent_id, embedder, dimensions)
-            if db.analyze_pending and db.pool is not None:
-                db.analyze_pending = False
+            if m.analyze_pending and db.pool is not None:
+                m.analyze_pending = False
                 await vacuum_analyze(db)
     finally:
         key = (agent_id, embedder)
-        if db.ann_builds.get(key) is asyncio.current_task():
-            del db.ann_builds[key]
+        if m.ann_builds.get(key) is asyncio.current_task():
+            del m.ann_builds[key]
 
 
 async def _build_ann_locked(db: Database, agent_id: str, embedder: str, dimensions: int) -> None:
+    m = db.maintenance
     key = (agent_id, embedder)
     name = ann_index_name(agent_id, embedder)
     lock = f"{db.schema}.ann-build"
@@ -151,7 +225,7 @@ async def _build_ann_locked(db: Database, agent_id: str, embedder: str, dimensio
         return
     try:
         # Not through Database.conn(): a build takes minutes, longer than any call's timeout.
-        async with db.pool.connection() as conn:
+        async with db.unbounded_conn() as conn:
             await conn.execute("SET statement_timeout = 0")
             # The graph of 100,000 vectors of 384 dimensions takes ~200 MB; with the default
             # 64 MB the build spills to disk, five times slower (docs/benchmarks.md).
@@ -187,7 +261,7 @@ async def _build_ann_locked(db: Database, agent_id: str, embedder: str, dimensio
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # the server's refusal, a lost connection, a pool timeout
-        db.ann_failed[key] = time.monotonic()
+        m.ann_failed[key] = time.monotonic()
         logger.warning(
             "could not build the HNSW index of agent %r (%s): %s; searches stay exact",
             agent_id,
@@ -195,7 +269,7 @@ async def _build_ann_locked(db: Database, agent_id: str, embedder: str, dimensio
             exc,
         )
         return
-    db.ann_known[key] = (True, time.monotonic())
+    m.ann_known[key] = (True, time.monotonic())
 
 
 async def _ann_state(db: Database, conn: _Conn, name: str) -> bool | None:
@@ -228,24 +302,26 @@ def _ann_ddl(
 
 async def ann_dimensions(db: Database, agent_id: str, embedder: str, dimensions: int) -> int | None:
     """The dimension to scan the agent's own HNSW index with, or ``None`` to scan exactly."""
-    if db.ann_min <= 0 or dimensions > ANN_MAX_DIMENSIONS:
+    m = db.maintenance
+    if db.settings.ann_min_memories <= 0 or dimensions > ANN_MAX_DIMENSIONS:
         return None
     key = (agent_id, embedder)
-    known = db.ann_known.get(key)
+    known = m.ann_known.get(key)
     now = time.monotonic()
     if known is None or (not known[0] and now - known[1] > ANN_RECHECK_SECONDS):
         async with db.conn() as conn:
             state = await _ann_state(db, conn, ann_index_name(agent_id, embedder))
         known = (state is True, now)
-        if len(db.ann_known) >= 100_000:  # one entry per agent searched: bound it
-            db.ann_known.clear()
-        db.ann_known[key] = known
+        if len(m.ann_known) >= 100_000:  # one entry per agent searched: bound it
+            m.ann_known.clear()
+        m.ann_known[key] = known
     return dimensions if known[0] else None
 
 
 async def drop_ann_indexes(db: Database, agent_id: str) -> None:
     """Drop the agent's HNSW indexes, whatever process built them."""
-    stopped = [db.ann_builds.pop(k) for k in list(db.ann_builds) if k[0] == agent_id]
+    m = db.maintenance
+    stopped = [m.ann_builds.pop(k) for k in list(m.ann_builds) if k[0] == agent_id]
     for task in stopped:
         task.cancel()
     await asyncio.gather(*stopped, return_exceptions=True)  # its index is dropped below
@@ -253,7 +329,7 @@ async def drop_ann_indexes(db: Database, agent_id: str) -> None:
         cur = await conn.execute(db.compose(SELECT_ALL_EMBEDDERS))
         embedders = [str(r[0]) for r in await cur.fetchall()]
         for embedder in embedders:
-            db.ann_known.pop((agent_id, embedder), None)
+            m.ann_known.pop((agent_id, embedder), None)
             name = ann_index_name(agent_id, embedder)
             if await _ann_state(db, conn, name) is not None:
                 await conn.execute(

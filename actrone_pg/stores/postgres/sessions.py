@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import Any
 
 from actrone_pg.errors import MissingDependencyError
 from actrone_pg.models import SessionInfo, Turn
-from actrone_pg.stores.base import Fence
+from actrone_pg.stores.base import WRITE_GENERATION, Fence
 from actrone_pg.stores.postgres import lookups, rows
 from actrone_pg.stores.postgres.connection import Database, _Conn, jsonb
 from actrone_pg.stores.postgres.statements import (
     ACQUIRE_LOCK,
     DELETE_EXPIRED_SESSION,
     DELETE_SESSION,
+    INSERT_GENERATION,
     INSERT_TURN,
     LOCK_AGENT_STATS,
     RELEASE_LOCK,
     SELECT_EXPIRED_SESSIONS,
+    SELECT_GENERATION,
     SELECT_RECENT_TURNS,
     SELECT_SESSION,
     SELECT_SESSIONS,
@@ -44,14 +47,23 @@ __all__ = [
     "release_lock",
     "set_session_metadata",
     "sweep_expired_sessions",
+    "writer_fence",
 ]
 
 
-async def append_turn(db: Database, turn: Turn, *, max_turns: int, ttl_seconds: float) -> None:
-    """Append a turn (idempotent by id), trim to ``max_turns``, refresh the expiry."""
+async def append_turn(
+    db: Database, turn: Turn, *, max_turns: int, ttl_seconds: float, fence: Fence | None = None
+) -> None:
+    """Append a turn (idempotent by id), trim to ``max_turns``, refresh the expiry.
+
+    With ``fence``, under the agent's statistics row, as :func:`set_session_metadata`.
+    """
     a, s = turn.agent_id, turn.session_id
     tool = jsonb(turn.tool_results) if turn.tool_results is not None else None
     async with db.conn() as conn, conn.transaction():
+        if fence is not None:
+            await conn.execute(db.compose(LOCK_AGENT_STATS), (a,))
+            await lookups.check_fence(db, conn, a, fence)
         await conn.execute(db.compose(DELETE_EXPIRED_SESSION), (a, s, ttl_seconds))
         await conn.execute(db.compose(UPSERT_SESSION), (a, s, Jsonb({})))
         await conn.execute(
@@ -167,6 +179,21 @@ async def delete_expired_session(
             db.compose(DELETE_EXPIRED_SESSION), (agent_id, session_id, ttl_seconds)
         )
         return cur.rowcount > 0
+
+
+async def writer_fence(db: Database, agent_id: str) -> Fence:
+    """The agent's write generation: read, or created if absent (then read again: a
+    concurrent writer's row may have won). Creating it waits for an erase under way."""
+    async with db.conn() as conn:
+        while True:
+            found = await db.fetch(
+                conn, db.compose(SELECT_GENERATION), (agent_id, WRITE_GENERATION)
+            )
+            if found:
+                return Fence(WRITE_GENERATION, str(found[0]["holder"]))
+            await conn.execute(
+                db.compose(INSERT_GENERATION), (agent_id, WRITE_GENERATION, str(uuid.uuid4()))
+            )
 
 
 async def acquire_lock(

@@ -17,8 +17,9 @@ from actrone_pg.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from actrone_pg.ranking import follow_recorded
+from actrone_pg.ranking import Analyzer, follow_recorded
 from actrone_pg.stores.postgres.connection import Database
+from actrone_pg.stores.postgres.settings import SchemaFacts
 from actrone_pg.stores.postgres.statements import (
     CITUS_INSTALLED,
     DISTRIBUTED,
@@ -45,37 +46,40 @@ logger = logging.getLogger("actrone_pg.postgres")
 
 
 async def setup(db: Database) -> None:
-    """Start the embedded server if needed, migrate (or check the schema), open the pool."""
+    """Start the embedded server if needed, migrate (or check the schema), open the pool, and
+    record what the server and the schema are (``db.facts``, once)."""
     if db.pool is not None:
         return
+    settings = db.settings
     if db.dsn is None:
         from actrone_pg._embedded import embedded_dsn
 
-        if db.data_dir is None:
+        data_dir = settings.data_dir
+        if data_dir is None:
             from actrone_pg.config import default_data_dir
 
-            db.data_dir = Path(default_data_dir())
-        db.dsn = await asyncio.to_thread(embedded_dsn, db.data_dir)
+            data_dir = default_data_dir()
+        db.dsn = await asyncio.to_thread(embedded_dsn, Path(data_dir))
     await asyncio.to_thread(_prepare_schema, db, db.dsn)
     if db.adapters is None:
         db.adapters = await _vector_adapters(db, db.dsn)
     pool = db.new_pool(db.dsn)
     try:
-        await pool.open(wait=True, timeout=db.connect_timeout)
+        await pool.open(wait=True, timeout=settings.connect_timeout)
     except PoolTimeout:
         await pool.close()
         raise StoreUnavailableError(
-            f"could not connect to PostgreSQL within {db.connect_timeout} s "
+            f"could not connect to PostgreSQL within {settings.connect_timeout} s "
             "(postgres_connect_timeout); is the server running and the DSN right?"
         ) from None
     db.pool = pool
     try:
         await _check_text_search_config(db)
-        await _check_text_analyzer(db)
+        analyzer = await _check_text_analyzer(db)
         async with db.conn() as conn:
             cur = await conn.execute(VECTOR_SCHEMA)
             row = await cur.fetchone()
-            db.vector_schema = str(row[0]) if row else "public"
+            vector_schema = str(row[0]) if row else "public"
             cur = await conn.execute(CITUS_INSTALLED)
             citus = bool((await cur.fetchone() or (False,))[0])
             distributed = False
@@ -85,6 +89,12 @@ async def setup(db: Database) -> None:
                 )
                 distributed = bool((await cur.fetchone() or (False,))[0])
         _check_distribution(db, citus, distributed)
+        db.facts = SchemaFacts(
+            analyzer=analyzer,
+            vector_schema=vector_schema,
+            distributed=distributed,
+            write_by_call=distributed,
+        )
     except BaseException:
         await db.close()
         raise
@@ -101,7 +111,7 @@ async def _vector_adapters(db: Database, dsn: str) -> AdaptersMap:
     """
     try:
         async with await psycopg.AsyncConnection.connect(
-            dsn, autocommit=True, connect_timeout=max(1, math.ceil(db.connect_timeout))
+            dsn, autocommit=True, connect_timeout=max(1, math.ceil(db.settings.connect_timeout))
         ) as conn:
             info = await TypeInfo.fetch(conn, "vector")
     except psycopg.OperationalError as exc:
@@ -117,10 +127,8 @@ async def _vector_adapters(db: Database, dsn: str) -> AdaptersMap:
 
 
 def _check_distribution(db: Database, citus: bool, distributed: bool) -> None:
-    """Record whether the schema is distributed; ``postgres_distribute="citus"`` requires it."""
-    db.distributed = distributed
-    db.write_by_call = distributed
-    if db.distribute != "citus" or distributed:
+    """``postgres_distribute="citus"`` requires a distributed schema."""
+    if db.settings.distribute != "citus" or distributed:
         return
     if not citus:
         raise ConfigurationError(
@@ -162,20 +170,24 @@ async def _check_text_search_config(db: Database) -> None:
         )
 
 
-async def _check_text_analyzer(db: Database) -> None:
+async def _check_text_analyzer(db: Database) -> Analyzer:
     # Like the configuration: term_freqs, doc_len and the statistics hold the analyzer's
     # terms, so the schema records it and a store configured otherwise refuses to write
     # (`actrone-pg reindex` rebuilds them). A schema written before analyzers were recorded
     # holds plain tokens: it is recorded as 'simple'.
+    # Returns the analyzer the store follows: the configured one, or the recorded one.
     if db.ts_config != "simple":
-        return
+        return db.analyzer
     async with db.conn() as conn:
         await conn.execute(db.compose(RECORD_ANALYZER), (db.analyzer.index_name,))
         cur = await conn.execute(db.compose(SELECT_ANALYZER))
         row = await cur.fetchone()
     recorded = str(row[0]) if row else db.analyzer.index_name
-    db.analyzer = follow_recorded(
-        f"schema {db.schema!r}", db.analyzer, recorded, dates_given=db.dates_given
+    return follow_recorded(
+        f"schema {db.schema!r}",
+        db.analyzer,
+        recorded,
+        dates_given=db.settings.lexical_dates is not None,
     )
 
 
@@ -184,7 +196,9 @@ def _prepare_schema(db: Database, dsn: str) -> None:
 
     head = migrations.head_revision()
     try:
-        current = migrations.current_revision(dsn, db.schema, connect_timeout=db.connect_timeout)
+        current = migrations.current_revision(
+            dsn, db.schema, connect_timeout=db.settings.connect_timeout
+        )
     except psycopg.OperationalError as exc:
         raise StoreUnavailableError(redact(f"cannot connect to PostgreSQL: {exc}")) from None
     except psycopg.Error as exc:
@@ -197,10 +211,10 @@ def _prepare_schema(db: Database, dsn: str) -> None:
             f"actrone_pg does not know (its newest is {head}): the database was migrated by "
             "a newer release; upgrade actrone-pg"
         )
-    if db.auto_migrate:
+    if db.settings.auto_migrate:
         logger.info("migrating schema %s from %s to %s", db.schema, current, head)
         migrations.migrate(
-            dsn, db.schema, text_search_config=db.ts_config, distribute=db.distribute
+            dsn, db.schema, text_search_config=db.ts_config, distribute=db.settings.distribute
         )
         return
     state = "has never been migrated" if current is None else f"is at revision {current}"

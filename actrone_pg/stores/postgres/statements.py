@@ -125,6 +125,9 @@ LOCK_AGENT_STATS = (
     "INSERT INTO {s}.agent_stats (agent_id, n_docs, total_length) VALUES (%s, 0, 0)"
     " ON CONFLICT (agent_id) DO UPDATE SET n_docs = {s}.agent_stats.n_docs"
 )
+# The same lock for a writer that only deletes: an agent without the row has no memories, and a
+# delete must not create the row (an erased agent would keep a (0, 0) row).
+LOCK_EXISTING_AGENT_STATS = "SELECT 1 FROM {s}.agent_stats WHERE agent_id = %s FOR UPDATE"
 DELETE_MEMORIES = (
     "DELETE FROM {s}.memories WHERE agent_id = %s AND id = ANY(%s::text[])"
     " RETURNING doc_len, ARRAY(SELECT jsonb_object_keys(term_freqs)) AS terms"
@@ -167,7 +170,11 @@ SELECT_MEMORY = (
 )
 # update_memory's read of the version it replaces, locked until its transaction ends.
 SELECT_MEMORY_FOR_UPDATE = SELECT_MEMORY + " FOR UPDATE"
-COUNT_MEMORIES = "SELECT count(*) FROM {s}.memories WHERE agent_id = %s"
+# Expired memories the sweeper has not deleted yet are not counted: no read returns them.
+COUNT_MEMORIES = (
+    "SELECT count(*) FROM {s}.memories WHERE agent_id = %s"
+    " AND (expires_at IS NULL OR expires_at > now())"
+)
 # -- versions (migration 0012): memories holds the current version, memory_history the others --
 _HISTORY_COLUMNS = ("agent_id", *MEMORY_FIELDS)
 # Copies the current version into the history, closed at the new version's valid_from
@@ -431,11 +438,20 @@ HOLDS_LOCK = (
     "SELECT 1 FROM {s}.locks WHERE agent_id = %s AND name = %s AND holder = %s"
     " AND expires_at > clock_timestamp() FOR SHARE"
 )
-# erase_agent's claim of the fenced lock's key, after the agent's statistics row and before its
-# deletes: an uncommitted row of that key makes a concurrent ACQUIRE_LOCK wait for the erase's
-# commit (which deletes it with the agent's other locks), where a lock taken between the erase's
-# delete of the locks and its commit would survive it, and with it a consolidation's writes
-# (they are fenced by that lock). No clock in it: Citus refuses one in ON CONFLICT.
+# The agent's write generation (stores.base.Store.writer_fence): a row of the locks table that
+# never lapses. Read first; created only if absent (ON CONFLICT: a concurrent writer's wins, and
+# an erase under way, which claims the key, is waited for).
+SELECT_GENERATION = "SELECT holder FROM {s}.locks WHERE agent_id = %s AND name = %s"
+INSERT_GENERATION = (
+    "INSERT INTO {s}.locks (agent_id, name, holder, expires_at) VALUES (%s, %s, %s, 'infinity')"
+    " ON CONFLICT (agent_id, name) DO NOTHING"
+)
+# erase_agent's claim of the fenced lock's key and of the write generation's, after the agent's
+# statistics row and before its deletes: an uncommitted row of that key makes a concurrent
+# ACQUIRE_LOCK (or INSERT_GENERATION) wait for the erase's commit (which deletes it with the
+# agent's other locks), where a lock taken between the erase's delete of the locks and its commit
+# would survive it, and with it the writes it fences. No clock in it: Citus refuses one in ON
+# CONFLICT.
 ERASE_CLAIM_LOCK = (
     "INSERT INTO {s}.locks (agent_id, name, holder, expires_at)"
     " VALUES (%s, %s, 'erase_agent', 'infinity')"

@@ -1,21 +1,22 @@
 """The PostgreSQL store: one class holding the database state, each call one module's function.
 
-:class:`PostgresStore` keeps the state (:class:`~.connection.Database`: configuration, the pool,
-caches) and forwards each method of the store protocol to the module of its concern, so a
-traceback names the module that ran: ``setup``, ``sessions`` (L1), ``writes`` (L2 writes),
-``search`` (L2 search, listing), ``context`` (L1 + L2 in one statement) and ``maintenance``.
+:class:`PostgresStore` keeps the state (:class:`~.connection.Database`: the connection, with the
+settings, the schema's facts and the maintenance beside it) and forwards each method of the
+store protocol to the module of its concern, so a traceback names the module that ran:
+``setup``, ``sessions`` (L1), ``writes`` (L2 writes), ``search`` (L2 search, listing),
+``context`` (L1 + L2 in one statement) and ``maintenance``.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from actrone_pg.models import Memory, SessionInfo, Turn
-from actrone_pg.ranking import DEFAULT_ANALYZER, Analyzer
+from actrone_pg.ranking import Analyzer
 from actrone_pg.stores.postgres import context, maintenance, search, sessions, setup, writes
 from actrone_pg.stores.postgres.connection import Database
+from actrone_pg.stores.postgres.settings import PostgresSettings
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -33,71 +34,28 @@ __all__ = ["PostgresStore", "from_config"]
 class PostgresStore:
     """A store in PostgreSQL with pgvector (see :mod:`actrone_pg.stores.postgres`).
 
-    ``dsn`` is a libpq connection string or URI; ``None`` starts the embedded server in
-    ``data_dir`` (the ``[embedded]`` extra). :meth:`setup` connects, and migrates the schema when
-    ``auto_migrate`` is true; otherwise a schema that is behind raises :class:`SchemaError`.
-    An agent with ``ann_min_memories`` memories or more gets an HNSW index of its own, scanned
-    with ``hnsw.ef_search = ann_ef_search`` (0 disables them). ``distribute`` is
-    ``MemoryConfig.postgres_distribute`` (docs/scale-out.md).
+    ``settings`` (:class:`~.settings.PostgresSettings`, the defaults if ``None``) says which
+    server and schema, and how; :meth:`from_config` makes them from a
+    :class:`~actrone_pg.config.MemoryConfig`. :meth:`setup` connects, and migrates the schema
+    when ``settings.auto_migrate`` is true.
     """
 
     backend = "postgres"
 
-    def __init__(
-        self,
-        dsn: str | None = None,
-        *,
-        schema: str = "actrone",
-        auto_migrate: bool = True,
-        data_dir: str | Path | None = None,
-        pool_min_size: int = 1,
-        pool_max_size: int = 10,
-        connect_timeout: float = 5.0,
-        statement_timeout: float = 30.0,
-        text_search_config: str = "simple",
-        text_analyzer: str = DEFAULT_ANALYZER,
-        lexical_dates: bool | None = None,
-        ann_min_memories: int = 50_000,
-        ann_ef_search: int = 800,
-        distribute: str = "auto",
-    ) -> None:
-        #: The configuration, pool and caches every function of the package is given.
-        self.db = Database(
-            dsn,
-            schema=schema,
-            auto_migrate=auto_migrate,
-            data_dir=data_dir,
-            pool_min_size=pool_min_size,
-            pool_max_size=pool_max_size,
-            connect_timeout=connect_timeout,
-            statement_timeout=statement_timeout,
-            text_search_config=text_search_config,
-            text_analyzer=text_analyzer,
-            lexical_dates=lexical_dates,
-            ann_min_memories=ann_min_memories,
-            ann_ef_search=ann_ef_search,
-            distribute=distribute,
-        )
+    def __init__(self, settings: PostgresSettings | None = None) -> None:
+        #: The connection (with the settings, the schema's facts and the maintenance) every
+        #: function of the package is given.
+        self.db = Database(settings if settings is not None else PostgresSettings())
 
     @classmethod
     def from_config(cls, config: MemoryConfig) -> PostgresStore:
         """A store built from a :class:`~actrone_pg.config.MemoryConfig` (not yet connected)."""
-        return cls(
-            config.postgres_dsn,
-            schema=config.postgres_schema,
-            auto_migrate=config.postgres_auto_migrate,
-            data_dir=config.postgres_data_dir,
-            pool_min_size=config.postgres_pool_min_size,
-            pool_max_size=config.postgres_pool_max_size,
-            connect_timeout=config.postgres_connect_timeout,
-            statement_timeout=config.postgres_statement_timeout,
-            text_search_config=config.postgres_text_search_config,
-            text_analyzer=config.text_analyzer,
-            lexical_dates=config.lexical_dates,
-            ann_min_memories=config.postgres_ann_min_memories,
-            ann_ef_search=config.postgres_ann_ef_search,
-            distribute=config.postgres_distribute,
-        )
+        return cls(PostgresSettings.from_config(config))
+
+    @property
+    def settings(self) -> PostgresSettings:
+        """The store's settings (frozen)."""
+        return self.db.settings
 
     @property
     def schema(self) -> str:
@@ -137,9 +95,13 @@ class PostgresStore:
 
     # -- L1: sessions, turns, locks (sessions.py) -----------------------------------------------
 
-    async def append_turn(self, turn: Turn, *, max_turns: int, ttl_seconds: float) -> None:
+    async def append_turn(
+        self, turn: Turn, *, max_turns: int, ttl_seconds: float, fence: Fence | None = None
+    ) -> None:
         """Append the turn (idempotent by id), trim the session and refresh its expiry."""
-        await sessions.append_turn(self.db, turn, max_turns=max_turns, ttl_seconds=ttl_seconds)
+        await sessions.append_turn(
+            self.db, turn, max_turns=max_turns, ttl_seconds=ttl_seconds, fence=fence
+        )
 
     async def recent_turns(
         self, agent_id: str, session_id: str, *, limit: int, ttl_seconds: float
@@ -192,6 +154,10 @@ class PostgresStore:
         return await sessions.delete_expired_session(
             self.db, agent_id, session_id, ttl_seconds=ttl_seconds
         )
+
+    async def writer_fence(self, agent_id: str) -> Fence:
+        """The agent's write generation (created if it has none; waits for an erase)."""
+        return await sessions.writer_fence(self.db, agent_id)
 
     async def acquire_lock(self, agent_id: str, name: str, holder: str, ttl_seconds: float) -> bool:
         """Take the lock in one atomic statement, timed by the server's clock."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -14,6 +12,7 @@ from actrone_pg.models import MEMORY_FIELD_TYPES, Memory
 from actrone_pg.ranking import analyzer_mismatch
 from actrone_pg.stores.base import (
     FENCED_LOCK,
+    WRITE_GENERATION,
     BuildVersion,
     Fence,
     MemoryRecord,
@@ -24,7 +23,6 @@ from actrone_pg.stores.postgres import lookups, maintenance, rows
 from actrone_pg.stores.postgres.connection import Database, _Conn, jsonb
 from actrone_pg.stores.postgres.statements import (
     AGENT_WRITE,
-    ANALYZE_GROWTH,
     ARCHIVE_MEMORY,
     COPY_MEMORIES,
     COPY_TYPES,
@@ -35,6 +33,7 @@ from actrone_pg.stores.postgres.statements import (
     ERASE,
     ERASE_CLAIM_LOCK,
     LOCK_AGENT_STATS,
+    LOCK_EXISTING_AGENT_STATS,
     LOCK_SHARD_METADATA,
     MEMORY_FIELDS,
     PRUNE_TERM_STATS,
@@ -45,7 +44,6 @@ from actrone_pg.stores.postgres.statements import (
     SELECT_HISTORY,
     SELECT_MEMORY,
     SELECT_MEMORY_FOR_UPDATE,
-    SETTLE_MIN_ROWS,
     UPDATE_AGENT_STATS,
     UPDATE_AGENT_STATS_ANALYZER,
     UPDATE_TERM_STATS,
@@ -202,20 +200,7 @@ async def _written_now(
     """After a write committed: remember its embedders, schedule indexes and maintenance."""
     # Cached only once committed: a rolled-back registration must not be remembered.
     db.dimensions.update(stored)
-    if db.ann_min > 0:
-        for agent_id, size in sizes.items():
-            if size >= db.ann_min:
-                names = {r.memory.embedder for r in records if r.memory.agent_id == agent_id}
-                for name in names:
-                    maintenance.start_ann_build(db, agent_id, name, dims[name])
-    db.written += len(records)
-    db.unmaintained += len(records)
-    db.last_write = time.monotonic()
-    if db.written >= db.next_analyze:
-        db.next_analyze = db.written * ANALYZE_GROWTH
-        await maintenance.analyze(db)
-    elif db.unmaintained >= SETTLE_MIN_ROWS and (db.settle_task is None or db.settle_task.done()):
-        db.settle_task = asyncio.create_task(maintenance.settle(db), name="actrone-settle")
+    await maintenance.after_write(db, records, dims, sizes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,7 +342,8 @@ async def memory_history(db: Database, agent_id: str, memory_id: str) -> list[Me
 async def delete_memory(db: Database, agent_id: str, memory_id: str) -> bool:
     """Delete one memory of the agent (every version) and take it out of the statistics."""
     async with db.conn() as conn, conn.transaction():
-        await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
+        if not await _lock_existing_stats(db, conn, agent_id):
+            return False  # no statistics row, no memories: the agent has none (or was erased)
         gone = rows.removed(
             await db.fetch(conn, db.compose(DELETE_MEMORIES), (agent_id, [memory_id]))
         )
@@ -384,7 +370,8 @@ async def sweep_expired_memories(db: Database, *, limit: int) -> int:
     removed = 0
     for agent_id in sorted(by_agent):
         async with db.conn() as conn, conn.transaction():
-            await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
+            if not await _lock_existing_stats(db, conn, agent_id):
+                continue  # erased since it was listed
             gone = await db.fetch(conn, db.compose(DELETE_EXPIRED), (agent_id, by_agent[agent_id]))
             if not gone:
                 continue
@@ -404,6 +391,12 @@ async def sweep_expired_memories(db: Database, *, limit: int) -> int:
     return removed
 
 
+async def _lock_existing_stats(db: Database, conn: _Conn, agent_id: str) -> bool:
+    """Lock the agent's statistics row for a writer that only deletes, as every writer takes
+    it first; ``False`` (nothing locked, nothing created) if the agent has none."""
+    return bool(await db.fetch(conn, db.compose(LOCK_EXISTING_AGENT_STATS), (agent_id,)))
+
+
 async def count_memories(db: Database, agent_id: str) -> int:
     """How many memories the agent has."""
     async with db.conn() as conn:
@@ -419,8 +412,10 @@ async def erase_agent(db: Database, agent_id: str) -> None:
         # commits before the deletes start, and each delete (a new snapshot under READ
         # COMMITTED) then sees its rows, so no memory outlives its statistics.
         await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
-        # A consolidation that takes its lock now waits for the commit, then finds nothing.
-        await conn.execute(db.compose(ERASE_CLAIM_LOCK), (agent_id, FENCED_LOCK))
+        # A consolidation that takes its lock now, or a writer that starts a generation, waits
+        # for the commit, then finds nothing.
+        for name in (FENCED_LOCK, WRITE_GENERATION):
+            await conn.execute(db.compose(ERASE_CLAIM_LOCK), (agent_id, name))
         for statement in ERASE:
             await conn.execute(db.compose(statement), (agent_id,))
     await maintenance.drop_ann_indexes(db, agent_id)

@@ -14,7 +14,12 @@ from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 
 from actrone_pg.config import redact
-from actrone_pg.errors import MissingDependencyError, StoreError, StoreUnavailableError
+from actrone_pg.errors import (
+    MissingDependencyError,
+    PoolSaturatedError,
+    StoreError,
+    StoreUnavailableError,
+)
 from actrone_pg.ranking import DEFAULT_ANALYZER, analyzer
 from actrone_pg.stores._keyed_locks import KeyedLocks
 from actrone_pg.stores.redis_qdrant.layout import LAYOUT
@@ -38,6 +43,10 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 __all__ = ["Servers"]
 
 T = TypeVar("T")
+
+#: Seconds past a Redis call's two bounds (the pool's wait, the server's answer; redis_timeout
+#: each, enforced by the client) at which asyncio cancels it, should neither have ended it.
+_BACKSTOP = 0.5
 
 # Calls for one agent re-index it one at a time (see index.ensure_indexed), under one of these
 # many locks.
@@ -118,12 +127,14 @@ class Servers:
         """Create the clients and check that both servers answer (StoreUnavailableError if not)."""
         if self._redis_client is None:
             # A blocking pool: when every connection is busy a caller waits (up to the timeout)
-            # instead of failing with "Too many connections". One immediate retry on a new
+            # instead of failing with "Too many connections", then fails with
+            # PoolSaturatedError (see redis_call). One immediate retry on a new
             # connection, for connection errors only: after a Redis restart the pooled
             # connections are dead, and the checkout check misses those whose close the event
             # loop has not processed yet, so without it the first call after the restart
             # failed. A refused retry costs a millisecond; timeouts are not retried, so a caller
-            # still waits at most redis_timeout (see redis_call). Every script and command is
+            # waits at most redis_timeout for a connection and as long for the answer (see
+            # redis_call). Every script and command is
             # safe to replay after a lost reply (writes are idempotent; a replayed lock acquire
             # or release answers False, never admitting a second holder).
             pool = aioredis.BlockingConnectionPool.from_url(
@@ -182,11 +193,25 @@ class Servers:
         return self._qdrant_client
 
     async def redis_call(self, aw: Awaitable[T]) -> T:
-        """Await a Redis call; connection trouble becomes StoreUnavailableError in time."""
+        """Await a Redis call; connection trouble becomes StoreUnavailableError in time.
+
+        The client bounds the wait for a pooled connection and the wait for the answer by
+        ``redis_timeout`` each. A pool whose every connection stays busy for the whole wait
+        raises :class:`PoolSaturatedError` (load, not an outage). asyncio's timeout only backs
+        the two up: one ``redis_timeout`` for both cut off a call that took its connection
+        late from a busy pool while a healthy server answered it, and dropped that connection.
+        """
         try:
-            async with asyncio.timeout(self._redis_timeout):
+            async with asyncio.timeout(2 * self._redis_timeout + _BACKSTOP):
                 return await aw
         except (RedisConnectionError, RedisTimeoutError, TimeoutError, OSError) as exc:
+            if _pool_wait_timed_out(exc):
+                raise PoolSaturatedError(
+                    f"the Redis connection pool is saturated: all {self._pool_size} of its "
+                    f"connections (redis_pool_size) stayed in use by other calls for "
+                    f"{self._redis_timeout:g} s (redis_timeout); this is load, not an outage: "
+                    "retry later, send fewer concurrent calls, or raise redis_pool_size"
+                ) from None
             raise StoreUnavailableError(
                 redact(_redis_unavailable(self._redis_url, self._redis_timeout, exc))
             ) from None
@@ -235,3 +260,13 @@ def _redis_unavailable(url: str, timeout: float, exc: BaseException) -> str:
     if any(isinstance(c, ConnectionRefusedError) for c in causes):
         return f"Redis at {url} refused the connection ({exc}); is it running on that port?"
     return f"Redis at {url} could not be reached or dropped the connection ({exc}); is it running?"
+
+
+def _pool_wait_timed_out(exc: BaseException) -> bool:
+    """``BlockingConnectionPool``'s error for a wait that found no free connection in time
+    (a ``ConnectionError`` raised from the wait's timeout), not one of the server's."""
+    return (
+        isinstance(exc, RedisConnectionError)
+        and isinstance(exc.__cause__, TimeoutError)
+        and str(exc).startswith("No connection available")
+    )

@@ -15,7 +15,7 @@ shared by agents (Redis Cluster, which would need it sharded, is not supported).
 
 from __future__ import annotations
 
-__all__ = ["SCRIPTS"]
+__all__ = ["ERASING", "SCRIPTS"]
 
 # Shared by the scripts that write a session (needs ``ttl_ms`` set and KEYS[1..3] = turns, tids,
 # sess): read Redis's clock, start the session afresh if it has expired, stamp its activity.
@@ -141,6 +141,10 @@ FENCE = """
 if redis.call('GET', fence_key) ~= fence_holder then return false end
 """
 
+# APPEND_TURN, fenced: KEYS[6] the lock, ARGV[9] its holder. Returns nil if the lock is not held
+# (nothing written).
+FENCED_APPEND_TURN = "local fence_key, fence_holder = KEYS[6], ARGV[9]\n" + FENCE + APPEND_TURN
+
 _SET_SESSION_METADATA = (
     """
 local ttl_ms = tonumber(ARGV[1])
@@ -237,6 +241,26 @@ end
 return 0
 """
 
+# While an erase of the agent is under way, its write generation's key holds this (no token is
+# ever equal to it): a writer that starts then waits for the erase (stores.base.writer_fence).
+ERASING = "erasing"
+
+# KEYS: the generation's key, keyset. ARGV: a new token, the key's keyset member. The agent's
+# write generation, created (never expiring: keyset score +inf) if it has none; nil while an
+# erase of the agent is under way.
+WRITER_GENERATION = (
+    """
+local current = redis.call('GET', KEYS[1])
+if current == '"""
+    + ERASING
+    + """' then return false end
+if current then return current end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], '+inf', ARGV[2])
+return ARGV[1]
+"""
+)
+
 # KEYS: lock, keyset. ARGV: token, keyset member. Compare-and-delete: only the holder releases.
 RELEASE_LOCK = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -309,10 +333,13 @@ end
 return out
 """
 
-# KEYS: keyset, mem, doc, df, stats, sessions. ARGV: the agent's key base, the encoded agent id.
-# Deletes every key the keyset names (sessions and locks), the agent's entries of the sessions
-# set, and the agent's memory index and statistics.
-ERASE_AGENT = """
+# KEYS: keyset, mem, doc, df, stats, sessions, the write generation's key. ARGV: the agent's key
+# base, the encoded agent id, how long (ms) the erase may take or 0. Deletes every key the keyset
+# names (sessions and locks), the agent's entries of the sessions set, and the agent's memory
+# index and statistics; then, given a time, marks the generation ERASING for that long (the
+# erase's first pass), else deletes the mark (its last).
+ERASE_AGENT = (
+    """
 local base = ARGV[1]
 for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   local kind, name = string.sub(m, 1, 2), string.sub(m, 3)
@@ -323,14 +350,21 @@ for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
     redis.call('DEL', base .. 'lock:' .. name)
   end
 end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7])
+if tonumber(ARGV[3]) > 0 then
+  redis.call('SET', KEYS[7], '"""
+    + ERASING
+    + """', 'PX', ARGV[3])
+end
 return 1
 """
+)
 
 
 #: Each script by the name the store calls it with.
 SCRIPTS = {
     "append": APPEND_TURN,
+    "fenced_append": FENCED_APPEND_TURN,
     "recent": RECENT_TURNS,
     "get_session": GET_SESSION,
     "list_sessions": LIST_SESSIONS,
@@ -341,6 +375,7 @@ SCRIPTS = {
     "delete_expired": DELETE_EXPIRED_SESSION,
     "acquire": ACQUIRE_LOCK,
     "release": RELEASE_LOCK,
+    "writer_generation": WRITER_GENERATION,
     "set_entries": SET_ENTRIES,
     "fenced_set_entries": FENCED_SET_ENTRIES,
     "erase": ERASE_AGENT,

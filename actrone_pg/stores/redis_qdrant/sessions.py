@@ -8,12 +8,16 @@ consolidates the expired session and then deletes it, as it does on PostgreSQL.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import time
+import uuid
 from typing import Any
 
+from actrone_pg.errors import StoreError
 from actrone_pg.models import SessionInfo, Turn
-from actrone_pg.stores.base import Fence, lock_lost
+from actrone_pg.stores.base import WRITE_GENERATION, Fence, lock_lost
 from actrone_pg.stores.redis_qdrant.connection import Servers
 from actrone_pg.stores.redis_qdrant.layout import (
     LAYOUT,
@@ -28,6 +32,7 @@ from actrone_pg.stores.redis_qdrant.layout import (
 )
 
 __all__ = [
+    "ERASE_MARK_SECONDS",
     "acquire_lock",
     "append_turn",
     "clear_session",
@@ -39,7 +44,14 @@ __all__ = [
     "release_lock",
     "set_session_metadata",
     "sweep_expired_sessions",
+    "writer_fence",
 ]
+
+#: How long an erase's mark keeps writers from starting a generation (it is removed when the erase
+#: ends; this bounds the wait if the eraser dies half-way).
+ERASE_MARK_SECONDS = 60.0
+# How often a writer waiting for an erase asks Redis again.
+_ERASE_POLL_SECONDS = 0.01
 
 
 def _session_info(agent_id: str, session_id: str, turn_count: str, flat: list[str]) -> SessionInfo:
@@ -67,23 +79,28 @@ def _grace_ms(sv: Servers) -> int:
     return math.ceil(sv.session_grace_seconds * 1000.0)
 
 
-async def append_turn(sv: Servers, turn: Turn, *, max_turns: int, ttl_seconds: float) -> None:
-    """Append (idempotent by id), trim and refresh the expiry in one Lua script."""
+async def append_turn(
+    sv: Servers, turn: Turn, *, max_turns: int, ttl_seconds: float, fence: Fence | None = None
+) -> None:
+    """Append (idempotent by id), trim and refresh the expiry in one Lua script; with
+    ``fence``, the same script checks the lock first."""
     keys, member, active = _session(sv, turn.agent_id, turn.session_id)
-    await sv.script(
-        "append",
-        keys,
-        [
-            turn.id,
-            turn_to_json(turn),
-            max_turns,
-            ttl_ms(ttl_seconds),
-            member,
-            max(TURN_IDS_KEPT, 4 * max_turns),
-            _grace_ms(sv),
-            active,
-        ],
-    )
+    args: list[Any] = [
+        turn.id,
+        turn_to_json(turn),
+        max_turns,
+        ttl_ms(ttl_seconds),
+        member,
+        max(TURN_IDS_KEPT, 4 * max_turns),
+        _grace_ms(sv),
+        active,
+    ]
+    if fence is None:
+        await sv.script("append", keys, args)
+        return
+    lock = AgentKeys.of(sv.prefix, turn.agent_id).lock(enc(fence.name))
+    if await sv.script("fenced_append", [*keys, lock], [*args, fence.holder]) is None:
+        raise lock_lost(turn.agent_id, fence)
 
 
 async def recent_turns(
@@ -183,6 +200,26 @@ async def delete_expired_session(
     keys, member, active = _session(sv, agent_id, session_id)
     done = await sv.script("delete_expired", keys, [ttl_ms(ttl_seconds), member, active])
     return bool(int(done))
+
+
+async def writer_fence(sv: Servers, agent_id: str) -> Fence:
+    """The agent's write generation (created if it has none); while an erase of the agent is
+    under way (its first pass marked the generation), wait for it to finish."""
+    ak = AgentKeys.of(sv.prefix, agent_id)
+    n = enc(WRITE_GENERATION)
+    deadline = time.monotonic() + ERASE_MARK_SECONDS + 1.0
+    while True:
+        token = await sv.script(
+            "writer_generation", [ak.lock(n), ak.keyset], [str(uuid.uuid4()), "l:" + n]
+        )
+        if token is not None:
+            return Fence(WRITE_GENERATION, str(token))
+        if time.monotonic() > deadline:
+            raise StoreError(
+                f"agent {agent_id!r} has been being erased for {ERASE_MARK_SECONDS:g} s; "
+                "try again once the erase is done"
+            )
+        await asyncio.sleep(_ERASE_POLL_SECONDS)
 
 
 async def acquire_lock(

@@ -112,9 +112,13 @@ class RedisQdrantStore:
 
     # -- L1: sessions, turns, locks (sessions.py) -----------------------------------------------
 
-    async def append_turn(self, turn: Turn, *, max_turns: int, ttl_seconds: float) -> None:
+    async def append_turn(
+        self, turn: Turn, *, max_turns: int, ttl_seconds: float, fence: Fence | None = None
+    ) -> None:
         """Append (idempotent by id), trim and refresh the expiry in one Lua script."""
-        await sessions.append_turn(self.servers, turn, max_turns=max_turns, ttl_seconds=ttl_seconds)
+        await sessions.append_turn(
+            self.servers, turn, max_turns=max_turns, ttl_seconds=ttl_seconds, fence=fence
+        )
 
     async def recent_turns(
         self, agent_id: str, session_id: str, *, limit: int, ttl_seconds: float
@@ -171,6 +175,10 @@ class RedisQdrantStore:
         return await sessions.delete_expired_session(
             self.servers, agent_id, session_id, ttl_seconds=ttl_seconds
         )
+
+    async def writer_fence(self, agent_id: str) -> Fence:
+        """The agent's write generation (created if it has none; waits for an erase)."""
+        return await sessions.writer_fence(self.servers, agent_id)
 
     async def acquire_lock(self, agent_id: str, name: str, holder: str, ttl_seconds: float) -> bool:
         """``SET NX PX``: one winner among concurrent callers; Redis expires it after the TTL."""

@@ -22,6 +22,7 @@ from actrone_pg.errors import LockLostError, MissingDependencyError, StoreError
 from actrone_pg.models import Memory
 from actrone_pg.ranking import micros
 from actrone_pg.stores.base import (
+    WRITE_GENERATION,
     BuildVersion,
     Fence,
     MemoryRecord,
@@ -44,6 +45,7 @@ from actrone_pg.stores.redis_qdrant.layout import (
     to_payload,
     ttl_ms,
 )
+from actrone_pg.stores.redis_qdrant.sessions import ERASE_MARK_SECONDS
 
 try:
     from qdrant_client import models as qm
@@ -274,6 +276,10 @@ async def _update_locked(
             )
         await asyncio.sleep(_UPDATE_LOCK_POLL)
     try:
+        # The fence first, as PostgreSQL checks it (the write's own checks are in _upsert): a
+        # writer the erase overtook is told so, not that the memory is missing.
+        if fence is not None and not await _holds(sv, agent_id, fence):
+            raise lock_lost(agent_id, fence)
         payload = await _payload(sv, agent_id, memory_id)
         if payload is None:
             return None
@@ -476,6 +482,31 @@ async def count_memories(sv: Servers, agent_id: str) -> int:
     n = int(await sv.redis_call(sv.redis().hlen(ak.mem)))
     if n == 0 and await index.rebuild_if_lost(sv, agent_id):
         n = int(await sv.redis_call(sv.redis().hlen(ak.mem)))
+    if n == 0:
+        return 0
+    # Less those expired by now that the sweeper has not deleted yet (no read returns them):
+    # their points, where the index names their collection.
+    expired = qm.Filter(
+        must=[
+            qm.FieldCondition(key="agent_id", match=qm.MatchValue(value=agent_id)),
+            qm.FieldCondition(key="expires_us", range=qm.Range(lte=micros(datetime.now(UTC)))),
+        ]
+    )
+    for coll, _ in await registry.own_collections(sv):
+        found = await sv.qdrant_call(
+            sv.qdrant().scroll(
+                coll,
+                scroll_filter=expired,
+                limit=n,
+                with_payload=["memory_id", "embedder"],
+                with_vectors=False,
+            )
+        )
+        for p in found[0]:
+            payload = p.payload or {}
+            named = await sv.hget(ak.mem, str(payload.get("memory_id")))
+            if named is not None and named == payload.get("embedder"):
+                n -= 1
     return n
 
 
@@ -491,8 +522,19 @@ async def erase_agent(sv: Servers, agent_id: str) -> None:
     filter and the keys carry the agent id).
     """
     ak = AgentKeys.of(sv.prefix, agent_id)
-    keys = [ak.keyset, ak.mem, ak.doc, ak.df, ak.stats, sv.sessions_key]
-    await sv.script("erase", keys, [ak.base, enc(agent_id)])
+    keys = [
+        ak.keyset,
+        ak.mem,
+        ak.doc,
+        ak.df,
+        ak.stats,
+        sv.sessions_key,
+        ak.lock(enc(WRITE_GENERATION)),
+    ]
+    # The first pass marks the write generation: a writer that starts meanwhile waits for the
+    # last pass (sessions.writer_fence), which removes the mark.
+    mark_ms = int(ERASE_MARK_SECONDS * 1000)
+    await sv.script("erase", keys, [ak.base, enc(agent_id), mark_ms])
     # Every collection of this prefix that exists, not only those the Redis registry names:
     # after a Redis loss the registry may be empty while Qdrant still holds the points.
     for coll, _ in await registry.own_collections(sv):
@@ -503,4 +545,4 @@ async def erase_agent(sv: Servers, agent_id: str) -> None:
                 wait=True,
             )
         )
-    await sv.script("erase", keys, [ak.base, enc(agent_id)])
+    await sv.script("erase", keys, [ak.base, enc(agent_id), 0])
