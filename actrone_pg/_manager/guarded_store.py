@@ -106,6 +106,10 @@ class GuardedStore:
                 agent_id, session_id, ttl_seconds=ttl_seconds
             )
 
+    async def writer_fence(self, agent_id: str) -> Fence:
+        with _STORE:
+            return await self.store.writer_fence(agent_id)
+
     async def acquire_lock(self, agent_id: str, name: str, holder: str, ttl_seconds: float) -> bool:
         with _STORE:
             return await self.store.acquire_lock(agent_id, name, holder, ttl_seconds)
