@@ -50,9 +50,13 @@ class GuardedStore:
         with _STORE:
             await self.store.close()
 
-    async def append_turn(self, turn: Turn, *, max_turns: int, ttl_seconds: float) -> None:
+    async def append_turn(
+        self, turn: Turn, *, max_turns: int, ttl_seconds: float, fence: Fence | None = None
+    ) -> None:
         with _STORE:
-            await self.store.append_turn(turn, max_turns=max_turns, ttl_seconds=ttl_seconds)
+            await self.store.append_turn(
+                turn, max_turns=max_turns, ttl_seconds=ttl_seconds, fence=fence
+            )
 
     async def recent_turns(
         self, agent_id: str, session_id: str, *, limit: int, ttl_seconds: float
