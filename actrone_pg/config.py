@@ -83,6 +83,11 @@ class MemoryConfig:
     #: agent_id (docs/scale-out.md); "citus": require it (a clear error on a plain server);
     #: "off": plain tables even on Citus.
     postgres_distribute: str = "auto"
+    #: Row-level security per agent (docs/postgres.md, "Row-level security"): the schema's
+    #: per-agent tables get policies keyed on the setting ``actrone.agent_id``, installed at
+    #: setup, and the store sets that setting for every call, so a role without BYPASSRLS
+    #: reads and writes only the agent a call serves. One server only (not on Citus yet).
+    postgres_row_security: bool = False
     postgres_auto_migrate: bool = True
     postgres_data_dir: str = field(default_factory=default_data_dir)
     postgres_pool_min_size: int = 1

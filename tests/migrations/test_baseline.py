@@ -174,11 +174,17 @@ def test_the_0023_dump_differs_from_the_baseline_only_in_functions(
     postgres_dsn: str, scratch_schema: str, postgres_schema: str
 ) -> None:
     # What the adoption leaves alone (tables, columns, indexes, constraints) is already the
-    # baseline's; what it installs again (the functions' text) is not: so the comparison above
-    # sees both.
+    # baseline's; what it installs again (the functions' text, and the views' option
+    # security_invoker, for row-level security) is not: so the comparison above sees both.
     load_0023(postgres_dsn, scratch_schema)
     old, new = catalog(postgres_dsn, scratch_schema), catalog(postgres_dsn, postgres_schema)
-    assert {kind for kind in old if old[kind] != new[kind]} == {"functions"}
+    assert {kind for kind in old if old[kind] != new[kind]} == {"functions", "tables"}
+    changed = {row for row in new["tables"] if row not in old["tables"]}
+    assert changed == {
+        (view, "v", ["security_invoker=true"])
+        for view in ("memory_lineage", "memory_overview", "memory_versions")
+        + ("recent_turns", "session_overview")
+    }
 
 
 def test_a_schema_at_an_earlier_pre_release_revision_is_refused(

@@ -11,12 +11,13 @@ is :mod:`.maintenance`.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import math
 import re
 import weakref
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from actrone_pg.config import redact
@@ -32,6 +33,7 @@ from actrone_pg.stores.postgres.maintenance import Maintenance
 from actrone_pg.stores.postgres.rows import jsonb
 from actrone_pg.stores.postgres.settings import PostgresSettings, SchemaFacts
 from actrone_pg.stores.postgres.severance import Severance
+from actrone_pg.stores.postgres.statements import SERVE_AGENT
 
 try:
     import psycopg
@@ -78,6 +80,10 @@ _WORKER_LOST = re.compile(
 #: Citus's error (XX000) for a commit that failed on a shard's worker after the coordinator sent
 #: it: whether the worker committed is not known.
 _COMMIT_UNCERTAIN = re.compile(r"could not commit transaction for shard \d+ on at least one")
+
+
+#: The agent the running call serves (:meth:`Database.serving`), under row-level security.
+_SERVING: contextvars.ContextVar[str] = contextvars.ContextVar("actrone_serving", default="")
 
 
 def _worker_lost(exc: psycopg.Error) -> str | None:
@@ -171,11 +177,6 @@ class Database:
         """The tables are distributed with Citus (:attr:`SchemaFacts.distributed`)."""
         return self.facts.distributed
 
-    @property
-    def write_by_call(self) -> bool:
-        """Batches go through ``agent_write`` (:attr:`SchemaFacts.write_by_call`)."""
-        return self.facts.write_by_call
-
     async def close(self) -> None:
         """Close the pool (the server stays up). Calling it twice is harmless."""
         pool, self.pool = self.pool, None
@@ -183,6 +184,26 @@ class Database:
             await pool.close()
         if self.retired:
             await asyncio.gather(*self.retired, return_exceptions=True)
+
+    @contextmanager
+    def serving(self, agent_id: str) -> Iterator[None]:
+        """Within it, every connection :meth:`conn` hands out serves ``agent_id`` (row-level
+        security: :meth:`serve`). The store's methods wrap their call in it; a call of no agent
+        (the sweeps' listing, setup) serves none."""
+        token = _SERVING.set(agent_id)
+        try:
+            yield
+        finally:
+            _SERVING.reset(token)
+
+    async def serve(self, conn: _Conn, agent_id: str) -> None:
+        """Under row-level security (``settings.row_security``), make ``conn`` serve
+        ``agent_id``: the setting ``actrone.agent_id`` the policies read, for the session
+        (the store's connections are autocommit, so a transaction-local setting would end with
+        the statement), replaced at each checkout. A batch of several agents switches between
+        them in its transaction with it. Nothing without row security."""
+        if self.settings.row_security:
+            await conn.execute(self.compose(SERVE_AGENT), (agent_id,))
 
     def compose(self, text: str) -> sql.Composed:
         composed = self.composed.get(text)
@@ -213,6 +234,8 @@ class Database:
                 self.in_use += 1
                 severance = Severance(conn, deadline)
                 try:
+                    # Every checkout: a pooled connection never keeps the last call's agent.
+                    await self.serve(conn, _SERVING.get())
                     yield conn
                     if not severance.fired:
                         self.used_at[conn] = self.answered_at = loop.time()

@@ -99,27 +99,33 @@ class PostgresStore:
         self, turn: Turn, *, max_turns: int, ttl_seconds: float, fence: Fence | None = None
     ) -> None:
         """Append the turn (idempotent by id), trim the session and refresh its expiry."""
-        await sessions.append_turn(
-            self.db, turn, max_turns=max_turns, ttl_seconds=ttl_seconds, fence=fence
-        )
+        with self.db.serving(turn.agent_id):
+            await sessions.append_turn(
+                self.db, turn, max_turns=max_turns, ttl_seconds=ttl_seconds, fence=fence
+            )
 
     async def recent_turns(
         self, agent_id: str, session_id: str, *, limit: int, ttl_seconds: float
     ) -> list[Turn]:
         """The newest ``limit`` turns of a live session, oldest first."""
-        return await sessions.recent_turns(
-            self.db, agent_id, session_id, limit=limit, ttl_seconds=ttl_seconds
-        )
+        with self.db.serving(agent_id):
+            return await sessions.recent_turns(
+                self.db, agent_id, session_id, limit=limit, ttl_seconds=ttl_seconds
+            )
 
     async def get_session(
         self, agent_id: str, session_id: str, *, ttl_seconds: float
     ) -> SessionInfo | None:
         """A live session's turn count, creation, last activity and metadata."""
-        return await sessions.get_session(self.db, agent_id, session_id, ttl_seconds=ttl_seconds)
+        with self.db.serving(agent_id):
+            return await sessions.get_session(
+                self.db, agent_id, session_id, ttl_seconds=ttl_seconds
+            )
 
     async def list_sessions(self, agent_id: str, *, ttl_seconds: float) -> list[SessionInfo]:
         """The agent's live sessions, by id."""
-        return await sessions.list_sessions(self.db, agent_id, ttl_seconds=ttl_seconds)
+        with self.db.serving(agent_id):
+            return await sessions.list_sessions(self.db, agent_id, ttl_seconds=ttl_seconds)
 
     async def set_session_metadata(
         self,
@@ -131,13 +137,15 @@ class PostgresStore:
         fence: Fence | None = None,
     ) -> None:
         """Merge ``metadata`` into the session, creating it if needed."""
-        await sessions.set_session_metadata(
-            self.db, agent_id, session_id, metadata, ttl_seconds=ttl_seconds, fence=fence
-        )
+        with self.db.serving(agent_id):
+            await sessions.set_session_metadata(
+                self.db, agent_id, session_id, metadata, ttl_seconds=ttl_seconds, fence=fence
+            )
 
     async def clear_session(self, agent_id: str, session_id: str) -> None:
         """Delete the session and its turns."""
-        await sessions.clear_session(self.db, agent_id, session_id)
+        with self.db.serving(agent_id):
+            await sessions.clear_session(self.db, agent_id, session_id)
 
     async def sweep_expired_sessions(self, *, ttl_seconds: float, limit: int) -> int:
         """Delete up to ``limit`` sessions idle longer than ``ttl_seconds``."""
@@ -151,21 +159,25 @@ class PostgresStore:
         self, agent_id: str, session_id: str, *, ttl_seconds: float
     ) -> bool:
         """Delete the session if it is still idle past the TTL."""
-        return await sessions.delete_expired_session(
-            self.db, agent_id, session_id, ttl_seconds=ttl_seconds
-        )
+        with self.db.serving(agent_id):
+            return await sessions.delete_expired_session(
+                self.db, agent_id, session_id, ttl_seconds=ttl_seconds
+            )
 
     async def writer_fence(self, agent_id: str) -> Fence:
         """The agent's write generation (created if it has none; waits for an erase)."""
-        return await sessions.writer_fence(self.db, agent_id)
+        with self.db.serving(agent_id):
+            return await sessions.writer_fence(self.db, agent_id)
 
     async def acquire_lock(self, agent_id: str, name: str, holder: str, ttl_seconds: float) -> bool:
         """Take the lock in one atomic statement, timed by the server's clock."""
-        return await sessions.acquire_lock(self.db, agent_id, name, holder, ttl_seconds)
+        with self.db.serving(agent_id):
+            return await sessions.acquire_lock(self.db, agent_id, name, holder, ttl_seconds)
 
     async def release_lock(self, agent_id: str, name: str, holder: str) -> bool:
         """Release the lock if ``holder`` holds a live one."""
-        return await sessions.release_lock(self.db, agent_id, name, holder)
+        with self.db.serving(agent_id):
+            return await sessions.release_lock(self.db, agent_id, name, holder)
 
     # -- L2: writes, reads by id, erasure (writes.py) -------------------------------------------
 
@@ -177,7 +189,8 @@ class PostgresStore:
 
     async def get_memory(self, agent_id: str, memory_id: str) -> Memory | None:
         """The agent's current memory ``memory_id``, or ``None``."""
-        return await writes.get_memory(self.db, agent_id, memory_id)
+        with self.db.serving(agent_id):
+            return await writes.get_memory(self.db, agent_id, memory_id)
 
     async def update_memory(
         self,
@@ -188,15 +201,18 @@ class PostgresStore:
         fence: Fence | None = None,
     ) -> Memory | None:
         """The new version built from the current one (:func:`.writes.update_memory`)."""
-        return await writes.update_memory(self.db, agent_id, memory_id, build, fence=fence)
+        with self.db.serving(agent_id):
+            return await writes.update_memory(self.db, agent_id, memory_id, build, fence=fence)
 
     async def memory_history(self, agent_id: str, memory_id: str) -> list[Memory]:
         """Every version of the memory, oldest first."""
-        return await writes.memory_history(self.db, agent_id, memory_id)
+        with self.db.serving(agent_id):
+            return await writes.memory_history(self.db, agent_id, memory_id)
 
     async def delete_memory(self, agent_id: str, memory_id: str) -> bool:
         """Delete the agent's memory; ``False`` if it had none of that id."""
-        return await writes.delete_memory(self.db, agent_id, memory_id)
+        with self.db.serving(agent_id):
+            return await writes.delete_memory(self.db, agent_id, memory_id)
 
     async def sweep_expired_memories(self, *, limit: int) -> int:
         """Delete up to ``limit`` expired memories, of every agent."""
@@ -204,17 +220,20 @@ class PostgresStore:
 
     async def count_memories(self, agent_id: str) -> int:
         """How many current memories the agent has."""
-        return await writes.count_memories(self.db, agent_id)
+        with self.db.serving(agent_id):
+            return await writes.count_memories(self.db, agent_id)
 
     async def erase_agent(self, agent_id: str) -> None:
         """Delete every row of the agent, and nothing of any other."""
-        await writes.erase_agent(self.db, agent_id)
+        with self.db.serving(agent_id):
+            await writes.erase_agent(self.db, agent_id)
 
     # -- L2: search and listing (context.py, search.py) -----------------------------------------
 
     async def search(self, request: SearchRequest) -> PackedSearch:
         """The ranked memories of ``request`` (:func:`.context.search`)."""
-        return await context.search(self.db, request)
+        with self.db.serving(request.agent_id):
+            return await context.search(self.db, request)
 
     async def fetch_context(
         self,
@@ -227,9 +246,10 @@ class PostgresStore:
     ) -> tuple[list[Turn], PackedSearch]:
         """The session's recent turns and ``request``'s packed search, in one round trip where
         the search allows it (:func:`.context.fetch_context`)."""
-        return await context.fetch_context(
-            self.db, agent_id, session_id, limit=limit, ttl_seconds=ttl_seconds, request=request
-        )
+        with self.db.serving(agent_id):
+            return await context.fetch_context(
+                self.db, agent_id, session_id, limit=limit, ttl_seconds=ttl_seconds, request=request
+            )
 
     async def list_memories(
         self,
@@ -241,9 +261,10 @@ class PostgresStore:
         filter: MemoryFilter | None = None,
     ) -> list[Memory]:
         """A keyset page of the agent's live memories, newest first, filtered in SQL."""
-        return await search.list_memories(
-            self.db, agent_id, now=now, limit=limit, after=after, filter=filter
-        )
+        with self.db.serving(agent_id):
+            return await search.list_memories(
+                self.db, agent_id, now=now, limit=limit, after=after, filter=filter
+            )
 
     # -- read by benchmarks/faults.py and bench/floor.py; use ``db`` and the modules instead --
 
