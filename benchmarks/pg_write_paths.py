@@ -1,13 +1,12 @@
-"""Ingest and retrieve_context on one embedded server through each write path, same data, one run.
+"""Ingest and retrieve_context on one embedded server with row-level security off and on, one run.
 
 Sides (each its own schema on the same server; batches and calls alternate between them, so
-drift of a shared machine hits all alike):
+drift of a shared machine hits both alike):
 
-* ``statements``: the batch's statements one by one (the store before agent_write served every
-  server; only where the store still has the switch, ``SchemaFacts.write_by_call``);
-* ``agent_write``: the store as it is (one agent_write() call, then the rows);
+* ``agent_write``: the store as it is (one agent_write() call per agent, then the rows by COPY);
 * ``row security``: the same with ``postgres_row_security=True``, connected as a role without
-  BYPASSRLS (docs/postgres.md, "Row-level security").
+  BYPASSRLS (docs/postgres.md, "Row-level security per agent"): the agent set on every
+  connection, the rows by pipelined INSERTs.
 
     python benchmarks/pg_write_paths.py [--agents 10] [--per-agent 1000] [--queries 300]
 """
@@ -16,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import random
 import statistics
 import time
@@ -60,6 +58,7 @@ def _role_dsn(dsn: str, schema: str) -> str:
         conn.execute(
             f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {ROLE}"
         )
+        conn.execute(f"GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {schema} TO {ROLE}")
     return make_conninfo(dsn, user=ROLE, password="bench")
 
 
@@ -71,21 +70,12 @@ async def main(args: argparse.Namespace, dsn: str) -> None:
     }
     queries = [(rng.choice(agents), " ".join(rng.choices(WORDS, k=4))) for _ in range(args.queries)]
     sides: dict[str, MemoryManager] = {}
-    statements = await _manager(dsn, "bench_statements")
-    store = statements.store
-    db = getattr(store, "store", store).db  # type: ignore[union-attr]
-    if hasattr(db.facts, "write_by_call"):
-        db.facts = dataclasses.replace(db.facts, write_by_call=False)
-        sides["statements"] = statements
-    else:
-        await statements.close()
     sides["agent_write"] = await _manager(dsn, "bench_agent_write")
-    if "postgres_row_security" in {f.name for f in dataclasses.fields(MemoryConfig)}:
-        owner = await _manager(dsn, "bench_rls", postgres_row_security=True)
-        await owner.close()
-        sides["row security"] = await _manager(
-            _role_dsn(dsn, "bench_rls"), "bench_rls", postgres_row_security=True
-        )
+    owner = await _manager(dsn, "bench_rls", postgres_row_security=True)  # installs the policies
+    await owner.close()
+    sides["row security"] = await _manager(
+        _role_dsn(dsn, "bench_rls"), "bench_rls", postgres_row_security=True
+    )
     spent: dict[str, list[float]] = {name: [] for name in sides}
     times: dict[str, list[float]] = {name: [] for name in sides}
     try:

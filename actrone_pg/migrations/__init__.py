@@ -210,12 +210,17 @@ def row_security(dsn: str, schema: str = "actrone", *, enable: bool = True) -> N
     from actrone_pg.migrations import _files
 
     migrate(dsn, schema)
-    name = "0024_row_security.sql" if enable else "0024_row_security_off.sql"
-    text = _files.fill(_files.read(name), validate_schema(schema), "public")
+    names = [
+        name
+        for entry in _files.manifest()
+        for name in (entry.row_security if enable else entry.row_security_off)
+    ]
+    texts = [_files.fill(_files.read(name), validate_schema(schema), "public") for name in names]
     try:
         with advisory_lock(dsn, schema), psycopg.connect(dsn, connect_timeout=10) as conn:
             with conn.transaction():
-                conn.execute(text)
+                for text in texts:
+                    conn.execute(text)
     except psycopg.OperationalError as exc:
         raise StoreUnavailableError(f"lost the connection while migrating: {exc}") from None
     except psycopg.Error as exc:

@@ -5,11 +5,14 @@ library works whole connected as that role (the conformance suite runs it too: b
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
+from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from actrone_pg import MemoryConfig, MemoryManager
 from actrone_pg.embedders import HashingEmbedder
@@ -116,3 +119,32 @@ async def test_a_batch_of_several_agents_and_the_sweeps_work_under_the_policies(
         assert [m.content for m in (await mm.list_memories(agent)).items] == ["kept"]
         assert await store_postgres_rls.count_memories(agent) == 1
     assert _counts(postgres_dsn, postgres_rls_schema, "a")["sessions"] == []
+
+
+def _doc_blocks() -> list[str]:
+    """The ```postgresql blocks of docs/postgres.md, "Row-level security per agent"."""
+    text = (Path(__file__).parents[2] / "docs" / "postgres.md").read_text(encoding="utf-8")
+    section = text.split("## Row-level security per agent", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```postgresql\n(.*?)```", section, re.S)
+
+
+def _statements(block: str, schema: str) -> list[str]:
+    code = re.sub(r"--[^\n]*", "", block).replace(" actrone.", f" {schema}.")
+    code = code.replace("SCHEMA actrone ", f"SCHEMA {schema} ")
+    return [q.strip() for q in code.split(";") if q.strip()]
+
+
+async def test_the_docs_setup_runs_as_written_and_shows_what_it_says(
+    store_postgres_rls: PostgresStore, postgres_dsn: str, postgres_rls_schema: str
+) -> None:
+    setup, session = _doc_blocks()
+    mm = await _manager(store_postgres_rls)
+    for agent in ("actrone-demo", "other"):
+        await mm.inject_memory(agent, "the demo's memory")
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        for statement in _statements(setup, postgres_rls_schema):
+            conn.execute(statement)
+    app = make_conninfo(postgres_dsn, user="actrone_app", password="change-me")
+    with psycopg.connect(app, autocommit=True) as conn:
+        results = [conn.execute(q).fetchall() for q in _statements(session, postgres_rls_schema)]
+    assert results == [[(0,)], [("actrone-demo",)], [("actrone-demo",)]]
