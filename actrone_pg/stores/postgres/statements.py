@@ -141,7 +141,7 @@ INSERT_MEMORY = (
     "INSERT INTO {s}.memories ("
     + ", ".join(COPY_COLUMNS)
     + ") VALUES ("
-    + ", ".join(["%s"] * len(COPY_COLUMNS))
+    + ", ".join(f"%({c})s" for c in COPY_COLUMNS)
     + ")"
 )
 COPY_TYPES = [

@@ -24,6 +24,7 @@ from actrone_pg.stores.postgres.connection import Database, _Conn, jsonb
 from actrone_pg.stores.postgres.statements import (
     AGENT_WRITE,
     ARCHIVE_MEMORY,
+    COPY_COLUMNS,
     COPY_MEMORIES,
     COPY_TYPES,
     COUNT_MEMORIES,
@@ -248,7 +249,8 @@ async def _copy(db: Database, conn: _Conn, batch: _Batch) -> None:
     one INSERT of every row, pipelined (docs/postgres.md, "Row-level security", has the cost)."""
     if db.settings.row_security:
         async with conn.cursor() as cur:
-            await cur.executemany(db.compose(INSERT_MEMORY), batch.rows)
+            rows_in = [dict(zip(COPY_COLUMNS, r, strict=True)) for r in batch.rows]
+            await cur.executemany(db.compose(INSERT_MEMORY), rows_in)
         return
     async with conn.cursor().copy(db.compose(COPY_MEMORIES)) as copy:
         copy.set_types(COPY_TYPES)
