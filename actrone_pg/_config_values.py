@@ -90,7 +90,7 @@ def _warn_unknown_env(fields: Mapping[str, Any], environ: Mapping[str, str]) -> 
         hint = (
             f"did you mean {ENV_PREFIX}{close[0]}?"
             if close
-            else "the settings are listed in the README's Configuration table"
+            else "the settings are listed in docs/configuration.md"
         )
         logger.warning("%s is not a setting of actrone_pg and is ignored; %s", var, hint)
 

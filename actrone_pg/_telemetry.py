@@ -141,7 +141,7 @@ def create_telemetry(
     if not config.otel_enabled:
         return NO_TELEMETRY
     try:
-        from opentelemetry import metrics, trace
+        from opentelemetry import trace
     except ImportError:
         # The extra is optional: without it the manager runs untraced, as documented.
         return NO_TELEMETRY
@@ -149,7 +149,7 @@ def create_telemetry(
 
     return _OpenTelemetry(
         trace.get_tracer(SCOPE, __version__),
-        metrics.get_meter(SCOPE, __version__),
+        _meter(__version__),
         record_content=config.otel_record_content,
         backend=backend,
         embedder=embedder,
@@ -364,6 +364,18 @@ def _frames_only(exc: BaseException) -> str:
     )
 
 
+@functools.cache
+def _meter(version: str) -> Meter:
+    """The process's one meter of this library. Until the application sets a meter provider
+    the API keeps every meter asked of it, and every instrument made by one (its proxies, to
+    hand them the real ones later): a meter per manager grew the process with each manager
+    created and closed."""
+    from opentelemetry import metrics
+
+    return metrics.get_meter(SCOPE, version)
+
+
+@functools.cache  # one per meter and name: see _meter
 def _histogram(meter: Meter, name: str) -> Histogram:
     metric = f"actrone.{name}.duration"
     description = f"Duration of MemoryManager.{name}"

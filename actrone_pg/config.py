@@ -75,140 +75,205 @@ class MemoryConfig:
     """
 
     # -- backend selection --
+    #: `memory`, `postgres` or `redis_qdrant`; the store `MemoryManager.create()` builds
     backend: str = "memory"
-    #: PostgreSQL server; ``None`` starts the embedded server (needs the ``[embedded]`` extra).
+    #: PostgreSQL server; unset starts the embedded server (needs `[embedded]`)
     postgres_dsn: str | None = None
+    #: schema holding the tables (a plain identifier)
     postgres_schema: str = "actrone"
-    #: "auto": on a Citus coordinator the migrations distribute every per-agent table by
-    #: agent_id (docs/scale-out.md); "citus": require it (a clear error on a plain server);
-    #: "off": plain tables even on Citus.
+    # "auto": on a Citus coordinator the migrations distribute every per-agent table by
+    # agent_id (docs/scale-out.md); "citus": require it (a clear error on a plain server);
+    # "off": plain tables even on Citus.
+    #: on a Citus coordinator the migrations distribute the tables by agent (`auto`); `citus`
+    #: requires Citus, `off` keeps plain tables (docs/scale-out.md)
     postgres_distribute: str = "auto"
-    #: Row-level security per agent (docs/postgres.md, "Row-level security"): the schema's
-    #: per-agent tables get policies keyed on the setting ``actrone.agent_id``, installed at
-    #: setup, and the store sets that setting for every call, so a role without BYPASSRLS
-    #: reads and writes only the agent a call serves. One server only (not on Citus yet).
+    #: row-level security per agent: policies keyed on `actrone.agent_id`, set by the store
+    #: for every call (one server only; docs/postgres.md, "Row-level security per agent")
     postgres_row_security: bool = False
+    #: `create()` applies pending migrations under an advisory lock
     postgres_auto_migrate: bool = True
+    #: where the embedded server keeps its data (a per-user data directory)
     postgres_data_dir: str = field(default_factory=default_data_dir)
+    #: connections kept open
     postgres_pool_min_size: int = 1
+    #: connections at most
     postgres_pool_max_size: int = 10
-    #: Seconds to wait for a connection (pool checkout or connect) before StoreUnavailableError.
+    #: seconds to get a connection before `StoreUnavailableError`
     postgres_connect_timeout: float = 5.0
-    #: Seconds a single statement may run before it is cancelled.
+    #: seconds a statement may run
     postgres_statement_timeout: float = 30.0
-    #: "simple": the lexical index holds the terms of ``text_analyzer``, as every backend does.
-    #: Any other text search configuration of the server ("german", ...) maps the plain tokens
-    #: through it instead (PostgreSQL only; rankings then differ from the other backends).
+    # "simple": the lexical index holds the terms of ``text_analyzer``, as every backend does.
+    # Any other text search configuration of the server ("german", ...) maps the plain tokens
+    # through it instead (PostgreSQL only; rankings then differ from the other backends).
+    #: `simple`: terms from `text_analyzer`, as in every backend; another server configuration
+    #: (`german`, ...) maps the plain tokens through it instead (PostgreSQL only, no parity)
     postgres_text_search_config: str = "simple"
-    #: An agent with at least this many memories gets an HNSW index of its own (per embedder of
-    #: up to 2,000 dimensions), built in the background, and is searched through it: nearly
-    #: flat latency, recall ~0.97 of the exact scan instead of 1.0, writes to that agent ~15×
-    #: slower. 0 turns it off. See docs/postgres.md, "Large agents".
+    # An agent with at least this many memories gets an HNSW index of its own (per embedder of
+    # up to 2,000 dimensions), built in the background, and is searched through it: nearly
+    # flat latency, recall ~0.97 of the exact scan instead of 1.0, writes to that agent ~15×
+    # slower. 0 turns it off. See docs/postgres.md, "Large agents".
+    #: an agent with this many memories gets an HNSW index of its own, built in the background, and
+    #: is searched through it (recall ≈ 0.97 instead of 1, writes to that agent ~15× slower); `0`
+    #: never
     postgres_ann_min_memories: int = 50_000
-    #: ``hnsw.ef_search`` of those scans (1-1000): higher finds more of the exact candidates.
+    #: `hnsw.ef_search` of those scans (1–1000)
     postgres_ann_ef_search: int = 800
+    #: Redis for L1 (`redis_qdrant`)
     redis_url: str = "redis://localhost:6379"
+    #: Qdrant for L2; `:memory:` or a path uses local mode
     qdrant_url: str = "http://localhost:6333"
+    #: Qdrant API key
     qdrant_api_key: str | None = None
+    #: prefix of Qdrant collection names
     qdrant_collection_prefix: str = "actrone"
-    #: Seconds before a Redis or Qdrant call gives up with StoreUnavailableError.
+    #: seconds before a Redis call gives up
     redis_timeout: float = 5.0
+    #: seconds before a Qdrant call gives up
     qdrant_timeout: float = 10.0
+    #: Redis connections at most
     redis_pool_size: int = 20
-    #: Hours Redis keeps a session's keys past ``session_ttl_hours`` (0: none), so that a
-    #: sweeper of any process (``actrone-pg sweep``) finds the expired session and consolidates
-    #: it before it deletes it. Two days: two runs of a daily sweeper (docs/redis_qdrant.md).
+    # Hours Redis keeps a session's keys past ``session_ttl_hours`` (0: none), so that a
+    # sweeper of any process (``actrone-pg sweep``) finds the expired session and consolidates
+    # it before it deletes it. Two days: two runs of a daily sweeper (docs/redis_qdrant.md).
+    #: hours Redis keeps an expired session for the sweeper to consolidate and delete (`0`: dropped
+    #: at the TTL, unconsolidated turns with it)
     redis_session_grace_hours: float = 48.0
 
     # -- embeddings --
+    #: `local` (ONNX model if available, else hashing), `hashing`, `onnx`, `openai`
     embedding_provider: str = "local"
-    #: Model id or directory; ``None`` picks the provider's default.
+    #: model id or directory (provider default if unset)
     embedding_model: str | None = None
+    #: base URL of an OpenAI-compatible server
     embedding_api_url: str | None = None
+    #: its API key
     embedding_api_key: str | None = None
+    #: dimensions to request from the server
     embedding_dimensions: int | None = None
+    #: texts per embedding call
     embedding_batch_size: int = 32
+    #: onnxruntime threads (0: its default)
     embedding_threads: int = 0
+    #: query embeddings kept (LRU)
     query_cache_size: int = 1024
 
     # -- L1 --
+    #: L1 cap: turns kept and read per session
     max_session_turns: int = 50
+    #: L1 expiry after the last write
     session_ttl_hours: float = 24.0
 
     # -- L2 --
+    #: admission cosine; unset: the embedder's calibrated value, else 0.72
     relevance_threshold: float | None = None
+    #: L2 candidates considered (nearest first)
     max_episodic_memories: int = 500
+    #: RRF of dense + BM25 + recency; `false`: the classic blend
     hybrid_retrieval: bool = True
+    #: RRF constant k
     rrf_k: int = 60
-    #: One weight per ranking of ``ranking.CHANNELS`` (dense, lexical, recency), each channel's
-    #: measured default (docs/quality.md); a list may stop before the optional channels, which
-    #: then weigh 0.
+    # One weight per ranking of ``ranking.CHANNELS`` (dense, lexical, recency), each channel's
+    # measured default (docs/quality.md); a list may stop before the optional channels, which
+    # then weigh 0.
+    #: multipliers of the dense, lexical, recency contributions (`'[1, 1, 1]'` is unweighted RRF);
+    #: chosen in docs/quality.md
     rrf_weights: tuple[float, ...] = DEFAULT_RRF_WEIGHTS
-    #: How text becomes BM25 terms in every backend: "english" (Snowball English stemming) or
-    #: "simple" (lower-case tokens). A store records it with its term statistics.
+    # How text becomes BM25 terms in every backend: "english" (Snowball English stemming) or
+    # "simple" (lower-case tokens). A store records it with its term statistics.
+    #: how text becomes BM25 terms in every backend: `english` (Snowball stemming) or `simple`
+    #: (lower-case tokens); recorded by the store, `actrone-pg reindex` rebuilds with another
     text_analyzer: str = "english"
-    #: Index each memory's date too: the day of its ``created_at`` in UTC ("8 May 2023",
-    #: ``ranking.date_text``) joins its BM25 terms in every backend, never its content or its
-    #: embedding, so "what did she do in May 2023?" meets what was said then. A store records
-    #: it with its terms, like ``text_analyzer`` (measured: docs/quality.md, "Round 5"). Like
-    #: the analyzer, it does not apply under a ``postgres_text_search_config`` other than "simple".
-    #: Unset (``None``): on for a store that holds no terms yet, and what a store recorded for
-    #: one that does, so that a store indexed before date terms existed keeps working (without
-    #: them, saying once how to add them: ``actrone-pg reindex --lexical-dates``).
+    # Index each memory's date too: the day of its ``created_at`` in UTC ("8 May 2023",
+    # ``ranking.date_text``) joins its BM25 terms in every backend, never its content or its
+    # embedding, so "what did she do in May 2023?" meets what was said then. A store records
+    # it with its terms, like ``text_analyzer`` (measured: docs/notes/quality.md, "Round 5"). Like
+    # the analyzer, it does not apply under a ``postgres_text_search_config`` other than "simple".
+    # Unset (``None``): on for a store that holds no terms yet, and what a store recorded for
+    # one that does, so that a store indexed before date terms existed keeps working (without
+    # them, saying once how to add them: ``actrone-pg reindex --lexical-dates``).
+    #: unset: on for a new store, what an existing store recorded. Each memory's date (its
+    #: `created_at`'s day in UTC, written `8 May 2023`) joins its BM25 terms
+    #: in every backend, never its content or embedding, so "what did she do in May 2023?" meets
+    #: what was said then; recorded with the analyzer (`english+dates`), `actrone-pg reindex
+    #: --lexical-dates/--no-lexical-dates` rebuilds (docs/notes/quality.md, Round 5)
     lexical_dates: bool | None = None
-    #: BM25's term-frequency saturation and length normalisation (measured: docs/quality.md).
+    #: BM25 term-frequency saturation
     bm25_k1: float = 1.2
+    #: BM25 length normalisation (0: none, 1: full); 0.3 rather than the textbook 0.75, measured on
+    #: LoCoMo (docs/quality.md)
     bm25_b: float = 0.3
-    #: Leave a query's question words ("what", "did", "when", ...: ranking.QUESTION_WORDS) out
-    #: of its BM25 terms, unless nothing else remains (measured: docs/quality.md).
+    # Leave a query's question words ("what", "did", "when", ...: ranking.QUESTION_WORDS) out
+    # of its BM25 terms, unless nothing else remains (measured: docs/quality.md).
+    #: leave a query's question words (what, when, did, was, ...) out of its BM25 terms, unless
+    #: nothing else remains; documents keep every word (docs/quality.md)
     drop_question_words: bool = True
-    #: Hybrid ranking: a memory scores at least this share of the fused score of the memory
-    #: written just before it in its session, among the best ``pipeline.NEIGHBOUR_POOL`` (an
-    #: answer turn rises with the turn it answers); 0 turns it off (measured: docs/quality.md).
+    # Hybrid ranking: a memory scores at least this share of the fused score of the memory
+    # written just before it in its session, among the best ``pipeline.NEIGHBOUR_POOL`` (an
+    # answer turn rises with the turn it answers); 0 turns it off (measured: docs/quality.md).
+    #: opt-in, hybrid ranking only (0.9 measured best): a memory scores at least this share of the
+    #: fused score of the memory written just before it in its session (among the best 100), so an
+    #: answer rises with the turn it answers; 0 turns it off (docs/quality.md)
     neighbour_weight: float = 0.0
+    #: classic blend: weight of cosine
     relevance_weight: float = 0.7
+    #: classic blend: weight of recency (the two sum to 1.0)
     recency_weight: float = 0.3
+    #: cross-encoder rerank of the top of the fused ranking
     rerank_enabled: bool = False
+    #: candidates sent to the reranker
     rerank_top_k: int = 20
+    #: cross-encoder model id or directory
     rerank_model: str = "Xenova/ms-marco-MiniLM-L-6-v2"
 
     # -- consolidation (conversations become memories, docs/lifecycle.md) --
-    #: "extractive" (deterministic, no service), "llm" (an OpenAI-compatible chat model) or
-    #: "none" (no consolidation; the sweeper then deletes expired sessions without reading them).
+    # "extractive" (deterministic, no service), "llm" (an OpenAI-compatible chat model) or
+    # "none" (no consolidation; the sweeper then deletes expired sessions without reading them).
+    #: what turns sessions into memories: `extractive` (no service), `llm`, `none`
     consolidator: str = "extractive"
-    #: Consolidate a session in the background after this many new turns (0: never by itself).
+    #: consolidate a session in the background after this many new turns (0: never by itself)
     consolidate_after_turns: int = 20
-    #: At most one background consolidation of a session per this many seconds.
+    #: at most one background consolidation of a session per this many seconds
     consolidate_cooldown_seconds: float = 300.0
-    #: The chat-completions server of the "llm" consolidator (its ``/v1`` URL) and its model.
+    #: the `llm` consolidator's OpenAI-compatible server (its `/v1` URL)
     consolidator_api_url: str | None = None
+    #: the `llm` consolidator's chat model
     consolidator_model: str | None = None
+    #: its bearer token (masked in `repr`)
     consolidator_api_key: str | None = None
-    #: Seconds per request, and attempts per request, of the "llm" consolidator.
+    #: seconds per chat request
     consolidator_timeout: float = 60.0
+    #: attempts per chat request
     consolidator_retries: int = 3
 
     # -- budget --
+    #: L1 share of the token budget
     budget_fraction_session: float = 0.35
+    #: L2 share of the token budget
     budget_fraction_episodic: float = 0.25
 
     # -- reading (spec §9.6) --
-    #: Memories whose ``sensitivity`` is listed come back from every read with the content
-    #: ``"[redacted: <sensitivity>]"``; the stored memory is unchanged
-    #: (``ACTRONE_REDACT_SENSITIVITIES='["secret", "pii"]'`` or ``secret,pii``).
+    # Memories whose ``sensitivity`` is listed come back from every read with the content
+    # ``"[redacted: <sensitivity>]"``; the stored memory is unchanged
+    # (``ACTRONE_REDACT_SENSITIVITIES='["secret", "pii"]'`` or ``secret,pii``).
+    #: memories of these sensitivities are read back as `[redacted: <sensitivity>]` (JSON list or
+    #: `a,b`)
     redact_sensitivities: tuple[str, ...] = ()
 
     # -- input limits --
-    #: Longest message, memory or query accepted, in characters (longer ones are rejected).
+    # Longest message, memory or query accepted, in characters (longer ones are rejected).
+    #: longest message, memory or query accepted
     max_text_chars: int = 200_000
 
     # -- observability --
-    #: Spans and latency histograms through OpenTelemetry when ``opentelemetry-api`` is
-    #: installed (the ``[otel]`` extra); the application's tracer and meter providers decide
-    #: where they go. Off, the manager never imports opentelemetry.
+    # Spans and latency histograms through OpenTelemetry when ``opentelemetry-api`` is
+    # installed (the ``[otel]`` extra); the application's tracer and meter providers decide
+    # where they go. Off, the manager never imports opentelemetry.
+    #: spans and latency histograms through OpenTelemetry when `opentelemetry-api` is installed
+    #: (`[otel]`; docs/observability.md)
     otel_enabled: bool = True
-    #: Also record query text, agent, session, memory and turn ids, and exception messages on
-    #: spans. Memory and turn texts are never recorded.
+    # Also record query text, agent, session, memory and turn ids, and exception messages on
+    # spans. Memory and turn texts are never recorded.
+    #: also record query text, ids and exception messages on spans (never memory or turn texts)
     otel_record_content: bool = False
 
     def __post_init__(self) -> None:

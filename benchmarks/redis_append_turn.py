@@ -21,7 +21,7 @@ import uuid
 from datetime import UTC, datetime
 
 from actrone_pg.models import Turn
-from actrone_pg.stores.redis_qdrant import RedisQdrantStore
+from actrone_pg.stores.redis_qdrant import RedisQdrantSettings, RedisQdrantStore
 
 WARMUP = 500
 
@@ -29,7 +29,9 @@ WARMUP = 500
 async def measure(turns: int) -> list[float]:
     prefix = "bench" + uuid.uuid4().hex[:12]
     url = os.environ.get("ACTRONE_REDIS_URL", "redis://127.0.0.1:6379")
-    store = RedisQdrantStore(redis_url=url, qdrant_url=":memory:", prefix=prefix)
+    store = RedisQdrantStore(
+        RedisQdrantSettings(redis_url=url, qdrant_url=":memory:", prefix=prefix)
+    )
     await store.setup()
     latencies: list[float] = []
     try:

@@ -1,4 +1,4 @@
-"""A plain-Python oracle of the ranking contract (README, "How retrieval works"), for tests only.
+"""A plain-Python oracle of the ranking contract (docs/retrieval.md), for tests only.
 
 It restates the rules of :mod:`actrone_pg.ranking` one candidate at a time, with sorts and dicts
 instead of arrays, so that a test can hold the pipeline (and the SQL) to an independent reading

@@ -1,4 +1,4 @@
-"""Budget packing (README, "How retrieval works", step 3)."""
+"""Budget packing (docs/retrieval.md, step 3)."""
 
 from __future__ import annotations
 

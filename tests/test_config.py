@@ -1,8 +1,9 @@
-"""MemoryConfig: defaults, environment, validation (README, "Configuration")."""
+"""MemoryConfig: defaults, environment, validation (docs/configuration.md)."""
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 
@@ -151,13 +152,34 @@ def test_secrets_are_masked_in_to_dict() -> None:
     assert c.qdrant_api_key == "s3cret"
 
 
-def test_readme_documents_every_field() -> None:
-    import dataclasses
+def _configuration_doc() -> Any:
+    """scripts/configuration_doc.py, the generator of docs/configuration.md, as a module."""
+    import importlib.util
     from pathlib import Path
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    path = Path(__file__).parent.parent / "scripts" / "configuration_doc.py"
+    spec = importlib.util.spec_from_file_location("configuration_doc", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_configuration_guide_documents_every_field() -> None:
+    import dataclasses
+
+    generator = _configuration_doc()
+    guide = generator.TARGET.read_text()
     for f in dataclasses.fields(MemoryConfig):
-        assert f"| `{f.name}` | `ACTRONE_{f.name.upper()}` |" in readme, f.name
+        assert f"| `{f.name}` | `ACTRONE_{f.name.upper()}` |" in guide, f.name
+    # Each row's meaning is the field's #: comment in actrone_pg/config.py.
+    assert "| `rrf_k` | `ACTRONE_RRF_K` | `60` | RRF constant k |" in guide
+
+
+def test_the_configuration_guide_is_what_the_generator_writes() -> None:
+    assert _configuration_doc().TARGET.read_text() == _configuration_doc().render(), (
+        "docs/configuration.md is stale: run python scripts/configuration_doc.py"
+    )
 
 
 def test_system_schemas_are_refused_with_the_reason() -> None:
@@ -248,7 +270,7 @@ def test_a_misspelled_variable_is_logged_once_with_the_closest_setting(
         "ACTRONE_RERANK_ENABLE is not a setting of actrone_pg and is ignored; "
         "did you mean ACTRONE_RERANK_ENABLED?",
         "ACTRONE_ZZZ is not a setting of actrone_pg and is ignored; "
-        "the settings are listed in the README's Configuration table",
+        "the settings are listed in docs/configuration.md",
     ]
 
 

@@ -1,4 +1,4 @@
-"""Every public method raises only ActroneError subclasses, cause chained (README, "Bad input").
+"""Every public method raises only ActroneError subclasses, cause chained (docs/retrieval.md).
 
 The failures here are real components that fail: a store, an embedder, a reranker and a token
 counter written to raise, and inputs that used to escape as ``ExceptionGroup``, ``TypeError``,

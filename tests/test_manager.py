@@ -328,7 +328,7 @@ async def test_create_memory_manager_passes_the_consolidator_on() -> None:
         assert memory is not None and memory.metadata["consolidator"] == "mine"
 
 
-# -- bad input (README, "Bad input"): a typed error, and nothing written ---------------------------
+# -- bad input (docs/retrieval.md, "Bad input"): a typed error, and nothing written ----------
 
 BAD_IDS = ["", "   ", "x" * 257, "a\x00b", 5, None]
 

@@ -1,4 +1,4 @@
-"""The ranking pipeline (README, "How retrieval works"), on cases worked out by hand."""
+"""The ranking pipeline (docs/retrieval.md), on cases worked out by hand."""
 
 from __future__ import annotations
 

@@ -148,7 +148,7 @@ def test_the_first_hour_note_comes_before_the_demo_command_and_matches_the_scrip
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     text = README.read_text()
-    section = text[text.index("## Two commands") :]
+    section = text[text.index("## Contributing: two commands") :]
     note = " ".join(section[: section.index("```bash")].split())
     # no torch any more, and the note says so (scripts/export_test_model.py never imports it)
     assert "without torch" in note
@@ -162,3 +162,14 @@ def test_the_first_hour_note_comes_before_the_demo_command_and_matches_the_scrip
     assert f"`~/{models.relative_to(Path.home())}` on Linux" in note
     # and the way out is one scripts/demo honours (tests/cli/test_output_streams.py runs it)
     assert "**`./scripts/demo --embedder hashing` skips the model**" in note
+
+
+def test_the_typescript_quickstart_is_the_one_the_npm_package_tests() -> None:
+    # typescript/test/pack.test.ts installs the packed tarball into an empty project and runs
+    # typescript/README.md's quickstart; the README shows that same code.
+    def first_ts_block(path: Path) -> str:
+        match = re.search(r"```ts\n(.*?)```", path.read_text(), re.S)
+        assert match is not None, path
+        return match.group(1)
+
+    assert first_ts_block(README) == first_ts_block(README.parent / "typescript" / "README.md")

@@ -113,3 +113,29 @@ def test_the_stores_are_composed_not_stacked() -> None:
                 if inner:
                     stacked.append((name, node.name, inner))
     assert stacked == []
+
+
+def test_every_store_takes_the_protocols_parameters() -> None:
+    """The backends' methods are their modules' functions, forwarded (``actrone_pg._forward``):
+    each takes exactly the parameters of the protocol's method, by name and kind."""
+    import inspect
+
+    from actrone_pg.stores.base import ContextStore, Store
+    from actrone_pg.stores.memory import InMemoryStore
+    from actrone_pg.stores.postgres import PostgresStore
+    from actrone_pg.stores.redis_qdrant import RedisQdrantStore
+
+    def parameters(method: object) -> list[tuple[str, object]]:
+        sig = inspect.signature(method)  # type: ignore[arg-type]
+        return [(p.name, p.kind) for p in list(sig.parameters.values())[1:]]
+
+    differ = []
+    for protocol in (Store, ContextStore):
+        names = [n for n, v in vars(protocol).items() if inspect.isfunction(v) and n[0] != "_"]
+        for cls in (InMemoryStore, PostgresStore, RedisQdrantStore):
+            if protocol is ContextStore and not hasattr(cls, "fetch_context"):
+                continue
+            for name in names:
+                if parameters(getattr(cls, name)) != parameters(getattr(protocol, name)):
+                    differ.append((cls.__name__, name))
+    assert differ == []

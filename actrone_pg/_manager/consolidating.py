@@ -37,8 +37,10 @@ _READ_EXPIRED_TTL = 100 * 365 * 24 * 3600.0
 # share of the TTL, at most a minute): the store's clock decides expiry, not this process's.
 _LIVE_MARGIN_SHARE = 0.1
 _LIVE_MARGIN_MAX_SECONDS = 60.0
-# Sessions whose liveness store_turn remembers; past this it forgets them all (and checks again).
-_LIVE_SESSIONS_KEPT = 100_000
+# The per-session bookkeeping is pruned of sessions idle past their TTL (expired here, swept or
+# consolidated elsewhere) once it holds this many, then each time it has doubled since: it holds
+# the sessions live in this process, never all it has seen, at an amortised constant cost.
+_PRUNE_AT_LEAST = 1024
 
 
 class Consolidation:
@@ -59,7 +61,10 @@ class Consolidation:
         self._not_before: dict[tuple[str, str], float] = {}
         # (agent, session) -> monotonic time until which this process knows the session is live
         # (it wrote a turn less than a TTL before): store_turn then skips the expiry check.
+        # Every session of _new_turns and _not_before has an entry here (mark_live comes first).
         self._live_until: dict[tuple[str, str], float] = {}
+        # The size of _live_until at which it is pruned next (see _PRUNE_AT_LEAST).
+        self._prune_at = _PRUNE_AT_LEAST
         # Set by close(): no new background consolidation starts.
         self._closed = False
 
@@ -213,10 +218,29 @@ class Consolidation:
                 exc,
             )
 
+    def forget_session(self, agent_id: str, session_id: str) -> None:
+        """Drop what this manager keeps of the session: it was cleared or swept."""
+        self._forget((agent_id, session_id))
+
+    def _forget(self, key: tuple[str, str]) -> None:
+        for state in (self._new_turns, self._not_before, self._live_until):
+            state.pop(key, None)
+
+    def _prune(self) -> None:
+        """Forget the sessions idle past their TTL (less the margin), but those consolidating:
+        an expired session's pending turns are the sweeper's, or the next turn's (which
+        consolidates them before it restarts the session), not the background count's."""
+        now = time.monotonic()
+        idle = [k for k, until in self._live_until.items() if until <= now]
+        for key in idle:
+            if key not in self._consolidating:
+                self._forget(key)
+        self._prune_at = max(_PRUNE_AT_LEAST, 2 * len(self._live_until))
+
     def mark_live(self, agent_id: str, session_id: str) -> None:
         """Remember that the session is live for a TTL from now (less a margin for clocks)."""
-        if len(self._live_until) >= _LIVE_SESSIONS_KEPT:
-            self._live_until.clear()
+        if len(self._live_until) >= self._prune_at:
+            self._prune()
         ttl = self.ctx.config.session_ttl_seconds
         margin = min(ttl * _LIVE_MARGIN_SHARE, _LIVE_MARGIN_MAX_SECONDS)
         self._live_until[(agent_id, session_id)] = time.monotonic() + ttl - margin

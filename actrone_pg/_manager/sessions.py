@@ -123,6 +123,7 @@ class SessionTurns:
         v.check_id("agent_id", agent_id)
         v.check_id("session_id", session_id)
         await self.ctx.store.clear_session(agent_id, session_id)
+        self._consolidation.forget_session(agent_id, session_id)
 
     async def sweep_expired_sessions(self, limit: int = 10_000) -> int:
         """Remove up to ``limit`` sessions idle longer than ``session_ttl_hours``, with their turns.
@@ -157,5 +158,6 @@ class SessionTurns:
                 )
                 continue
             if await self.ctx.store.delete_expired_session(agent_id, session_id, ttl_seconds=ttl):
+                self._consolidation.forget_session(agent_id, session_id)
                 removed += 1
         return removed

@@ -15,9 +15,11 @@ carrying its type and message, never as a crash of the server. Over HTTP every r
 # build_server() defines them, so that their descriptions can name the agents it serves.
 
 import hmac
+import ipaddress
 import logging
+import math
 import re
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -35,6 +37,7 @@ from actrone_pg.models import memory_to_dict, turn_to_dict
 try:
     from mcp.server import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.transport_security import TransportSecuritySettings
     from mcp_types import ToolAnnotations
     from pydantic import BaseModel, ConfigDict, Field, create_model
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -42,13 +45,18 @@ except ImportError:  # pragma: no cover - exercised by installs without the extr
     raise MissingDependencyError("mcp", "mcp") from None
 
 __all__ = [
+    "ALLOWED_HOSTS_ENV",
+    "ALLOWED_ORIGINS_ENV",
+    "MAX_SESSIONS",
     "MIN_TOKEN_LENGTH",
+    "SESSION_IDLE_SECONDS",
     "MemoryFilters",
     "build_server",
     "check_token",
     "serve_http",
     "serve_stdio",
     "streamable_http_app",
+    "transport_security",
 ]
 
 logger = logging.getLogger("actrone_pg.mcp")
@@ -57,6 +65,14 @@ T = TypeVar("T")
 
 #: A bearer token shorter than this is refused: it would be guessable.
 MIN_TOKEN_LENGTH = 16
+#: Seconds an HTTP client's session may stay idle before the server closes it (the SDK's own
+#: default is 30 minutes: 4,000 abandoned sessions held 135 MB that long).
+SESSION_IDLE_SECONDS = 300.0
+#: HTTP sessions open at once, at most; a new one beyond is refused until one closes.
+MAX_SESSIONS = 1000
+#: The environment variables of ``actrone-pg mcp``'s allowed Host and Origin headers.
+ALLOWED_HOSTS_ENV = "ACTRONE_MCP_ALLOWED_HOSTS"
+ALLOWED_ORIGINS_ENV = "ACTRONE_MCP_ALLOWED_ORIGINS"
 
 _INSTRUCTIONS = (
     "Long-term memory and recent conversation for agents. Before answering, call "
@@ -143,6 +159,11 @@ def build_server(
         except ActroneError as exc:
             # What the model can correct (a bad argument) or report (a store that is down).
             raise ToolError(public_message(exc)) from None
+        except Exception as exc:  # not reached: public methods raise ActroneError only
+            logger.exception("a tool call failed unexpectedly")
+            raise ToolError(
+                f"{type(exc).__name__}: the call failed (see the server's log)"
+            ) from None
 
     async def retrieve_context(
         agent_id: AgentId,
@@ -400,21 +421,28 @@ _LOCATIONS = [
 ]
 
 
+# What a server's error adds after its first line: the statement it ran (PostgreSQL's "LINE 1:
+# DELETE FROM ..." and the caret under it) and its DETAIL, HINT, CONTEXT, QUERY or WHERE lines.
+_SERVER_TEXT = re.compile(
+    r"\n(?:LINE \d+:[^\n]*|[ \t]*\^[ \t]*|(?:DETAIL|HINT|CONTEXT|QUERY|STATEMENT|WHERE):[^\n]*)"
+)
+
+
 def public_message(exc: ActroneError) -> str:
-    """What a client of the server reads about ``exc``: its type and what failed, without
-    where the database lives (no socket path, host, address, port or URL).
+    """What a client of the server reads about ``exc``: its type and what failed, without the
+    SQL the database ran nor where it lives (no socket path, host, address, port or URL).
 
     The full message goes to this process's log (``actrone_pg.mcp``) for its operator.
     """
     if not isinstance(exc, StoreError):
-        return f"{type(exc).__name__}: {exc}"
+        return f"{type(exc).__name__}: {_SERVER_TEXT.sub('', str(exc))}"
     logger.warning("a tool call failed: %s: %s", type(exc).__name__, exc)
     if isinstance(exc, StoreUnavailableError):
         return (
             f"{type(exc).__name__}: the memory store's server cannot be reached or did not "
             "answer in time; try again later (the MCP server's log has the details)"
         )
-    text = str(exc)
+    text = " ".join(_SERVER_TEXT.sub("", str(exc)).split())
     for pattern, replacement in _LOCATIONS:
         text = pattern.sub(replacement, text)
     return f"{type(exc).__name__}: {text}"
@@ -467,6 +495,48 @@ def check_token(token: str | None) -> str:
     return token
 
 
+def transport_security(
+    host: str, allowed_hosts: Sequence[str] = (), allowed_origins: Sequence[str] = ()
+) -> TransportSecuritySettings:
+    """The SDK's DNS rebinding protection for a server bound to ``host``: the ``Host`` and
+    ``Origin`` headers a request may carry (``name:*`` allows any port).
+
+    On a loopback address, the given values or else the loopback names themselves. On any other
+    address both lists are required (a :class:`ConfigurationError` otherwise): a browser page
+    on another site could reach the server through a name that resolves to it.
+    """
+    hosts, origins = list(allowed_hosts), list(allowed_origins)
+    if not _is_loopback(host):
+        if not hosts or not origins:
+            raise ConfigurationError(
+                "allowed_hosts",
+                f"a server bound to {host!r} (not a loopback address) must name the Host and "
+                "Origin headers it accepts: --allowed-host and --allowed-origin, or "
+                f"{ALLOWED_HOSTS_ENV} and {ALLOWED_ORIGINS_ENV} (comma-separated)",
+            )
+    else:
+        names = sorted({"127.0.0.1", "localhost", "[::1]", _bracketed(host)})
+        hosts = hosts or [f"{name}:*" for name in names]
+        origins = origins or [f"http://{name}:*" for name in names]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _bracketed(host: str) -> str:
+    """``host`` as a Host header writes it (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
 def streamable_http_app(
     manager: MemoryManager,
     *,
@@ -474,12 +544,33 @@ def streamable_http_app(
     agents: Collection[str],
     path: str = "/mcp",
     host: str = "127.0.0.1",
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
+    session_idle_seconds: float = SESSION_IDLE_SECONDS,
+    max_sessions: int = MAX_SESSIONS,
 ) -> ASGIApp:
-    """The streamable HTTP app: only the given ``agents``, only with the bearer ``token``."""
+    """The streamable HTTP app: only the given ``agents``, only with the bearer ``token``, only
+    for the ``Host`` and ``Origin`` headers allowed (:func:`transport_security`).
+
+    A client's session that stays idle ``session_idle_seconds`` is closed, and at most
+    ``max_sessions`` are open at once (a new one is then refused): abandoned sessions hold
+    memory until then.
+    """
     if not agents:
         raise ConfigurationError("agents", "an HTTP server must name the agents it serves")
+    if not (math.isfinite(session_idle_seconds) and session_idle_seconds > 0):
+        raise ConfigurationError("session_idle_seconds", "must be a number of seconds above 0")
+    if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
+        raise ConfigurationError("max_sessions", "must be a whole number of 1 or more")
+    security = transport_security(host, allowed_hosts, allowed_origins)
     server = build_server(manager, agents=agents)
-    app = server.streamable_http_app(streamable_http_path=path, host=host)
+    app = server.streamable_http_app(
+        streamable_http_path=path,
+        host=host,
+        transport_security=security,
+        session_idle_timeout=session_idle_seconds,
+        max_sessions=max_sessions,
+    )
     return _BearerToken(app, check_token(token))
 
 
@@ -496,11 +587,26 @@ async def serve_http(
     host: str = "127.0.0.1",
     port: int = 8000,
     path: str = "/mcp",
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
+    session_idle_seconds: float = SESSION_IDLE_SECONDS,
+    max_sessions: int = MAX_SESSIONS,
 ) -> None:
-    """Serve MCP over streamable HTTP on ``host:port`` until interrupted."""
+    """Serve MCP over streamable HTTP on ``host:port`` until interrupted
+    (:func:`streamable_http_app`)."""
     import uvicorn
 
-    app = streamable_http_app(manager, token=token, agents=agents, path=path, host=host)
+    app = streamable_http_app(
+        manager,
+        token=token,
+        agents=agents,
+        path=path,
+        host=host,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+        session_idle_seconds=session_idle_seconds,
+        max_sessions=max_sessions,
+    )
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     logger.info("serving MCP on http://%s:%d%s for %d agent(s)", host, port, path, len(agents))
     await uvicorn.Server(config).serve()

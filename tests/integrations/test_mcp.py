@@ -6,6 +6,7 @@ streamable HTTP (the command on a free loopback port, with and without its beare
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -453,3 +454,206 @@ async def test_with_the_database_down_errors_do_not_say_where_it_lives(tmp_path:
         assert "StoreUnavailableError" in message, message
         for where in (str(tmp_path), ".s.PGSQL", "port", "127.0.0.1", "localhost", "socket"):
             assert where not in message, message
+
+
+# -- beyond loopback (spec §8): Host and Origin allowed by name; errors say no SQL; idle sessions
+
+
+def _http_server(tmp_path: Path, *options: str) -> Iterator[str]:
+    """``actrone-pg mcp --transport http`` with ``options`` on a free loopback port."""
+    port = free_port()
+    log = (tmp_path / "server.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "actrone_pg.cli", "mcp", "--transport", "http"]
+        + ["--port", str(port), "--agent", "a1", *options],
+        env={**os.environ, **SERVER_ENV, "ACTRONE_MCP_TOKEN": TOKEN},
+        cwd=ROOT,
+        stderr=log,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise AssertionError((tmp_path / "server.log").read_text())
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+@pytest.fixture
+def named_server(tmp_path: Path) -> Iterator[str]:
+    yield from _http_server(
+        tmp_path,
+        "--allowed-host",
+        "memory.example:*",
+        "--allowed-origin",
+        "https://app.example",
+        "--session-idle-seconds",
+        "1",
+    )
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    },
+}
+
+
+async def _post(url: str, headers: dict[str, str], body: dict[str, Any]) -> httpx2.Response:
+    async with httpx2.AsyncClient(timeout=30) as http:
+        return await http.post(
+            url,
+            json=body,
+            headers={
+                "Authorization": f"Bearer {TOKEN}",
+                "Accept": "application/json, text/event-stream",
+                **headers,
+            },
+        )
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({"Host": "evil.example"}, 421),
+        ({"Host": "memory.example:8000", "Origin": "http://evil.example"}, 403),
+        ({"Host": "127.0.0.1"}, 421),  # only the names given, once any are
+        ({"Host": "memory.example:8000", "Origin": "https://app.example"}, 200),
+        ({"Host": "memory.example:8000"}, 200),  # no Origin: not a browser's cross-site call
+    ],
+)
+async def test_only_the_allowed_host_and_origin_are_served(
+    named_server: str, headers: dict[str, str], status: int
+) -> None:
+    response = await _post(named_server, headers, INITIALIZE)
+    assert response.status_code == status, response.text
+
+
+@pytest.mark.parametrize("header", [{"Host": "evil.example"}, {"Origin": "http://evil.example"}])
+async def test_on_loopback_a_foreign_host_or_origin_is_refused(
+    http_server: str, header: dict[str, str]
+) -> None:
+    assert (await _post(http_server, header, INITIALIZE)).status_code in (403, 421)
+
+
+async def test_an_idle_session_is_closed_after_the_setting(named_server: str) -> None:
+    host = {"Host": "memory.example:8000"}
+    opened = await _post(named_server, host, INITIALIZE)
+    session = opened.headers["mcp-session-id"]
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    await asyncio.sleep(2.5)
+    gone = await _post(named_server, {**host, "mcp-session-id": session}, listing)
+    assert gone.status_code == 404, gone.text
+
+
+@pytest.mark.parametrize(
+    ("argv", "env"),
+    [
+        (["--host", "0.0.0.0"], {}),
+        (["--host", "0.0.0.0", "--allowed-host", "memory.example"], {}),
+        (["--host", "0.0.0.0"], {"ACTRONE_MCP_ALLOWED_ORIGINS": "https://app.example"}),
+    ],
+)
+def test_off_loopback_http_refuses_to_start_without_allowed_hosts_and_origins(
+    argv: list[str],
+    env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("ACTRONE_MCP_TOKEN", TOKEN)
+    for key in ("ACTRONE_MCP_ALLOWED_HOSTS", "ACTRONE_MCP_ALLOWED_ORIGINS"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert main(["mcp", "--transport", "http", "--agent", "a1", *argv]) == 2
+    assert "must name the Host and Origin headers it accepts" in capsys.readouterr().err
+
+
+def test_the_allowed_values_come_from_the_environment_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    from actrone_pg.integrations.mcp import transport_security
+
+    settings = transport_security("0.0.0.0", ["memory.example:*"], ["https://app.example"])
+    assert settings.enable_dns_rebinding_protection
+    assert (settings.allowed_hosts, settings.allowed_origins) == (
+        ["memory.example:*"],
+        ["https://app.example"],
+    )
+    loopback = transport_security("::1")
+    assert "[::1]:*" in loopback.allowed_hosts and "http://[::1]:*" in loopback.allowed_origins
+
+
+def test_a_server_error_reaches_clients_without_its_sql() -> None:
+    from actrone_pg.errors import SchemaError, StoreError
+    from actrone_pg.integrations.mcp import public_message
+
+    # What a schema fault said before (issue 38).
+    psycopg_text = (
+        'relation "mcp1.memories" does not exist\n'
+        'LINE 1: DELETE FROM "mcp1".memories WHERE agent_id = $1 AND id = ANY($2::text[])\n'
+        "                    ^"
+    )
+    said = public_message(
+        SchemaError(
+            f"the schema 'mcp1' is missing a table ({psycopg_text}); run `actrone-pg migrate`"
+        )
+    )
+    assert said == (
+        "SchemaError: the schema 'mcp1' is missing a table (relation \"mcp1.memories\" does not"
+        " exist); run `actrone-pg migrate`"
+    )
+    detail = public_message(
+        StoreError(
+            "PostgreSQL error: duplicate key\nDETAIL: Key (agent_id)=(a1) already exists.\n"
+            'CONTEXT: SQL statement "INSERT INTO x.locks VALUES (1)"'
+        )
+    )
+    assert detail == "StoreError: PostgreSQL error: duplicate key"
+
+
+@pytest.mark.postgres
+async def test_a_schema_fault_reaches_clients_without_sql(
+    postgres_dsn: str, scratch_schema: str
+) -> None:
+    import psycopg
+    from psycopg import sql
+
+    config = MemoryConfig(
+        backend="postgres",
+        embedding_provider="hashing",
+        postgres_dsn=postgres_dsn,
+        postgres_schema=scratch_schema,
+    )
+    mm = await MemoryManager.create(config)
+    try:
+        async with Client(build_server(mm)) as client:
+            ok = await client.call_tool("inject_memory", {"agent_id": "a1", "content": "x y"})
+            assert not ok.is_error
+            with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+                conn.execute(
+                    sql.SQL("DROP TABLE {} CASCADE").format(
+                        sql.Identifier(scratch_schema, "memory_history")
+                    )
+                )
+            mid = ok.structured_content["id"]
+            result = await client.call_tool("delete_memory", {"agent_id": "a1", "memory_id": mid})
+            said = text(result)
+    finally:
+        await mm.close()
+    assert result.is_error and "SchemaError: the schema" in said, said
+    for sql_text in ("LINE", "DELETE", "SELECT", "^", "memory_history WHERE"):
+        assert sql_text not in said, said

@@ -1,4 +1,4 @@
-"""Property-based tests of the public API on every backend (README, "Bad input").
+"""Property-based tests of the public API on every backend (docs/retrieval.md, "Bad input").
 
 Any generated input either succeeds and reads back exactly, or raises ``ValidationError`` and
 writes nothing. Inputs mix clean values, for which the call must succeed, with wild ones: lone

@@ -46,6 +46,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException  # noqa: E40
 from actrone_pg.stores.redis_qdrant import index, layout, registry, writes  # noqa: E402
 
 RedisQdrantStore = rq.RedisQdrantStore
+RedisQdrantSettings = rq.RedisQdrantSettings
 
 TTL = 3600.0
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -608,7 +609,9 @@ def _free_port() -> int:
 
 async def test_unreachable_redis_fails_fast_with_a_typed_error() -> None:
     store = RedisQdrantStore(
-        redis_url=f"redis://127.0.0.1:{_free_port()}", qdrant_url=":memory:", redis_timeout=1.0
+        RedisQdrantSettings(
+            redis_url=f"redis://127.0.0.1:{_free_port()}", qdrant_url=":memory:", redis_timeout=1.0
+        )
     )
     started = time.monotonic()
     with pytest.raises(StoreUnavailableError, match="Redis at redis://127.0.0.1"):
@@ -619,9 +622,11 @@ async def test_unreachable_redis_fails_fast_with_a_typed_error() -> None:
 
 async def test_unreachable_qdrant_server_fails_fast_with_a_typed_error() -> None:
     store = RedisQdrantStore(
-        redis_url=redis_qdrant_settings("x")["redis_url"],
-        qdrant_url=f"http://127.0.0.1:{_free_port()}",
-        qdrant_timeout=2.0,
+        RedisQdrantSettings(
+            redis_url=redis_qdrant_settings("x")["redis_url"],
+            qdrant_url=f"http://127.0.0.1:{_free_port()}",
+            qdrant_timeout=2.0,
+        )
     )
     started = time.monotonic()
     with pytest.raises(StoreUnavailableError, match="Qdrant at http://127.0.0.1"):
@@ -634,9 +639,11 @@ async def test_unreachable_servers_are_named_without_their_passwords() -> None:
     # The Qdrant URL reached the message unmasked (the Redis URL had a masking of its own).
     port = _free_port()
     store = RedisQdrantStore(
-        redis_url=f"redis://:r3dis-secret@127.0.0.1:{port}",
-        qdrant_url=":memory:",
-        redis_timeout=1.0,
+        RedisQdrantSettings(
+            redis_url=f"redis://:r3dis-secret@127.0.0.1:{port}",
+            qdrant_url=":memory:",
+            redis_timeout=1.0,
+        )
     )
     with pytest.raises(StoreUnavailableError) as redis_down:
         await store.setup()
@@ -644,9 +651,11 @@ async def test_unreachable_servers_are_named_without_their_passwords() -> None:
     assert f"redis://:***@127.0.0.1:{port}" in str(redis_down.value)
     assert "r3dis-secret" not in str(redis_down.value)
     store = RedisQdrantStore(
-        redis_url=redis_qdrant_settings("x")["redis_url"],
-        qdrant_url=f"http://admin:qdr4nt-secret@127.0.0.1:{port}",
-        qdrant_timeout=2.0,
+        RedisQdrantSettings(
+            redis_url=redis_qdrant_settings("x")["redis_url"],
+            qdrant_url=f"http://admin:qdr4nt-secret@127.0.0.1:{port}",
+            qdrant_timeout=2.0,
+        )
     )
     with pytest.raises(StoreUnavailableError) as qdrant_down:
         await store.setup()
@@ -732,10 +741,12 @@ def private_redis(tmp_path: Path) -> Iterator[_RedisServer]:
 @pytest.fixture
 async def outage_store(private_redis: _RedisServer) -> AsyncIterator[Any]:
     store = RedisQdrantStore(
-        redis_url=f"redis://127.0.0.1:{private_redis.port}",
-        qdrant_url=":memory:",
-        prefix="outage",
-        redis_timeout=1.0,
+        RedisQdrantSettings(
+            redis_url=f"redis://127.0.0.1:{private_redis.port}",
+            qdrant_url=":memory:",
+            prefix="outage",
+            redis_timeout=1.0,
+        )
     )
     await store.setup()
     yield store

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 import math
 import re
 import weakref
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from actrone_pg.config import redact
 from actrone_pg.errors import (
@@ -44,7 +45,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("postgres", exc.name or "psycopg") from None
 
-__all__ = ["Database", "jsonb"]
+__all__ = ["Database", "jsonb", "serving"]
 
 logger = logging.getLogger("actrone_pg.postgres")
 
@@ -84,6 +85,31 @@ _COMMIT_UNCERTAIN = re.compile(r"could not commit transaction for shard \d+ on a
 
 #: The agent the running call serves (:meth:`Database.serving`), under row-level security.
 _SERVING: contextvars.ContextVar[str] = contextvars.ContextVar("actrone_serving", default="")
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def serving(
+    method: Callable[Concatenate[Database, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
+    """``forward("db", method)`` for a call of one agent: run within :meth:`Database.serving`
+    of that agent, the first argument after the state (an agent id, or an object carrying
+    ``agent_id``: a turn, a search request), so that under row-level security every connection
+    the call takes serves it."""
+    from actrone_pg._forward import forward
+
+    inner = forward("db", method)
+
+    async def call(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        first: Any = args[0] if args else kwargs.get("agent_id", "")
+        agent = first if isinstance(first, str) else str(getattr(first, "agent_id", ""))
+        with self.db.serving(agent):
+            return await inner(self, *args, **kwargs)
+
+    functools.update_wrapper(call, method)
+    return call
 
 
 def _worker_lost(exc: psycopg.Error) -> str | None:

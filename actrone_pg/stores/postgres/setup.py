@@ -126,9 +126,18 @@ async def _vector_adapters(db: Database, dsn: str) -> AdaptersMap:
             "the database has no 'vector' type: pgvector is not installed in it "
             "(run `actrone-pg migrate`, which installs it)"
         )
-    adapters = AdaptersMap(psycopg.adapters)
-    register_vector_info(adapters, info)  # type: ignore[arg-type]  # an AdaptContext too
+    # One map per OID of the type in this process, not per store: each store (each manager
+    # created and closed) made new classes that stayed in psycopg's map, ~6 KB a store.
+    key = (info.oid, info.array_oid)
+    adapters = _ADAPTERS.get(key)
+    if adapters is None:
+        adapters = _ADAPTERS[key] = AdaptersMap(psycopg.adapters)
+        register_vector_info(adapters, info)  # type: ignore[arg-type]  # an AdaptContext too
     return adapters
+
+
+# The vector type's adapters by its OIDs (the type's, its array's): a few per process at most.
+_ADAPTERS: dict[tuple[int, int], AdaptersMap] = {}
 
 
 def _check_distribution(db: Database, citus: bool, distributed: bool) -> None:

@@ -36,6 +36,7 @@ scripts) do no I/O. Imports run one way: ``store`` -> ``sessions``, ``writes``, 
 
 from __future__ import annotations
 
+from actrone_pg.stores.redis_qdrant.settings import RedisQdrantSettings
 from actrone_pg.stores.redis_qdrant.store import RedisQdrantStore, from_config
 
-__all__ = ["RedisQdrantStore", "from_config"]
+__all__ = ["RedisQdrantSettings", "RedisQdrantStore", "from_config"]

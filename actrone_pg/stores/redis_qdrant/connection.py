@@ -20,10 +20,11 @@ from actrone_pg.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from actrone_pg.ranking import DEFAULT_ANALYZER, analyzer
+from actrone_pg.ranking import analyzer
 from actrone_pg.stores._keyed_locks import KeyedLocks
 from actrone_pg.stores.redis_qdrant.layout import LAYOUT
 from actrone_pg.stores.redis_qdrant.scripts import SCRIPTS
+from actrone_pg.stores.redis_qdrant.settings import RedisQdrantSettings
 
 try:
     import redis.asyncio as aioredis
@@ -54,43 +55,19 @@ _REINDEX_LOCKS = 64
 
 
 class Servers:
-    """The store's clients and settings, what this process caches about the servers, and the
-    errors the clients raise, mapped.
+    """The store's clients and :attr:`settings`, what this process caches about the servers,
+    and the errors the clients raise, mapped.
 
     :class:`~actrone_pg.stores.redis_qdrant.RedisQdrantStore` holds one; the functions of the
     package's other modules take it as their first argument.
     """
 
-    def __init__(
-        self,
-        *,
-        redis_url: str = "redis://localhost:6379",
-        qdrant_url: str = "http://localhost:6333",
-        qdrant_api_key: str | None = None,
-        prefix: str = "actrone",
-        redis_timeout: float = 5.0,
-        qdrant_timeout: float = 10.0,
-        redis_pool_size: int = 20,
-        text_analyzer: str = DEFAULT_ANALYZER,
-        lexical_dates: bool | None = None,
-        session_grace_seconds: float = 48 * 3600.0,
-    ) -> None:
+    def __init__(self, settings: RedisQdrantSettings) -> None:
+        #: The store's settings (frozen).
+        self.settings = settings
         #: How contents and queries become BM25 terms (``MemoryConfig.text_analyzer`` and
-        #: ``lexical_dates``).
-        self.analyzer = analyzer(text_analyzer, dates=lexical_dates)
-        #: lexical_dates was set: a prefix recorded otherwise is then an error, not followed
-        #: (ranking.follow_recorded).
-        self.dates_given = lexical_dates is not None
-        #: The start of every Redis key and Qdrant collection name of this store.
-        self.prefix = prefix
-        self.qdrant_url = qdrant_url
-        # How long a session's keys outlive its TTL, waiting for a sweeper (sessions.py).
-        self.session_grace_seconds = session_grace_seconds
-        self._redis_url = redis_url
-        self._qdrant_api_key = qdrant_api_key
-        self._redis_timeout = redis_timeout
-        self._qdrant_timeout = qdrant_timeout
-        self._pool_size = redis_pool_size
+        #: ``lexical_dates``; the prefix's recorded one, followed at setup).
+        self.analyzer = analyzer(settings.text_analyzer, dates=settings.lexical_dates)
         self._redis_client: aioredis.Redis | None = None
         self._qdrant_client: AsyncQdrantClient | None = None
         self._scripts: dict[str, Any] = {}
@@ -102,6 +79,27 @@ class Servers:
         self.collections: set[str] = set()  # created or checked by registry.ensure_collection
         self.known: set[str] = set()  # seen to exist (reads)
         self.reindex_locks = [asyncio.Lock() for _ in range(_REINDEX_LOCKS)]
+
+    @property
+    def prefix(self) -> str:
+        """The start of every Redis key and Qdrant collection name of this store."""
+        return self.settings.prefix
+
+    @property
+    def qdrant_url(self) -> str:
+        """Qdrant's URL, ``":memory:"`` or a directory (its embedded local mode)."""
+        return self.settings.qdrant_url
+
+    @property
+    def session_grace_seconds(self) -> float:
+        """How long a session's keys outlive its TTL, waiting for a sweeper (sessions.py)."""
+        return self.settings.session_grace_seconds
+
+    @property
+    def dates_given(self) -> bool:
+        """``lexical_dates`` was set: a prefix recorded otherwise is then an error, not
+        followed (ranking.follow_recorded)."""
+        return self.settings.lexical_dates is not None
 
     @property
     def is_local_qdrant(self) -> bool:
@@ -138,11 +136,11 @@ class Servers:
             # safe to replay after a lost reply (writes are idempotent; a replayed lock acquire
             # or release answers False, never admitting a second holder).
             pool = aioredis.BlockingConnectionPool.from_url(
-                self._redis_url,
-                max_connections=self._pool_size,
-                timeout=self._redis_timeout,
-                socket_timeout=self._redis_timeout,
-                socket_connect_timeout=self._redis_timeout,
+                self.settings.redis_url,
+                max_connections=self.settings.redis_pool_size,
+                timeout=self.settings.redis_timeout,
+                socket_timeout=self.settings.redis_timeout,
+                socket_connect_timeout=self.settings.redis_timeout,
                 retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
                 decode_responses=True,
             )
@@ -158,8 +156,8 @@ class Servers:
             else:
                 self._qdrant_client = AsyncQdrantClient(
                     url=self.qdrant_url,
-                    api_key=self._qdrant_api_key,
-                    timeout=max(1, math.ceil(self._qdrant_timeout)),
+                    api_key=self.settings.qdrant_api_key,
+                    timeout=max(1, math.ceil(self.settings.qdrant_timeout)),
                     check_compatibility=False,
                 )
         try:
@@ -202,18 +200,21 @@ class Servers:
         late from a busy pool while a healthy server answered it, and dropped that connection.
         """
         try:
-            async with asyncio.timeout(2 * self._redis_timeout + _BACKSTOP):
+            async with asyncio.timeout(2 * self.settings.redis_timeout + _BACKSTOP):
                 return await aw
         except (RedisConnectionError, RedisTimeoutError, TimeoutError, OSError) as exc:
             if _pool_wait_timed_out(exc):
+                size, timeout = self.settings.redis_pool_size, self.settings.redis_timeout
                 raise PoolSaturatedError(
-                    f"the Redis connection pool is saturated: all {self._pool_size} of its "
-                    f"connections (redis_pool_size) stayed in use by other calls for "
-                    f"{self._redis_timeout:g} s (redis_timeout); this is load, not an outage: "
-                    "retry later, send fewer concurrent calls, or raise redis_pool_size"
+                    f"the Redis connection pool is saturated: all {size} of its connections "
+                    f"(redis_pool_size) stayed in use by other calls for {timeout:g} s "
+                    "(redis_timeout); this is load, not an outage: retry later, send fewer "
+                    "concurrent calls, or raise redis_pool_size"
                 ) from None
             raise StoreUnavailableError(
-                redact(_redis_unavailable(self._redis_url, self._redis_timeout, exc))
+                redact(
+                    _redis_unavailable(self.settings.redis_url, self.settings.redis_timeout, exc)
+                )
             ) from None
         except RedisError as exc:
             raise StoreError(redact(f"Redis failed: {exc}")) from exc
@@ -221,14 +222,14 @@ class Servers:
     async def qdrant_call(self, aw: Awaitable[T]) -> T:
         """Await a Qdrant call; connection trouble becomes StoreUnavailableError."""
         try:
-            async with asyncio.timeout(self._qdrant_timeout):
+            async with asyncio.timeout(self.settings.qdrant_timeout):
                 return await aw
         except (ResponseHandlingException, TimeoutError, OSError) as exc:
             raise StoreUnavailableError(
                 redact(
                     f"Qdrant at {self.qdrant_url} did not answer within "
-                    f"{self._qdrant_timeout:g} s ({type(exc).__name__}: {exc}); check that it is "
-                    "running and reachable, or raise MemoryConfig.qdrant_timeout"
+                    f"{self.settings.qdrant_timeout:g} s ({type(exc).__name__}: {exc}); check that "
+                    "it is running and reachable, or raise MemoryConfig.qdrant_timeout"
                 )
             ) from None
         except UnexpectedResponse as exc:

@@ -1,0 +1,52 @@
+"""A store's methods that are a module's functions: forwarded, never retyped.
+
+:func:`forward` makes a method of a class from a function whose first argument is one of the
+instance's attributes: a module's function that takes the state a store holds
+(``PostgresStore.append_turn`` is ``stores/postgres/sessions.append_turn`` given the store's
+``db``). ``MemoryManager``'s public methods are written out instead (the public face is plain
+code). The result is a real function carrying the forwarded function's name, docstring
+and signature (``inspect.signature`` follows ``__wrapped__``), so the error guard, the tracing
+and the sync facade treat it as any method written on the class, a traceback names the module
+that ran, and a type checker sees the forwarded function's parameters and result.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from actrone_pg.errors import ValidationError
+
+__all__ = ["forward"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def forward(
+    collaborator: str, method: Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]
+) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
+    """A coroutine method that awaits ``method`` given the instance's attribute
+    ``collaborator`` as its first argument."""
+
+    async def call(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            # Calling a coroutine function only binds its arguments: the body runs when awaited.
+            running = method(getattr(self, collaborator), *args, **kwargs)
+        except TypeError as exc:
+            raise _wrong_arguments(method, exc) from exc
+        return await running
+
+    functools.update_wrapper(call, method)
+    return call
+
+
+def _wrong_arguments(method: Callable[..., Any], exc: TypeError) -> ValidationError:
+    """The caller's wrong or missing arguments, named by the public method (not the collaborator).
+
+    The error guard would make any other ``TypeError`` here an unexpected error: the binding
+    failed one frame below it, in the forwarding call.
+    """
+    text = str(exc).replace(f"{method.__qualname__}()", f"{method.__name__}()", 1)
+    return ValidationError(text)
