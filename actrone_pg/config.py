@@ -87,6 +87,9 @@ class MemoryConfig:
     #: on a Citus coordinator the migrations distribute the tables by agent (`auto`); `citus`
     #: requires Citus, `off` keeps plain tables (docs/scale-out.md)
     postgres_distribute: str = "auto"
+    #: row-level security per agent: policies keyed on `actrone.agent_id`, set by the store
+    #: for every call (one server only; docs/postgres.md, "Row-level security per agent")
+    postgres_row_security: bool = False
     #: `create()` applies pending migrations under an advisory lock
     postgres_auto_migrate: bool = True
     #: where the embedded server keeps its data (a per-user data directory)

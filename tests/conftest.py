@@ -22,7 +22,7 @@ pytest_plugins = [
 
 #: Backends the conformance and parity suites run against. "citus" is the PostgreSQL store on a
 #: schema distributed with Citus (tests/backends/citus.py).
-BACKENDS = ["memory", "postgres", "redis_qdrant", "citus"]
+BACKENDS = ["memory", "postgres", "postgres_rls", "redis_qdrant", "citus"]
 
 
 @pytest.fixture(params=BACKENDS)

@@ -49,6 +49,8 @@ __all__ = [
     "known_revisions",
     "make_config",
     "migrate",
+    "row_security",
+    "row_security_enabled",
     "upgradable",
     "validate_schema",
 ]
@@ -191,6 +193,54 @@ def distribute(
         raise StoreUnavailableError(f"lost the connection while distributing: {exc}") from None
     except psycopg.Error as exc:
         raise SchemaError(f"distributing schema {schema!r} failed: {exc}") from exc
+
+
+def row_security(dsn: str, schema: str = "actrone", *, enable: bool = True) -> None:
+    """Install (``enable``) or remove row-level security per agent on ``schema`` at head.
+
+    ``postgres_row_security=True`` (docs/postgres.md, "Row-level security"): migrates ``schema``
+    to head, then runs ``sql/0024_row_security.sql`` (policies on every per-agent table keyed on
+    the setting ``actrone.agent_id``, and the sweeps' two listing functions) or
+    ``sql/0024_row_security_off.sql``, in one transaction, as the tables' owner. Running it
+    again changes nothing. The store's setup calls it when the setting is on and the schema
+    has no policies yet (``postgres_auto_migrate``).
+    """
+    import psycopg
+
+    from actrone_pg.migrations import _files
+
+    migrate(dsn, schema)
+    names = [
+        name
+        for entry in _files.manifest()
+        for name in (entry.row_security if enable else entry.row_security_off)
+    ]
+    texts = [_files.fill(_files.read(name), validate_schema(schema), "public") for name in names]
+    try:
+        with advisory_lock(dsn, schema), psycopg.connect(dsn, connect_timeout=10) as conn:
+            with conn.transaction():
+                for text in texts:
+                    conn.execute(text)
+    except psycopg.OperationalError as exc:
+        raise StoreUnavailableError(f"lost the connection while migrating: {exc}") from None
+    except psycopg.Error as exc:
+        raise SchemaError(
+            f"{'installing' if enable else 'removing'} row-level security on schema {schema!r} "
+            f"failed (run it as the tables' owner): {exc}"
+        ) from exc
+
+
+def row_security_enabled(dsn: str, schema: str = "actrone") -> bool:
+    """Whether ``schema``'s memories table has row-level security on (``False`` if missing)."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+        row = conn.execute(
+            "SELECT c.relrowsecurity FROM pg_class AS c JOIN pg_namespace AS n"
+            " ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = 'memories'",
+            (validate_schema(schema),),
+        ).fetchone()
+    return bool(row and row[0])
 
 
 def check_text_search_config(dsn: str, name: str) -> None:

@@ -25,8 +25,11 @@ the placeholders filled; then, where the schema is distributed (``postgres_distr
 ``citus``, while the new tables are still empty. The stamp is
 Alembic's version table, ``{schema}.actrone_alembic_version (version_num varchar(32) NOT NULL,
 CONSTRAINT actrone_alembic_version_pkc PRIMARY KEY (version_num))``, holding the last
-revision's id in its one row. ``objects`` are the functions and views, all of them
-``CREATE OR REPLACE``: running them again over a schema at that revision changes nothing.
+revision's id in its one row. Where row-level security is on (``postgres_row_security``;
+docs/postgres.md, "Row-level security per agent"), each file of ``row_security`` then runs, as
+the tables' owner; ``row_security_off`` removes it. ``objects`` are the functions and views,
+all of them ``CREATE OR REPLACE``: running them again over a schema at that revision changes
+nothing.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ class Revision:
     tables: tuple[str, ...]
     objects: tuple[str, ...]
     citus: tuple[str, ...]
+    row_security: tuple[str, ...] = ()
+    row_security_off: tuple[str, ...] = ()
 
 
 @functools.cache
@@ -66,6 +71,8 @@ def manifest() -> tuple[Revision, ...]:
             tables=tuple(entry["tables"]),
             objects=tuple(entry["objects"]),
             citus=tuple(entry["citus"]),
+            row_security=tuple(entry.get("row_security", ())),
+            row_security_off=tuple(entry.get("row_security_off", ())),
         )
         for entry in data["revisions"]
     )

@@ -77,3 +77,77 @@ async def store_postgres(postgres_dsn: str, postgres_schema: str) -> AsyncIterat
     await store.setup()
     yield store
     await store.close()
+
+
+RLS_SCHEMA = "actrone_test_rls"
+#: The role the row-security tests connect as: no superuser, no BYPASSRLS, not the owner.
+RLS_ROLE = "actrone_test_agent_role"
+
+
+def grant_row_security_role(dsn: str, schema: str, role: str) -> None:
+    """Create ``role`` (login, NOBYPASSRLS) with the least the store needs in ``schema``: the
+    grants of docs/postgres.md, "Row-level security"."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
+        if not exists:
+            conn.execute(
+                sql.SQL("CREATE ROLE {} LOGIN PASSWORD 'agent' NOSUPERUSER NOBYPASSRLS").format(
+                    sql.Identifier(role)
+                )
+            )
+        params = {"s": sql.Identifier(schema), "r": sql.Identifier(role)}
+        for statement in (
+            "GRANT USAGE ON SCHEMA {s} TO {r}",
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {s} TO {r}",
+            "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {s} TO {r}",
+        ):
+            conn.execute(sql.SQL(statement).format(**params))
+
+
+def role_dsn(dsn: str, role: str) -> str:
+    """``dsn`` with ``role`` (password 'agent') as the user."""
+    from psycopg.conninfo import make_conninfo
+
+    return make_conninfo(dsn, user=role, password="agent")
+
+
+@pytest.fixture(scope="session")
+def postgres_rls_schema(postgres_dsn: str) -> str:
+    """A schema migrated with row-level security on, and the role of RLS_ROLE granted on it."""
+    from actrone_pg.migrations import row_security
+
+    row_security(postgres_dsn, RLS_SCHEMA, enable=True)
+    grant_row_security_role(postgres_dsn, RLS_SCHEMA, RLS_ROLE)
+    return RLS_SCHEMA
+
+
+@pytest.fixture
+async def store_postgres_rls(
+    postgres_dsn: str, postgres_rls_schema: str
+) -> AsyncIterator[PostgresStore]:
+    """A fresh PostgreSQL store with ``row_security=True``, connected as a role without
+    BYPASSRLS (its tables emptied first by the owner)."""
+    import psycopg
+    from psycopg import sql
+
+    async with await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True) as conn:
+        tables = sql.SQL(", ").join(
+            sql.Identifier(postgres_rls_schema, t.strip()) for t in TABLES.split(",")
+        )
+        await conn.execute(sql.SQL("TRUNCATE {} CASCADE").format(tables))
+    from actrone_pg.stores.postgres import PostgresSettings, PostgresStore
+
+    store = PostgresStore(
+        PostgresSettings(
+            role_dsn(postgres_dsn, RLS_ROLE),
+            schema=postgres_rls_schema,
+            pool_max_size=4,
+            row_security=True,
+        )
+    )
+    await store.setup()
+    yield store
+    await store.close()

@@ -174,11 +174,17 @@ def test_the_0023_dump_differs_from_the_baseline_only_in_functions(
     postgres_dsn: str, scratch_schema: str, postgres_schema: str
 ) -> None:
     # What the adoption leaves alone (tables, columns, indexes, constraints) is already the
-    # baseline's; what it installs again (the functions' text) is not: so the comparison above
-    # sees both.
+    # baseline's; what it installs again (the functions' text, and the views' option
+    # security_invoker, for row-level security) is not: so the comparison above sees both.
     load_0023(postgres_dsn, scratch_schema)
     old, new = catalog(postgres_dsn, scratch_schema), catalog(postgres_dsn, postgres_schema)
-    assert {kind for kind in old if old[kind] != new[kind]} == {"functions"}
+    assert {kind for kind in old if old[kind] != new[kind]} == {"functions", "tables"}
+    changed = [row for row in new["tables"] if row not in old["tables"]]
+    assert changed == [
+        (view, "v", ["security_invoker=true"])
+        for view in ("memory_lineage", "memory_overview", "memory_versions")
+        + ("recent_turns", "session_overview")
+    ]
 
 
 def test_a_schema_at_an_earlier_pre_release_revision_is_refused(
@@ -239,13 +245,19 @@ def test_the_manifest_lists_every_file_once_in_revision_order() -> None:
     folder = resources.files("actrone_pg.migrations").joinpath("sql")
     shipped = {e.name for e in folder.iterdir() if e.name.endswith(".sql")}
     entries = _files.manifest()
-    listed = [n for e in entries for n in e.tables + e.objects + e.citus]
+    listed = [
+        n
+        for e in entries
+        for n in e.tables + e.objects + e.citus + e.row_security + e.row_security_off
+    ]
     assert sorted(listed) == sorted(set(listed)) and set(listed) == shipped
     assert [e.down_revision for e in entries] == [None, *(e.revision for e in entries[:-1])]
     assert entries[-1].revision == migrations.head_revision()
     assert {e.revision for e in entries} == migrations.known_revisions()
     for entry in entries:
-        for name in entry.tables + entry.objects + entry.citus:
+        for name in (
+            entry.tables + entry.objects + entry.citus + entry.row_security + entry.row_security_off
+        ):
             assert name.startswith(entry.revision + "_"), name
             # Placeholders are the two identifiers, nothing else in braces is one.
             text = _files.read(name)

@@ -103,15 +103,18 @@ def _built_statements(schema: str) -> dict[str, tuple[sql.Composed, dict[str, An
 
 
 @pytest.mark.postgres
-def test_head_serves_every_statement_of_the_store(postgres_dsn: str, postgres_schema: str) -> None:
-    """The server resolves each of the store's statements against the migrated head.
+def test_head_serves_every_statement_of_the_store(
+    postgres_dsn: str, postgres_rls_schema: str
+) -> None:
+    """The server resolves each of the store's statements against the migrated head (with
+    row-level security installed: its sweeps' listing functions are statements too).
 
     PREPARE parses and analyses a statement without running it: a function the head lacks, an
     argument list it does not take, or a column its result does not have fails here. The short
     statements are the module constants (positional parameters); the search and the listing are
     what the builders compose (named parameters, each bound once).
     """
-    schema = sql.Identifier(postgres_schema)
+    schema = sql.Identifier(postgres_rls_schema)
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         probes: list[tuple[str, str]] = []
         for name, text in _store_statements().items():
@@ -133,7 +136,7 @@ def test_head_serves_every_statement_of_the_store(postgres_dsn: str, postgres_sc
             probes.append(
                 (name, pieces[0] + "".join(f"${i}{p}" for i, p in enumerate(pieces[1:], 1)))
             )
-        built = _built_statements(postgres_schema)
+        built = _built_statements(postgres_rls_schema)
         # The functions the migrations install are among what is checked.
         texts = [statement.as_string(conn) for statement, _ in built.values()]
         for function in ("hybrid_search(", "pack_positions("):

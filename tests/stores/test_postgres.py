@@ -171,14 +171,10 @@ async def record_sizes_as_written(store: PostgresStore, dsn: str, schema: str) -
     assert row_size > 2_100 and vector_size == 384 * 4 + 8  # over the old target, whole
 
 
-@pytest.mark.parametrize("way", ["statements", "agent_write"])
 async def test_bm25_statistics_match_a_recount_after_random_writes(
-    store_postgres: PostgresStore, postgres_dsn: str, postgres_schema: str, way: str
+    store_postgres: PostgresStore, postgres_dsn: str, postgres_schema: str
 ) -> None:
-    # agent_write (migration 0022) is the batch's statements as one call, which the store makes
-    # on a schema distributed with Citus; on a plain schema it runs over the schema's tables.
-    db = store_postgres.db
-    db.facts = replace(db.facts, write_by_call=way == "agent_write")
+    # Every batch is one agent_write() call (over the schema's tables on one server) and a COPY.
     await random_writes_match_a_recount(store_postgres, postgres_dsn, postgres_schema)
 
 

@@ -1,12 +1,13 @@
--- A batch's writes for one agent besides its rows, in one call, on a schema distributed with
--- Citus by agent_id (docs/scale-out.md, "Ingest on the cluster"): the agent's statistics row
--- taken (the lock every writer of the agent takes first), the writer's lock checked (fenced
--- writes), the replaced memories deleted (and with p_fresh their earlier versions), the document
--- frequencies and the agent's totals moved by the batch's terms less the replaced memories',
--- and the analyzer the schema records returned. The caller then COPYs the rows, in the same
--- transaction: writes.upsert_memories, whose statements (LOCK_AGENT_STATS, HOLDS_LOCK,
--- DELETE_MEMORIES, DELETE_HISTORY, UPDATE_TERM_STATS, PRUNE_TERM_STATS,
--- UPDATE_AGENT_STATS_ANALYZER) these are, in that order.
+-- A batch's writes for one agent besides its rows, in one call, on every server: the agent's
+-- statistics row taken (the lock every writer of the agent takes first), the writer's lock
+-- checked (fenced writes), the replaced memories deleted (and with p_fresh their earlier
+-- versions), the document frequencies and the agent's totals moved by the batch's terms less the
+-- replaced memories', and the analyzer the schema records returned. The caller then COPYs the
+-- rows, in the same transaction (writes.upsert_memories, writes.update_memory). This is the
+-- batch write's one definition; the store's statements LOCK_AGENT_STATS, HOLDS_LOCK,
+-- DELETE_MEMORIES, DELETE_HISTORY, UPDATE_TERM_STATS, PRUNE_TERM_STATS and
+-- UPDATE_AGENT_STATS_ANALYZER are the same, in that order, for the one case it cannot serve (a
+-- Citus session that no longer delegates; placed = false below).
 --
 -- Why: on the cluster each of those statements was a hop through the coordinator. Distributed
 -- with force_delegation, the call is delegated inside the caller's transaction block to the
@@ -29,8 +30,7 @@
 --   without the caller's lock while a shard moved): it writes nothing and returns
 --   placed = false; the caller then runs the statements through the coordinator;
 -- * on a schema that is not distributed (one server, postgres_distribute = 'off'): over the
---   schema's tables (the store runs its statements there; this serves psql and the tests that
---   hold the two ways equal).
+--   schema's tables.
 --
 -- held = false: p_fence_name's lock is not held by p_fence_holder (or has lapsed); nothing but
 -- the statistics row's lock was taken, and the caller rolls back. With no fence (NULLs), held.

@@ -1,6 +1,6 @@
 -- Lineage: one row per current memory and turn it was consolidated from (source_turn_ids), in
 -- the order the memory lists them. Filter by agent_id like the tables.
-CREATE OR REPLACE VIEW {schema}.memory_lineage AS
+CREATE OR REPLACE VIEW {schema}.memory_lineage WITH (security_invoker = true) AS
 SELECT
     m.agent_id,
     m.id AS memory_id,

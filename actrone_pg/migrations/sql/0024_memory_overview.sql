@@ -1,6 +1,6 @@
 -- Inspection views, for people reading an agent's memory with psql (and `actrone-pg inspect`).
 -- They add nothing the tables do not hold; filter them by agent_id like the tables.
-CREATE OR REPLACE VIEW {schema}.memory_overview AS
+CREATE OR REPLACE VIEW {schema}.memory_overview WITH (security_invoker = true) AS
 SELECT
     m.agent_id,
     m.id,

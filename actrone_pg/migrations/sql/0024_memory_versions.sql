@@ -1,7 +1,7 @@
 -- Every version of every memory: the current one (in memories, valid_to NULL) and the ones
 -- update_memory replaced (in memory_history), oldest first per memory when ordered by version.
 -- Filter by agent_id like the tables.
-CREATE OR REPLACE VIEW {schema}.memory_versions AS
+CREATE OR REPLACE VIEW {schema}.memory_versions WITH (security_invoker = true) AS
 SELECT
     m.agent_id, m.id, m.version, m.valid_from, m.valid_to, true AS is_current,
     m.session_id, m.content, m.content_type, m.importance, m.tags, m.source, m.sensitivity,

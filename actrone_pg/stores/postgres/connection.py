@@ -11,13 +11,15 @@ is :mod:`.maintenance`.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import logging
 import math
 import re
 import weakref
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from actrone_pg.config import redact
 from actrone_pg.errors import (
@@ -32,6 +34,7 @@ from actrone_pg.stores.postgres.maintenance import Maintenance
 from actrone_pg.stores.postgres.rows import jsonb
 from actrone_pg.stores.postgres.settings import PostgresSettings, SchemaFacts
 from actrone_pg.stores.postgres.severance import Severance
+from actrone_pg.stores.postgres.statements import SERVE_AGENT
 
 try:
     import psycopg
@@ -42,7 +45,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("postgres", exc.name or "psycopg") from None
 
-__all__ = ["Database", "jsonb"]
+__all__ = ["Database", "jsonb", "serving"]
 
 logger = logging.getLogger("actrone_pg.postgres")
 
@@ -78,6 +81,35 @@ _WORKER_LOST = re.compile(
 #: Citus's error (XX000) for a commit that failed on a shard's worker after the coordinator sent
 #: it: whether the worker committed is not known.
 _COMMIT_UNCERTAIN = re.compile(r"could not commit transaction for shard \d+ on at least one")
+
+
+#: The agent the running call serves (:meth:`Database.serving`), under row-level security.
+_SERVING: contextvars.ContextVar[str] = contextvars.ContextVar("actrone_serving", default="")
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def serving(
+    method: Callable[Concatenate[Database, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
+    """``forward("db", method)`` for a call of one agent: run within :meth:`Database.serving`
+    of that agent, the first argument after the state (an agent id, or an object carrying
+    ``agent_id``: a turn, a search request), so that under row-level security every connection
+    the call takes serves it."""
+    from actrone_pg._forward import forward
+
+    inner = forward("db", method)
+
+    async def call(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        first: Any = args[0] if args else kwargs.get("agent_id", "")
+        agent = first if isinstance(first, str) else str(getattr(first, "agent_id", ""))
+        with self.db.serving(agent):
+            return await inner(self, *args, **kwargs)
+
+    functools.update_wrapper(call, method)
+    return call
 
 
 def _worker_lost(exc: psycopg.Error) -> str | None:
@@ -171,11 +203,6 @@ class Database:
         """The tables are distributed with Citus (:attr:`SchemaFacts.distributed`)."""
         return self.facts.distributed
 
-    @property
-    def write_by_call(self) -> bool:
-        """Batches go through ``agent_write`` (:attr:`SchemaFacts.write_by_call`)."""
-        return self.facts.write_by_call
-
     async def close(self) -> None:
         """Close the pool (the server stays up). Calling it twice is harmless."""
         pool, self.pool = self.pool, None
@@ -183,6 +210,26 @@ class Database:
             await pool.close()
         if self.retired:
             await asyncio.gather(*self.retired, return_exceptions=True)
+
+    @contextmanager
+    def serving(self, agent_id: str) -> Iterator[None]:
+        """Within it, every connection :meth:`conn` hands out serves ``agent_id`` (row-level
+        security: :meth:`serve`). The store's methods wrap their call in it; a call of no agent
+        (the sweeps' listing, setup) serves none."""
+        token = _SERVING.set(agent_id)
+        try:
+            yield
+        finally:
+            _SERVING.reset(token)
+
+    async def serve(self, conn: _Conn, agent_id: str) -> None:
+        """Under row-level security (``settings.row_security``), make ``conn`` serve
+        ``agent_id``: the setting ``actrone.agent_id`` the policies read, for the session
+        (the store's connections are autocommit, so a transaction-local setting would end with
+        the statement), replaced at each checkout. A batch of several agents switches between
+        them in its transaction with it. Nothing without row security."""
+        if self.settings.row_security:
+            await conn.execute(self.compose(SERVE_AGENT), (agent_id,))
 
     def compose(self, text: str) -> sql.Composed:
         composed = self.composed.get(text)
@@ -213,6 +260,8 @@ class Database:
                 self.in_use += 1
                 severance = Severance(conn, deadline)
                 try:
+                    # Every checkout: a pooled connection never keeps the last call's agent.
+                    await self.serve(conn, _SERVING.get())
                     yield conn
                     if not severance.fired:
                         self.used_at[conn] = self.answered_at = loop.time()

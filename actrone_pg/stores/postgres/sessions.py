@@ -15,6 +15,7 @@ from actrone_pg.stores.postgres.statements import (
     ACQUIRE_LOCK,
     DELETE_EXPIRED_SESSION,
     DELETE_SESSION,
+    EXPIRED_SESSION_IDS,
     INSERT_GENERATION,
     INSERT_TURN,
     LOCK_AGENT_STATS,
@@ -144,17 +145,19 @@ async def clear_session(db: Database, agent_id: str, session_id: str) -> None:
 
 async def sweep_expired_sessions(db: Database, *, ttl_seconds: float, limit: int) -> int:
     """Delete up to ``limit`` expired sessions; their turns go by cascade."""
-    if db.distributed:
+    if db.distributed or db.settings.row_security:
         # Citus refuses LIMIT ... FOR UPDATE SKIP LOCKED across shards: the expired sessions
         # are found across shards, then each deleted by its own single-shard statement,
-        # re-checked under its row lock (a session a writer revived meanwhile is kept).
+        # re-checked under its row lock (a session a writer revived meanwhile is kept). Under
+        # row-level security the same, each deleted under its agent's setting.
         removed = 0
         for agent_id, session_id in await expired_sessions(
             db, ttl_seconds=ttl_seconds, limit=limit
         ):
-            removed += await delete_expired_session(
-                db, agent_id, session_id, ttl_seconds=ttl_seconds
-            )
+            with db.serving(agent_id):
+                removed += await delete_expired_session(
+                    db, agent_id, session_id, ttl_seconds=ttl_seconds
+                )
         return removed
     async with db.conn() as conn:
         cur = await conn.execute(db.compose(SWEEP_SESSIONS), (ttl_seconds, limit))
@@ -164,9 +167,11 @@ async def sweep_expired_sessions(db: Database, *, ttl_seconds: float, limit: int
 async def expired_sessions(
     db: Database, *, ttl_seconds: float, limit: int
 ) -> list[tuple[str, str]]:
-    """Up to ``limit`` sessions idle longer than ``ttl_seconds``."""
+    """Up to ``limit`` sessions idle longer than ``ttl_seconds`` (under row-level security,
+    listed by the schema's SECURITY DEFINER function, of every agent)."""
+    listing = EXPIRED_SESSION_IDS if db.settings.row_security else SELECT_EXPIRED_SESSIONS
     async with db.conn() as conn:
-        found = await db.fetch(conn, db.compose(SELECT_EXPIRED_SESSIONS), (ttl_seconds, limit))
+        found = await db.fetch(conn, db.compose(listing), (ttl_seconds, limit))
     return [(r["agent_id"], r["session_id"]) for r in found]
 
 

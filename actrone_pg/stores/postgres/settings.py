@@ -36,7 +36,9 @@ class PostgresSettings:
     ``connect_timeout`` for a connection and ``connect_timeout + statement_timeout`` in all.
     An agent with ``ann_min_memories`` memories or more gets an HNSW index of its own, scanned
     with ``hnsw.ef_search = ann_ef_search`` (0 disables them). ``distribute`` is
-    ``MemoryConfig.postgres_distribute`` (docs/scale-out.md).
+    ``MemoryConfig.postgres_distribute`` (docs/scale-out.md). With ``row_security``, every
+    connection a call takes serves that call's agent (:meth:`.connection.Database.serving`;
+    docs/postgres.md, "Row-level security").
 
     Made with a bad schema name, text search configuration, distribution mode or analyzer, it
     raises (:class:`~actrone_pg.errors.ValidationError` for the schema,
@@ -58,6 +60,7 @@ class PostgresSettings:
     ann_min_memories: int = 50_000
     ann_ef_search: int = 800
     distribute: str = "auto"
+    row_security: bool = False
 
     def __post_init__(self) -> None:
         from actrone_pg.migrations import validate_schema
@@ -94,6 +97,7 @@ class PostgresSettings:
             ann_min_memories=config.postgres_ann_min_memories,
             ann_ef_search=config.postgres_ann_ef_search,
             distribute=config.postgres_distribute,
+            row_security=config.postgres_row_security,
         )
 
     @property
@@ -120,6 +124,3 @@ class SchemaFacts:
     #: The schema's tables are distributed with Citus: per-agent calls then take the forms
     #: Citus runs on one worker (docs/scale-out.md).
     distributed: bool = False
-    #: Batches are written by migration 0022's ``agent_write`` and a COPY (where the schema is
-    #: distributed; on one server, the tests that hold it to the statements set it).
-    write_by_call: bool = False

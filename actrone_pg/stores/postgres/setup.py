@@ -89,11 +89,16 @@ async def setup(db: Database) -> None:
                 )
                 distributed = bool((await cur.fetchone() or (False,))[0])
         _check_distribution(db, citus, distributed)
+        if distributed and settings.row_security:
+            raise ConfigurationError(
+                "postgres_row_security",
+                "row-level security is not supported on a schema distributed with Citus yet "
+                '(docs/postgres.md, "Row-level security")',
+            )
         db.facts = SchemaFacts(
             analyzer=analyzer,
             vector_schema=vector_schema,
             distributed=distributed,
-            write_by_call=distributed,
         )
     except BaseException:
         await db.close()
@@ -201,6 +206,31 @@ async def _check_text_analyzer(db: Database) -> Analyzer:
 
 
 def _prepare_schema(db: Database, dsn: str) -> None:
+    _migrate(db, dsn)
+    if db.settings.row_security:
+        _install_row_security(db, dsn)
+
+
+def _install_row_security(db: Database, dsn: str) -> None:
+    """``postgres_row_security``: the schema's policies, installed if missing (as the owner)."""
+    from actrone_pg import migrations
+
+    try:
+        if migrations.row_security_enabled(dsn, db.schema):
+            return
+    except psycopg.OperationalError as exc:
+        raise StoreUnavailableError(redact(f"cannot connect to PostgreSQL: {exc}")) from None
+    except psycopg.Error as exc:
+        raise StoreError(redact(f"cannot read the schema's row security: {exc}")) from exc
+    if not db.settings.auto_migrate:
+        raise SchemaError(
+            f"postgres_row_security=True, but schema {db.schema!r} has no row-level security; "
+            'install it as the tables\' owner (docs/postgres.md, "Row-level security")'
+        )
+    migrations.row_security(dsn, db.schema, enable=True)
+
+
+def _migrate(db: Database, dsn: str) -> None:
     from actrone_pg import migrations
 
     head = migrations.head_revision()

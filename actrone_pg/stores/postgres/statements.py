@@ -90,6 +90,7 @@ SWEEP_SESSIONS = (
     " WHERE x.last_active_at < now() - make_interval(secs => %s)"
     " LIMIT %s FOR UPDATE SKIP LOCKED)"
 )
+EXPIRED_SESSION_IDS = "SELECT agent_id, session_id FROM {s}.expired_session_ids(%s, %s)"
 SELECT_EXPIRED_SESSIONS = (
     "SELECT agent_id, session_id FROM {s}.sessions"
     " WHERE last_active_at < now() - make_interval(secs => %s) LIMIT %s"
@@ -135,6 +136,14 @@ DELETE_MEMORIES = (
 # Every stored field of a memory, then the BM25 inputs and the vector.
 COPY_COLUMNS = ("agent_id", *MEMORY_FIELDS, "doc_len", "term_freqs", "embedding")
 COPY_MEMORIES = "COPY {s}.memories (" + ", ".join(COPY_COLUMNS) + ") FROM STDIN (FORMAT BINARY)"
+# The same rows one INSERT each, where row-level security refuses COPY FROM (writes._copy).
+INSERT_MEMORY = (
+    "INSERT INTO {s}.memories ("
+    + ", ".join(COPY_COLUMNS)
+    + ") VALUES ("
+    + ", ".join(f"%({c})s" for c in COPY_COLUMNS)
+    + ")"
+)
 COPY_TYPES = [
     *(_COLUMN_TYPES[name] for name in ("agent_id", *MEMORY_FIELDS)),
     "int4",
@@ -202,6 +211,8 @@ SELECT_EXPIRED = (
     "SELECT agent_id, id FROM {s}.memories WHERE expires_at IS NOT NULL AND expires_at <= now()"
     " ORDER BY agent_id LIMIT %s"
 )
+# The same listing under row-level security (sql/0024_row_security.sql: SECURITY DEFINER).
+EXPIRED_MEMORY_IDS = "SELECT agent_id, id FROM {s}.expired_memory_ids(%s)"
 DELETE_EXPIRED = (
     "DELETE FROM {s}.memories WHERE agent_id = %s AND id = ANY(%s::text[])"
     " AND expires_at <= now()"
@@ -351,9 +362,11 @@ LOCK_SHARD_METADATA = (
 # force_delegation): delegated inside the batch's transaction to the worker holding the agent's
 # shards, where it runs them over the shard tables. The replaced memories start afresh
 # (upsert_memories'); no fence: NULLs.
+# Row-level security: the agent this session serves (Database.serve; sql/0024_row_security.sql).
+SERVE_AGENT = "SELECT set_config('actrone.agent_id', %s, false)"
 AGENT_WRITE = (
     "SELECT placed, held, n_docs, analyzer FROM {s}.agent_write(%(agent)s, %(ids)s::text[],"
-    " %(terms)s::text[], %(deltas)s::int[], %(count)s::int, %(length)s::bigint, true,"
+    " %(terms)s::text[], %(deltas)s::int[], %(count)s::int, %(length)s::bigint, %(fresh)s,"
     " %(fence_name)s::text, %(fence_holder)s::text)"
 )
 # A filtered search on a distributed schema: the filtered set's candidates and statistics

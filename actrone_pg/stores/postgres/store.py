@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from actrone_pg._forward import forward
 from actrone_pg.ranking import Analyzer
 from actrone_pg.stores.postgres import context, maintenance, search, sessions, setup, writes
-from actrone_pg.stores.postgres.connection import Database
+from actrone_pg.stores.postgres.connection import Database, serving
 from actrone_pg.stores.postgres.settings import PostgresSettings
 
 if TYPE_CHECKING:
@@ -90,35 +90,35 @@ class PostgresStore:
 
     # -- L1: sessions, turns, locks (sessions.py) -----------------------------------------------
 
-    append_turn = forward("db", sessions.append_turn)
-    recent_turns = forward("db", sessions.recent_turns)
-    get_session = forward("db", sessions.get_session)
-    list_sessions = forward("db", sessions.list_sessions)
-    set_session_metadata = forward("db", sessions.set_session_metadata)
-    clear_session = forward("db", sessions.clear_session)
+    append_turn = serving(sessions.append_turn)
+    recent_turns = serving(sessions.recent_turns)
+    get_session = serving(sessions.get_session)
+    list_sessions = serving(sessions.list_sessions)
+    set_session_metadata = serving(sessions.set_session_metadata)
+    clear_session = serving(sessions.clear_session)
     sweep_expired_sessions = forward("db", sessions.sweep_expired_sessions)
     expired_sessions = forward("db", sessions.expired_sessions)
-    delete_expired_session = forward("db", sessions.delete_expired_session)
-    writer_fence = forward("db", sessions.writer_fence)
-    acquire_lock = forward("db", sessions.acquire_lock)
-    release_lock = forward("db", sessions.release_lock)
+    delete_expired_session = serving(sessions.delete_expired_session)
+    writer_fence = serving(sessions.writer_fence)
+    acquire_lock = serving(sessions.acquire_lock)
+    release_lock = serving(sessions.release_lock)
 
     # -- L2: writes, reads by id, erasure (writes.py) -------------------------------------------
 
     upsert_memories = forward("db", writes.upsert_memories)
-    get_memory = forward("db", writes.get_memory)
-    update_memory = forward("db", writes.update_memory)
-    memory_history = forward("db", writes.memory_history)
-    delete_memory = forward("db", writes.delete_memory)
+    get_memory = serving(writes.get_memory)
+    update_memory = serving(writes.update_memory)
+    memory_history = serving(writes.memory_history)
+    delete_memory = serving(writes.delete_memory)
     sweep_expired_memories = forward("db", writes.sweep_expired_memories)
-    count_memories = forward("db", writes.count_memories)
-    erase_agent = forward("db", writes.erase_agent)
+    count_memories = serving(writes.count_memories)
+    erase_agent = serving(writes.erase_agent)
 
     # -- L2: listing and search (search.py, context.py) -----------------------------------------
 
-    list_memories = forward("db", search.list_memories)
-    search = forward("db", context.search)
-    fetch_context = forward("db", context.fetch_context)
+    list_memories = serving(search.list_memories)
+    search = serving(context.search)
+    fetch_context = serving(context.fetch_context)
 
     # -- read by benchmarks/faults.py and bench/floor.py; use ``db`` and the modules instead --
 

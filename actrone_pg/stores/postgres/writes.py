@@ -24,6 +24,7 @@ from actrone_pg.stores.postgres.connection import Database, _Conn, jsonb
 from actrone_pg.stores.postgres.statements import (
     AGENT_WRITE,
     ARCHIVE_MEMORY,
+    COPY_COLUMNS,
     COPY_MEMORIES,
     COPY_TYPES,
     COUNT_MEMORIES,
@@ -32,6 +33,8 @@ from actrone_pg.stores.postgres.statements import (
     DELETE_MEMORIES,
     ERASE,
     ERASE_CLAIM_LOCK,
+    EXPIRED_MEMORY_IDS,
+    INSERT_MEMORY,
     LOCK_AGENT_STATS,
     LOCK_EXISTING_AGENT_STATS,
     LOCK_SHARD_METADATA,
@@ -86,8 +89,8 @@ async def upsert_memories(
     A replaced memory starts afresh: its earlier versions are dropped. With ``fence``, the
     writer's lock is checked (and share-locked) in the same transaction, after the agent's
     statistics row: erase_agent takes that row first too, so the two never interleave.
-    On a distributed schema, each agent's statements but the COPY are one call on its worker
-    (:func:`_write_on_worker`).
+    Each agent's statements but the COPY are one call of ``agent_write`` (:func:`_write_by_call`),
+    on one server as on the agent's Citus worker.
     """
     if not records:
         return
@@ -99,12 +102,13 @@ async def upsert_memories(
     sizes: dict[str, int] = {}
     async with db.conn() as conn, conn.transaction():
         stored = await _register(db, conn, dims)
-        if db.write_by_call and db.distributed:
+        if db.distributed:
             await conn.execute(db.compose(LOCK_SHARD_METADATA), (db.schema, sorted(by_agent)))
         for agent_id in sorted(by_agent):
+            await db.serve(conn, agent_id)  # row-level security: this agent's rows, in turn
             batch = await _batch(db, conn, agent_id, by_agent[agent_id])
-            size = await _write_on_worker(db, conn, batch, fence) if db.write_by_call else None
-            if size is None:  # one server, or not on the agent's worker: statement by statement
+            size = await _write_by_call(db, conn, batch, fence, fresh=True)
+            if size is None:  # Citus, a session that no longer delegates: statement by statement
                 await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
                 await lookups.check_fence(db, conn, agent_id, fence)
                 size = await _write_agent(db, conn, batch, fresh=True)
@@ -148,7 +152,10 @@ async def update_memory(
             db.compose(ARCHIVE_MEMORY),
             {"valid_to": m.valid_from, "agent": agent_id, "id": m.id, "version": current.version},
         )
-        size = await _write_agent(db, conn, await _batch(db, conn, agent_id, [record]), fresh=False)
+        batch = await _batch(db, conn, agent_id, [record])
+        size = await _write_by_call(db, conn, batch, None, fresh=False)
+        if size is None:  # Citus, a session that no longer delegates: statement by statement
+            size = await _write_agent(db, conn, batch, fresh=False)
     await _written_now(db, [record], dims, stored, {agent_id: size})
     return m
 
@@ -238,6 +245,13 @@ async def _batch(db: Database, conn: _Conn, agent_id: str, recs: list[MemoryReco
 
 
 async def _copy(db: Database, conn: _Conn, batch: _Batch) -> None:
+    """The batch's rows: binary COPY, or under row-level security (which refuses COPY FROM)
+    one INSERT of every row, pipelined (docs/postgres.md, "Row-level security", has the cost)."""
+    if db.settings.row_security:
+        async with conn.cursor() as cur:
+            rows_in = [dict(zip(COPY_COLUMNS, r, strict=True)) for r in batch.rows]
+            await cur.executemany(db.compose(INSERT_MEMORY), rows_in)
+        return
     async with conn.cursor().copy(db.compose(COPY_MEMORIES)) as copy:
         copy.set_types(COPY_TYPES)
         for row in batch.rows:
@@ -245,13 +259,15 @@ async def _copy(db: Database, conn: _Conn, batch: _Batch) -> None:
 
 
 async def _write_agent(db: Database, conn: _Conn, batch: _Batch, *, fresh: bool) -> int:
-    """Write one agent's batch and its statistics, statement by statement; returns the
-    agent's memory count.
+    """Write one agent's batch and its statistics through a Citus coordinator, statement by
+    statement; returns the agent's memory count.
 
-    ``fresh``: the memories replaced start afresh, their earlier versions dropped. The
-    caller holds the agent's statistics row (LOCK_AGENT_STATS) already; the last statement
-    checks the analyzer the schema records (:func:`_check_analyzer`). Migration 0022's
-    agent_write runs the same statements, in this order, on a Citus worker.
+    Only where ``agent_write`` ran on a node without the agent's placement
+    (:func:`_write_by_call` returned ``None``: a session that no longer delegates, see
+    docs/scale-out.md): everywhere else that function is the batch's one definition, and these
+    are its statements, in its order. ``fresh``: the memories replaced start afresh, their
+    earlier versions dropped. The caller holds the agent's statistics row (LOCK_AGENT_STATS)
+    already; the last statement checks the analyzer the schema records (:func:`_check_analyzer`).
     """
     agent_id, ids = batch.agent_id, batch.ids
     gone = rows.removed(await db.fetch(conn, db.compose(DELETE_MEMORIES), (agent_id, ids)))
@@ -282,20 +298,21 @@ async def _write_agent(db: Database, conn: _Conn, batch: _Batch, *, fresh: bool)
     return int(stats[0])
 
 
-async def _write_on_worker(
-    db: Database, conn: _Conn, batch: _Batch, fence: Fence | None
+async def _write_by_call(
+    db: Database, conn: _Conn, batch: _Batch, fence: Fence | None, *, fresh: bool
 ) -> int | None:
-    """On a distributed schema: :func:`_write_agent`'s statements (the statistics row taken
-    first, then the fence) as one call of migration 0022's agent_write, which Citus delegates
-    to the worker holding the agent's shards, then the COPY; the agent's memory count.
+    """One agent's batch: its statistics row taken, the fence checked, the replaced memories
+    deleted (with ``fresh``, their earlier versions too), the term frequencies and totals moved,
+    in one call of ``agent_write`` (sql/0024_agent_write.sql); then the rows; the agent's
+    memory count.
 
-    The caller holds the agent's shard's metadata lock, on the coordinator
-    (LOCK_SHARD_METADATA): no shard move cuts over and no reindex runs while the transaction is
-    open. ``None`` when the call ran on a node without the agent's placement (a session that no
-    longer delegates): it wrote nothing, and the caller runs the statements through the
-    coordinator. docs/scale-out.md, "Migration 0022: a batch in two hops", has why (two hops
-    instead of five). On one server (``write_by_call`` set by a test) the call writes the
-    schema's tables.
+    On one server the call runs over the schema's tables. On a distributed schema Citus
+    delegates it to the worker holding the agent's shards; the caller holds the agent's shard's
+    metadata lock, on the coordinator (LOCK_SHARD_METADATA), so no shard move cuts over and no
+    reindex runs while the transaction is open. ``None`` when the call ran on a node without
+    the agent's placement (a session that no longer delegates): it wrote nothing, and the
+    caller runs :func:`_write_agent` through the coordinator. docs/scale-out.md, "Migration
+    0022: a batch in two hops", has why (two hops instead of five).
     """
     terms = list(batch.df)
     found = await db.fetch(
@@ -308,6 +325,7 @@ async def _write_on_worker(
             "deltas": [batch.df[t] for t in terms],
             "count": len(batch.ids),
             "length": batch.length,
+            "fresh": fresh,
             "fence_name": None if fence is None else fence.name,
             "fence_holder": None if fence is None else fence.holder,
         },
@@ -361,34 +379,45 @@ async def delete_memory(db: Database, agent_id: str, memory_id: str) -> bool:
 
 
 async def sweep_expired_memories(db: Database, *, limit: int) -> int:
-    """Delete up to ``limit`` expired memories, one transaction per agent, statistics exact."""
+    """Delete up to ``limit`` expired memories, one transaction per agent, statistics exact.
+
+    Under row-level security the expired memories of every agent are listed by the schema's
+    SECURITY DEFINER function (EXPIRED_MEMORY_IDS), then each agent's deleted under its own
+    setting."""
+    listing = EXPIRED_MEMORY_IDS if db.settings.row_security else SELECT_EXPIRED
     async with db.conn() as conn:
-        found = await db.fetch(conn, db.compose(SELECT_EXPIRED), (limit,))
+        found = await db.fetch(conn, db.compose(listing), (limit,))
     by_agent: dict[str, list[str]] = defaultdict(list)
     for r in found:
         by_agent[str(r["agent_id"])].append(str(r["id"]))
     removed = 0
     for agent_id in sorted(by_agent):
-        async with db.conn() as conn, conn.transaction():
-            if not await _lock_existing_stats(db, conn, agent_id):
-                continue  # erased since it was listed
-            gone = await db.fetch(conn, db.compose(DELETE_EXPIRED), (agent_id, by_agent[agent_id]))
-            if not gone:
-                continue
-            await conn.execute(db.compose(DELETE_HISTORY), (agent_id, [str(r["id"]) for r in gone]))
-            df: Counter[str] = Counter()
-            for old in rows.removed(gone):
-                df.update(old.terms)
-            if df:
-                terms = list(df)
-                await conn.execute(
-                    db.compose(UPDATE_TERM_STATS), (agent_id, terms, [-df[t] for t in terms])
-                )
-                await conn.execute(db.compose(PRUNE_TERM_STATS), (agent_id, terms))
-            length = sum(int(r["doc_len"]) for r in gone)
-            await conn.execute(db.compose(UPDATE_AGENT_STATS), (-len(gone), -length, agent_id))
-            removed += len(gone)
+        with db.serving(agent_id):
+            removed += await _delete_expired(db, agent_id, by_agent[agent_id])
     return removed
+
+
+async def _delete_expired(db: Database, agent_id: str, ids: list[str]) -> int:
+    """Delete those of the agent's memories ``ids`` that are still expired, statistics exact."""
+    async with db.conn() as conn, conn.transaction():
+        if not await _lock_existing_stats(db, conn, agent_id):
+            return 0  # erased since it was listed
+        gone = await db.fetch(conn, db.compose(DELETE_EXPIRED), (agent_id, ids))
+        if not gone:
+            return 0
+        await conn.execute(db.compose(DELETE_HISTORY), (agent_id, [str(r["id"]) for r in gone]))
+        df: Counter[str] = Counter()
+        for old in rows.removed(gone):
+            df.update(old.terms)
+        if df:
+            terms = list(df)
+            await conn.execute(
+                db.compose(UPDATE_TERM_STATS), (agent_id, terms, [-df[t] for t in terms])
+            )
+            await conn.execute(db.compose(PRUNE_TERM_STATS), (agent_id, terms))
+        length = sum(int(r["doc_len"]) for r in gone)
+        await conn.execute(db.compose(UPDATE_AGENT_STATS), (-len(gone), -length, agent_id))
+        return len(gone)
 
 
 async def _lock_existing_stats(db: Database, conn: _Conn, agent_id: str) -> bool:
