@@ -3,8 +3,8 @@
 Each builder returns (statement, parameters by name). What is checked here: every placeholder of
 the statement has its parameter and every parameter is used; each value is bound once, by name;
 no value is ever spelled in the statement's text; and the text of a read is one, whatever the
-search (``retrieve()`` plans it: migration 0024), so that it is composed once. That the server
-accepts every shape is ``tests/migrations/test_pinned.py``; that the SQL ranks as the pipeline
+search (``retrieve()`` plans it), so that it is composed once. That the server
+accepts every shape is ``tests/migrations/test_statements.py``; that the SQL ranks as the pipeline
 does, the parity and filter tests.
 """
 

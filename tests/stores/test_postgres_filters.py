@@ -2,7 +2,7 @@
 
 A filter matching few of an agent's memories is read through its own index; one matching many,
 in one pass over the agent's rows, where the statistics of a broad filter are the agent's minus
-those of the memories it leaves out (retrieve(), migration 0024). Each way is forced
+those of the memories it leaves out (retrieve()). Each way is forced
 here in turn (a filter no index serves always takes the one pass), on data with expired
 memories, a second embedder and another agent, and compared with the in-memory store.
 """
@@ -85,7 +85,7 @@ def path(
 ) -> Iterator[str]:
     """Force every filter down one path: its own index ('selective'), or one pass over the
     agent's rows with the document frequencies counted among the matches or among the rest:
-    retrieve() (migration 0024) reads the session's actrone.filter_path, set before each call."""
+    retrieve() reads the session's actrone.filter_path, set before each call."""
     db = store_postgres.db
     fetch = db.fetch
 
