@@ -117,8 +117,9 @@ class PostgresStore:
     # -- L2: listing and search (search.py) ----------------------------------------------------
 
     list_memories = forward("db", search.list_memories)
-    search = forward("db", search.search)
     fetch_context = forward("db", search.fetch_context)
+    # last: the name is the module's above this line, the method's below
+    search = forward("db", search.search)
 
     # -- read by benchmarks/faults.py and bench/floor.py; use ``db`` and the modules instead --
 
