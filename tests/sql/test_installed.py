@@ -246,5 +246,5 @@ def test_a_later_revision_s_copy_becomes_the_head(monkeypatch: pytest.MonkeyPatc
     head = _render.head_files()
     assert head["hybrid_search"] == "0025_hybrid_search.sql"
     assert head["retrieve"] == "0025_retrieve.sql"
-    assert head["agent_retrieve"] == "0024_agent_retrieve.sql"
+    assert head["agent_write"] == "0024_agent_write.sql"
     assert len(head) == len(baseline.objects)
