@@ -9,10 +9,11 @@ moment of the machine slows them all alike), and reported as p50 / p99 in millis
 - the whole call (``retrieve_context``) and its two halves as the store runs them (L1:
   ``recent_turns``; L2: ``search`` of the request the manager builds), and the request's build;
 - the client's pieces: one pool checkout with its connection check (``_conn``), an empty query
-  (one round trip), the search statement sent on a connection already held, the parameters'
-  adaptation (psycopg's query conversion, no I/O) and the rows' decoding (``rows.packed``);
-- the server's pieces: the store's search statement, ``hybrid_search`` alone (and migration
-  0013's copy of it, installed beside it as ``hybrid_search_0013`` for an A/B in one run), and
+  (one round trip), ``retrieve()`` (migration 0024, the one statement of every read) sent on a
+  connection already held with and without the session's turns, the parameters' adaptation
+  (psycopg's query conversion, no I/O) and the rows' decoding (``rows.packed``);
+- the server's pieces: ``retrieve()``, ``hybrid_search`` alone (and migration 0013's copy of
+  it, installed beside it as ``hybrid_search_0013`` for an A/B in one run), and
   its body run as a prepared statement cut after each step (candidate scan and dense rank, BM25
   statistics, the candidates' rows with BM25 and the other two rankings, fusion, the final
   order), so that each step's cost is the
@@ -202,14 +203,15 @@ async def _measure(
         req = await mm._retrieval._request(agent.agent_id, agent.query_texts[q], share, None, None)
         requests[key] = req
         terms = list(req.terms)
-        prepared[key] = builders.search(
-            req, schema=store.schema, vector_schema=vs, terms=terms, ann_dimensions=None
+        prepared[key] = builders.retrieve(
+            req, schema=store.schema, terms=terms, session=None, ef_search=store.db.ann_ef_search
         )
         entry[key] = builders.retrieve(
             req,
             schema=store.schema,
             terms=terms,
             session=(SESSION_ID, mm.config.max_session_turns, mm.config.session_ttl_seconds),
+            ef_search=store.db.ann_ef_search,
         )
 
     # One connection held for the pieces that run on a connection already checked out.
@@ -240,7 +242,7 @@ async def _measure(
             p = prepared[key][1]
             names = {"agent_id": "agent"}
             out = {n: p.get(names.get(n, n)) for n, _ in _PARAMS}
-            out.update(candidates=None, excluded=excluded[key])
+            out.update(content=False, candidates=None, excluded=excluded[key])
             return out
 
         hybrid_alone = (
@@ -337,9 +339,9 @@ async def _measure(
             ("  L2: store.search (checkout included)", l2),
             ("pool checkout + connection check (_conn)", checkout),
             ("empty query on a held connection (one round trip)", empty),
-            ("search statement on a held connection (SEARCH_PACKED)", statement),
+            ("retrieve() on a held connection, L2 alone (search)", statement),
             ("  parameter adaptation (no I/O)", adapt),
-            ("retrieve() on a held connection (L1 + L2, migration 0015)", retrieve),
+            ("retrieve() on a held connection (L1 + L2, retrieve_context)", retrieve),
             ("  decoding the rows (rows.packed, no I/O)", decode),
             ("hybrid_search alone, count(*)", function),
             *((f"body: {label}", step(i)) for i, (label, _) in enumerate(_STEPS)),

@@ -35,14 +35,7 @@ from actrone_pg._embedded import given_or_temporary_server
 from actrone_pg.models import Memory, Turn
 from actrone_pg.ranking import RankingParams, query_terms
 from actrone_pg.stores.base import MemoryRecord, PackedSearch, SearchRequest
-from actrone_pg.stores.postgres import (
-    PostgresSettings,
-    PostgresStore,
-    builders,
-    lookups,
-    maintenance,
-    rows,
-)
+from actrone_pg.stores.postgres import PostgresSettings, PostgresStore, builders, lookups, rows
 from actrone_pg.stores.postgres.statements import SELECT_RECENT_TURNS
 
 DIM = 384
@@ -78,14 +71,12 @@ async def l1_l2_one_round_trip(
     round trip cannot do (the search needs the vector first). Measured here to compare.
     """
     packed = replace(req, budget=L2_BUDGET, max_hits=None)
-    dims = await lookups.embedder_dimensions(store.db, req.embedder)
-    assert dims is not None
-    statement, params = builders.search(
+    statement, params = builders.retrieve(
         packed,
         schema=store.schema,
-        vector_schema=store.db.vector_schema,
         terms=await lookups.query_terms(store.db, req.query, req.terms),
-        ann_dimensions=await maintenance.ann_dimensions(store.db, req.agent_id, req.embedder, dims),
+        session=None,
+        ef_search=store.db.ann_ef_search,
     )
     async with store.db.conn() as conn, conn.pipeline() as pipe:
         l1 = conn.cursor(row_factory=dict_row)

@@ -411,6 +411,7 @@ def _result_fields(data: dict[str, Any]) -> dict[str, Any]:
         "nearest",
         "retrieve_cpu",
         "floor_cpu",
+        "nearest_cpu",
     ):
         if data.get(key) is not None:
             out[key] = LatencyStats(**data[key])

@@ -130,6 +130,9 @@ class BenchResult:
     floor_cpu: LatencyStats | None = None
     #: Each pass's retrieve_context CPU p50 ÷ floor CPU p50.
     retrieve_floor_cpu_ratios: list[float] = field(default_factory=list)
+    #: The same for each plain nearest-neighbour query (PostgreSQL): the client's CPU of a query
+    #: that returns 500 ids, to hold the client's part of retrieve_context against (spec §7).
+    nearest_cpu: LatencyStats | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

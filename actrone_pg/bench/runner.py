@@ -137,7 +137,7 @@ async def run_benchmark(
         if nearest is not None:
             calls.append(("nearest", nearest.call))
         runs: dict[str, list[list[float]]] = {name: [] for name, _ in calls}
-        cpu_runs: dict[str, list[list[float]]] = {"retrieve": [], "floor": []}
+        cpu_runs: dict[str, list[list[float]]] = {"retrieve": [], "floor": [], "nearest": []}
         context_sizes: list[int] = []
         recalls: list[float] = []
         admitted: list[int] = []
@@ -223,6 +223,9 @@ async def run_benchmark(
             nearest=nearest_stats,
             retrieve_cpu=LatencyStats.of_runs(cpu_runs["retrieve"]),
             floor_cpu=LatencyStats.of_runs(cpu_runs["floor"]) if floor is not None else None,
+            nearest_cpu=(
+                LatencyStats.of_runs(cpu_runs["nearest"]) if nearest is not None else None
+            ),
             retrieve_floor_cpu_ratios=_pass_ratios(
                 cpu_runs["retrieve"], cpu_runs["floor"] if floor is not None else None
             ),

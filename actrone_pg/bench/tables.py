@@ -136,6 +136,19 @@ def _floor_rows(results: list[BenchResult]) -> list[tuple[str, list[str]]]:
                 [_ratio(r.retrieve, r.nearest) for r in results],
             ),
         ]
+    # The client's own CPU (this process) against the plain query's (spec §7).
+    if any(r.nearest_cpu is not None for r in results):
+        rows += [
+            (
+                "client CPU p50, retrieve_context (ms)",
+                [_stat(r.retrieve_cpu, "p50") if r.nearest_cpu else "—" for r in results],
+            ),
+            ("client CPU p50, plain nearest (ms)", [_stat(r.nearest_cpu, "p50") for r in results]),
+            (
+                "client CPU, retrieve_context ÷ plain nearest",
+                [_ratio(r.retrieve_cpu, r.nearest_cpu) for r in results],
+            ),
+        ]
     return rows
 
 

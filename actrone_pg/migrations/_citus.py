@@ -57,10 +57,9 @@ Run = Callable[[str, Sequence[Any]], Sequence[Sequence[Any]]]
 
 #: The table every per-agent table and function is colocated with.
 COLOCATE_WITH = "memories"
-#: The per-agent functions the store calls on a distributed schema. ``retrieve`` takes the agent
-#: first too, but it is the single server's entry, which Citus cannot plan over distributed
-#: tables: it is only created on every node.
-BY_AGENT = ("agent_retrieve", "agent_write")
+#: The per-agent functions the store calls on a distributed schema, distributed by their first
+#: argument: ``retrieve``, the one read of every client, and ``agent_write``.
+BY_AGENT = ("agent_write", "retrieve")
 #: Of those, the ones the store calls inside a transaction block (agent_write, before the
 #: batch's COPY): delegated there only with ``force_delegation``.
 FORCE_DELEGATED = ("agent_write",)

@@ -4,11 +4,11 @@ The files under ``sql/`` are the text the server installs (:mod:`actrone_pg.migr
 Two kinds of passage in them are copies, written by this module and checked in as written:
 
 * **The ranking.** Its one source is ``hybrid_search``'s body (the newest ``*_hybrid_search.sql``).
-  ``retrieve`` and ``agent_retrieve`` run it inline, in their own statement, rather than calling
+  ``retrieve`` runs it inline, in its own statement, rather than calling
   the SQL function (whose 500 rows would go through a tuplestore of their own, and which Citus
   cannot plan over distributed tables): each holds a copy of the body between the lines
   :data:`RANKING` and :data:`RANKING_END`.
-* **agent_retrieve's prepared statement.** Its statement, between :data:`STATEMENT` and
+* **retrieve's prepared statement.** Its statement, between :data:`STATEMENT` and
   :data:`STATEMENT_END`, runs as written over the distributed tables; on the worker holding the
   agent's shards the function runs the same statement prepared over those shard tables
   (docs/scale-out.md): the text of that ``PREPARE`` (between ``$prepare$`` quotes, for

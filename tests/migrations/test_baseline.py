@@ -164,7 +164,7 @@ def test_a_schema_built_by_0023_becomes_the_baseline_with_its_rows(
             sql.SQL(
                 "SELECT kind, id, content FROM {}.retrieve('a', 's', 5, 86400, 'e',"
                 " ARRAY['tea'], '[1,0,0]', 0.5, 500, true, 60, ARRAY[1, 1, 0.3], 0.7, 0.3,"
-                " '2026-12-02 00:00+00', 1.2, 0.3, 1000, NULL)"
+                " '2026-12-02 00:00+00', 1.2, 0.3, 1000, NULL, NULL, 800)"
             ).format(sql.Identifier(scratch_schema))
         ).fetchall()
     assert rows == [("turn", "t1", None), ("memory", "m1", "green tea")]

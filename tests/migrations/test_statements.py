@@ -66,35 +66,18 @@ def _built_statements(schema: str) -> dict[str, tuple[sql.Composed, dict[str, An
         now=now,
     )
     out: dict[str, tuple[sql.Composed, dict[str, Any]]] = {}
-    for packed in (False, True):
-        base = replace(request, budget=100) if packed else request
-        for shape, req, ann in (
-            ("exact", base, None),
-            ("ann", base, 4),
-            ("filtered", replace(base, filter=every), None),
-        ):
-            out[f"search {shape} packed={packed}"] = builders.search(
-                req, schema=schema, vector_schema="public", terms=["q"], ann_dimensions=ann
-            )
+    # Every read is retrieve(), whatever the search: filtered or not, packed or not.
     for session in (None, ("s", 50, 86400.0)):
-        out[f"retrieve session={session is not None}"] = builders.retrieve(
-            replace(request, budget=100), schema=schema, terms=["q"], session=session
-        )
-    # A schema distributed with Citus: agent_retrieve and the router queries before it
-    # (on one server they resolve the same way).
-    for shape, candidates, stats in (("exact", None, None), ("given", ["m"], (3, 30, [1]))):
-        out[f"agent_retrieve {shape}"] = builders.agent_retrieve(
-            replace(request, budget=100),
-            schema=schema,
-            terms=["q"],
-            session=("s", 50, 86400.0),
-            candidates=candidates,
-            stats=stats,
-        )
-    out["filtered_inputs"] = builders.filtered_inputs(
-        replace(request, filter=every), schema=schema, vector_schema="public", terms=["q"]
-    )
-    out["ann_ids"] = builders.ann_ids(request, schema=schema, vector_schema="public", dimensions=4)
+        for flt in (None, every):
+            out[f"retrieve session={session is not None} filter={flt is not None}"] = (
+                builders.retrieve(
+                    replace(request, budget=100, filter=flt),
+                    schema=schema,
+                    terms=["q"],
+                    session=session,
+                    ef_search=800,
+                )
+            )
     for after, flt in ((None, None), ((now, "m"), every)):
         out[f"list_memories after={after is not None}"] = builders.list_memories(
             schema, "a", now=now, limit=10, after=after, flt=flt
@@ -139,8 +122,7 @@ def test_head_serves_every_statement_of_the_store(
         built = _built_statements(postgres_rls_schema)
         # The functions the migrations install are among what is checked.
         texts = [statement.as_string(conn) for statement, _ in built.values()]
-        for function in ("hybrid_search(", "pack_positions("):
-            assert any(function in text for text in texts), function
+        assert any("retrieve(" in text for text in texts)
         for (name, (_, params)), query in zip(built.items(), texts, strict=True):
             assert "%s" not in query and "{" not in query.replace("'{}'", ""), name
             numbers = {p: i for i, p in enumerate(params, 1)}

@@ -1,6 +1,6 @@
 """The functions and views read as installed: the files under ``actrone_pg/migrations/sql/`` are
 what the server holds (``\\sf``, ``\\sv`` in psql, the schema's name aside), and the passages
-copied in them (the ranking, agent_retrieve's prepared statement) are what ``_render`` writes.
+copied in them (the ranking, retrieve's prepared statement) are what ``_render`` writes.
 
 :func:`installed_differences` is shared with the Citus tests, which run it on every node.
 """
@@ -102,7 +102,7 @@ def _view_difference(
 def test_every_copy_is_what_render_writes() -> None:
     written = _render.render_all()
     head = _render.head_files()
-    assert set(written) == {head["retrieve"], head["agent_retrieve"]}
+    assert set(written) == {head["retrieve"]}
     for filename, text in written.items():
         assert _files.read(filename) == text, (
             f"{filename} differs from what `python -m actrone_pg.migrations._render` writes"
@@ -122,14 +122,13 @@ def test_the_ranking_is_written_once() -> None:
         )
         assert (fusion in outside) == (name == "hybrid_search"), name
     assert objects["retrieve"][1].count(passage) == 1
-    assert objects["agent_retrieve"][1].count(passage) == 1
 
 
 def test_a_changed_ranking_reaches_every_copy_and_renames_the_prepared_statement() -> None:
     objects = head_objects()
     ranking = _render.body(objects["hybrid_search"][1])
     changed = ranking + "\n-- a new channel"
-    text = objects["agent_retrieve"][1]
+    text = objects["retrieve"][1]
     rendered = _render.render(text, changed)
     assert rendered.count(changed) == 1
     assert "-- a new channel\n" in rendered[rendered.index("$prepare$PREPARE") :]
@@ -189,11 +188,12 @@ def test_a_prepared_statement_refuses_what_format_cannot_carry(statement: str) -
         _render.prepared(_FUNCTION, statement)
 
 
-def test_agent_retrieve_prepares_the_whole_call_and_executes_it_in_the_same_order() -> None:
-    text = head_objects()["agent_retrieve"][1]
+def test_retrieve_prepares_the_whole_call_and_executes_it_in_the_same_order() -> None:
+    text = head_objects()["retrieve"][1]
     prepare = text[text.index("$prepare$PREPARE") : text.rindex("$prepare$")]
     types = prepare.split(" AS\n")[0]
-    assert types.count(",") == 24  # 23 parameters, p_content, p_excluded
+    # 21 parameters, p_content, p_candidates, p_excluded, p_n_docs, p_total_length, p_doc_freqs
+    assert types.count(",") == 26
     assert {int(n) for n in re.findall(r"%(\d)\$s", prepare)} == set(range(2, 8))
     assert not re.search(r"\bp_[a-z_]+", prepare)
     (call,) = re.findall(r"v_call := format\('EXECUTE %I\(([%L, ]+)\)', ([^;]+)\);", text)
@@ -246,5 +246,5 @@ def test_a_later_revision_s_copy_becomes_the_head(monkeypatch: pytest.MonkeyPatc
     head = _render.head_files()
     assert head["hybrid_search"] == "0025_hybrid_search.sql"
     assert head["retrieve"] == "0025_retrieve.sql"
-    assert head["agent_retrieve"] == "0024_agent_retrieve.sql"
+    assert head["agent_write"] == "0024_agent_write.sql"
     assert len(head) == len(baseline.objects)

@@ -115,16 +115,16 @@ def _assert_delegated(plan: str, schema: str, workers: set[int]) -> None:
     """The call runs whole where the agent's shards are: delegated to its worker (one task,
     the function scan on that node), or on a single-node cluster the coordinator itself
     (the function scan alone, its statements executed on the local shards)."""
-    if 0 in workers and plan.startswith(f"Function Scan on {schema}.agent_retrieve"):
+    if 0 in workers and plan.startswith(f"Function Scan on {schema}.retrieve"):
         return  # the coordinator holds the agent's shards: run there
     assert "Task Count: 1" in plan, plan
-    assert f"Function Scan on {schema}.agent_retrieve" in plan, plan
+    assert f"Function Scan on {schema}.retrieve" in plan, plan
     (node,) = [line for line in plan.splitlines() if "Node: host=" in line]
     assert int(node.split("port=")[1].split()[0]) in workers, plan
 
 
 #: At head: the functions Citus delegates, and whether inside a transaction block too.
-DELEGATED = [("agent_retrieve", False), ("agent_write", True)]
+DELEGATED = [("agent_write", True), ("retrieve", False)]
 
 
 def _distributed_by_agent(dsn: str, schema: str) -> list[tuple[str, bool]]:
@@ -203,8 +203,9 @@ async def test_the_search_is_one_call_run_whole_by_the_agents_worker(
     assert [h.memory.id for h in got.hits][:1] == ["m1"] and got.candidates_considered == 3
     assert {h.memory.agent_id for h in got.hits} == {"a"}
     # The search is one statement, the delegated call: nothing else reached the server.
-    (statement, params) = [c for c in calls if "agent_retrieve" in str(c[0])][-1]
-    assert statement == builders._agent_retrieve_text(citus_schema)
+    assert len(calls) == 1
+    (statement, params) = calls[0]
+    assert statement == builders._retrieve_text(citus_schema)
     _assert_delegated(
         _explain(citus_dsn, statement, params), citus_schema, _worker_ports(citus_dsn)
     )
@@ -228,14 +229,14 @@ async def _context_of_a(store: PostgresStore) -> tuple[Any, Any, list[tuple[Any,
 async def test_retrieve_context_is_one_call_run_whole_by_the_agents_worker(
     store_citus: PostgresStore, citus_dsn: str, citus_schema: str
 ) -> None:
-    # L1 and L2 of retrieve_context in one delegated call (agent_retrieve): the turns and the
+    # L1 and L2 of retrieve_context in one delegated call (retrieve): the turns and the
     # packed memories come back from the worker holding the agent's shards.
     turns, packed, calls = await _context_of_a(store_citus)
     assert [t.user_message for t in turns] == ["user: t1", "user: t2"]
     assert packed.hits[0].memory.id == "m1" and packed.candidates_considered == 3
     assert len(calls) == 1  # one statement reached the server
     (statement, params) = calls[0]
-    assert statement == builders._agent_retrieve_text(citus_schema)
+    assert statement == builders._retrieve_text(citus_schema)
     assert params["session"] == "s1"
     _assert_delegated(
         _explain(citus_dsn, statement, params), citus_schema, _worker_ports(citus_dsn)
@@ -371,19 +372,19 @@ async def test_the_agents_worker_reads_each_chosen_memory_by_one_probe(
     assert any(loops == chosen and found == 1 for _, loops, found in summary), summary
 
 
-async def test_a_filtered_search_reads_one_shard_then_delegates(
+async def test_a_filtered_search_is_one_call_run_whole_by_the_agents_worker(
     store_citus: PostgresStore, citus_dsn: str, citus_schema: str
 ) -> None:
+    # 0024: the filtered set is found inside the delegated call (over the agent's shard), not
+    # by a router query before it.
     await _seed(store_citus)
     calls: list[tuple[Any, Any]] = []
     _captured(store_citus, calls)
     flt = MemoryFilter(tags_any=("food",))
     got = await store_citus.search(replace(request("a", "coffee", [1, 0, 0, 0]), filter=flt))
     assert [h.memory.id for h in got.hits] == ["m3"]
-    inputs, search = calls[-2], calls[-1]
-    plan = _explain(citus_dsn, *inputs)
-    assert "Task Count: 1" in plan, plan  # a router query: one shard
-    _assert_delegated(_explain(citus_dsn, *search), citus_schema, _worker_ports(citus_dsn))
+    assert len(calls) == 1
+    _assert_delegated(_explain(citus_dsn, *calls[0]), citus_schema, _worker_ports(citus_dsn))
 
 
 async def test_the_term_statistics_are_written_by_the_agents_worker(
@@ -493,7 +494,7 @@ def test_off_keeps_plain_tables_and_distribute_converts_them_with_their_rows(
     steps = migrations.distribute(citus_dsn, schema)
     assert "distributed memories by agent_id" in steps
     assert migrations.distribute(citus_dsn, schema) == []  # a second run changes nothing
-    # as a fresh migrate leaves them (retrieve, the single server's entry, is not)
+    # as a fresh migrate leaves them
     assert _distributed_by_agent(citus_dsn, schema) == DELEGATED
     assert sorted(t for t, (m, _) in _partitions(citus_dsn, schema).items() if m == "h") == (
         list(PER_AGENT)

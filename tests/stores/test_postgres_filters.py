@@ -2,7 +2,7 @@
 
 A filter matching few of an agent's memories is read through its own index; one matching many,
 in one pass over the agent's rows, where the statistics of a broad filter are the agent's minus
-those of the memories it leaves out (actrone_pg/sql/filtered_search.sql). Each way is forced
+those of the memories it leaves out (retrieve()). Each way is forced
 here in turn (a filter no index serves always takes the one pass), on data with expired
 memories, a second embedder and another agent, and compared with the in-memory store.
 """
@@ -22,7 +22,6 @@ from actrone_pg.pipeline import MemoryFilter, SearchRequest
 from actrone_pg.ranking import RankingParams, query_terms
 from actrone_pg.stores.base import MemoryRecord
 from actrone_pg.stores.memory import InMemoryStore
-from actrone_pg.stores.postgres import builders
 from tests.helpers import assert_same_explain
 
 if TYPE_CHECKING:
@@ -80,18 +79,21 @@ _FILTERS: list[dict[str, Any]] = [
 ]
 
 
-@pytest.fixture(
-    params=["selective", "broad, counted among matches", "broad, counted among the rest"]
-)
-def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """Force every filter down one path: its own index, or one pass over the agent's rows with
-    the document frequencies counted on one side or the other."""
-    if request.param == "selective":
-        monkeypatch.setattr(builders, "FILTER_BROAD_DIVISOR", 0)
-    else:
-        monkeypatch.setattr(builders, "served_by_an_index", lambda flt: False)
-        rest = request.param.endswith("the rest")
-        monkeypatch.setattr(builders, "FILTER_MOST_DIVISOR", 1_000_000 if rest else 0)
+@pytest.fixture(params=["selective", "matches", "rest"])
+def path(
+    request: pytest.FixtureRequest, store_postgres: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """Force every filter down one path: its own index ('selective'), or one pass over the
+    agent's rows with the document frequencies counted among the matches or among the rest:
+    retrieve() reads the session's actrone.filter_path, set before each call."""
+    db = store_postgres.db
+    fetch = db.fetch
+
+    async def forced(conn: Any, statement: Any, params: Any, **kwargs: Any) -> Any:
+        await conn.execute("SELECT set_config('actrone.filter_path', %s, false)", (request.param,))
+        return await fetch(conn, statement, params, **kwargs)
+
+    monkeypatch.setattr(db, "fetch", forced)
     yield str(request.param)
 
 

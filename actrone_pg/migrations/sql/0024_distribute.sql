@@ -25,18 +25,13 @@ SELECT create_distributed_table('{schema}.term_stats', 'agent_id',
 SELECT create_distributed_table('{schema}.turns', 'agent_id',
                                 colocate_with => '{schema}.memories');
 SELECT create_distributed_function(
-    '{schema}.agent_retrieve(text, text, integer, double precision, text, text[],
+    '{schema}.retrieve(text, text, integer, double precision, text, text[],
         {vector_schema}.vector, double precision, integer, boolean, integer,
-        double precision[], double precision, double precision, timestamptz, text[],
-        double precision, double precision, bigint, bigint, integer[], bigint, integer)',
+        double precision[], double precision, double precision, timestamptz,
+        double precision, double precision, bigint, integer, jsonb, integer)',
     '$1', colocate_with := '{schema}.memories');
 SELECT create_distributed_function(
     '{schema}.agent_write(text, text[], text[], integer[], integer, bigint, boolean, text,
         text)',
     '$1', colocate_with := '{schema}.memories', force_delegation := true);
 SELECT create_distributed_function('{schema}.pack_positions(integer[], bigint, integer)');
-SELECT create_distributed_function(
-    '{schema}.retrieve(text, text, integer, double precision, text, text[],
-        {vector_schema}.vector, double precision, integer, boolean, integer,
-        double precision[], double precision, double precision, timestamptz,
-        double precision, double precision, bigint, integer)');

@@ -35,17 +35,12 @@ depends_on: str | None = None
 
 #: The functions the baseline creates, by argument types (a downgrade drops them by these).
 FUNCTIONS = {
-    "agent_retrieve": (
-        "text, text, integer, double precision, text, text[], {vector_schema}.vector,"
-        " double precision, integer, boolean, integer, double precision[], double precision,"
-        " double precision, timestamptz, text[], double precision, double precision, bigint,"
-        " bigint, integer[], bigint, integer"
-    ),
     "agent_write": "text, text[], text[], integer[], integer, bigint, boolean, text, text",
     "retrieve": (
         "text, text, integer, double precision, text, text[], {vector_schema}.vector,"
         " double precision, integer, boolean, integer, double precision[], double precision,"
-        " double precision, timestamptz, double precision, double precision, bigint, integer"
+        " double precision, timestamptz, double precision, double precision, bigint, integer,"
+        " jsonb, integer"
     ),
     "hybrid_search": (
         "text, text, text[], {vector_schema}.vector, double precision, integer, boolean,"

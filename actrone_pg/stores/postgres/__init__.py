@@ -25,8 +25,9 @@ which carries three parts of other lifetimes: the :class:`PostgresSettings` it w
 the ``SchemaFacts`` setup found (both frozen, ``settings``), and the ``Maintenance`` state
 (``maintenance``). The store forwards each call to a module of functions that take it:
 
-* ``sessions`` (L1), ``writes`` (L2 writes and BM25 statistics), ``search`` (L2 search and
-  listing), ``context`` (L1 + L2 in one statement, ``retrieve()``);
+* ``sessions`` (L1), ``writes`` (L2 writes and BM25 statistics), ``search`` (the one read
+  path: every search, with L1 or without, is one call of ``retrieve()``, which plans it; the
+  listing);
 * ``maintenance`` — ``VACUUM (ANALYZE)`` after bulk writes, and large agents' HNSW indexes,
   with their counters and tasks;
 * ``lookups`` — text search normalisation, the embedder registry, the writer's fence;

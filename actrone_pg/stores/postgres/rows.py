@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from actrone_pg.models import Memory, ScoredMemory, SessionInfo, Turn, memory_from_fields
+from actrone_pg.models import (
+    MEMORY_FIELD_TYPES,
+    STORED_MEMORY_FIELDS,
+    Memory,
+    ScoredMemory,
+    SessionInfo,
+    Turn,
+)
 from actrone_pg.pipeline import PackedSearch, explains
 from actrone_pg.ranking import CHANNELS
 
@@ -31,7 +38,6 @@ __all__ = [
     "memory",
     "packed",
     "removed",
-    "searched",
     "session",
     "turns",
 ]
@@ -69,17 +75,46 @@ def session(agent_id: str, session_id: str, r: Row) -> SessionInfo:
 
 
 def memory(agent_id: str, r: Row) -> Memory:
-    """A memory from a row holding every column of ``MEMORY_COLUMNS`` (``SELECT_MEMORY``)."""
-    return memory_from_fields(
-        r,
-        agent_id=agent_id,
-        created_at=r["created_at"].astimezone(UTC),
-        metadata=_metadata(r["metadata"]),
-    )
+    """A memory from a row holding every column of ``MEMORY_COLUMNS`` (``SELECT_MEMORY``,
+    ``RETRIEVE``'s memories): each field as :data:`_DECODE` reads it, in :class:`Memory`'s order,
+    passed by position (keyword arguments and a generic coercion of every field cost several
+    times more per memory: docs/benchmarks.md, "Where one call's time goes")."""
+    values: list[Any] = [agent_id if read is None else read(r[name]) for name, read in _DECODE]
+    return Memory(*values)
+
+
+def _field(name: str) -> Callable[[Any], Any] | None:
+    """How a column of ``name`` becomes its field: an array a tuple, a timestamp in UTC, the
+    metadata (text or jsonb) a dict; the other columns already are of the field's type in a
+    binary or text result (text, float8, int4). ``None`` for ``agent_id``, which the query names."""
+    kind = MEMORY_FIELD_TYPES.get(name)
+    if name == "agent_id":
+        return None
+    if name == "metadata":
+        return _metadata
+    if kind == "tuple[str, ...]":
+        return tuple
+    if kind == "datetime":
+        return _utc
+    if kind == "datetime | None":
+        return _utc_or_none
+    return _same
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _utc(value: datetime) -> datetime:
+    return value.astimezone(UTC)
+
+
+def _utc_or_none(value: datetime | None) -> datetime | None:
+    return None if value is None else value.astimezone(UTC)
 
 
 def hits(agent_id: str, rows: Sequence[Row]) -> list[ScoredMemory]:
-    """Ranked memories from rows of ``SEARCH`` or of ``SEARCH_PACKED`` (each with a memory)."""
+    """Ranked memories from ``RETRIEVE``'s rows of kind ``memory``."""
     explained = explains(
         cosine=[float(r["cosine"]) for r in rows],
         bm25=[None if r["bm25"] is None else float(r["bm25"]) for r in rows],
@@ -93,15 +128,9 @@ def hits(agent_id: str, rows: Sequence[Row]) -> list[ScoredMemory]:
     ]
 
 
-def searched(agent_id: str, rows: Sequence[Row]) -> PackedSearch:
-    """``SEARCH``'s rows: every ranked memory, best first."""
-    found = hits(agent_id, rows)
-    return PackedSearch(hits=found, candidates_considered=len(found), tokens=_tokens(found))
-
-
 def packed(agent_id: str, rows: Sequence[Row]) -> PackedSearch:
-    """``SEARCH_PACKED``'s rows: the candidates considered on each, and the chosen memories (if
-    any)."""
+    """``RETRIEVE``'s rows but its turns: the candidates considered on each, and the chosen
+    memories (if any)."""
     found = hits(agent_id, [r for r in rows if r["id"] is not None])
     return PackedSearch(
         hits=found, candidates_considered=rows[0]["candidates_considered"], tokens=_tokens(found)
@@ -141,6 +170,11 @@ def _metadata(value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         return {} if value == "{}" else dict(json.loads(value))
     return dict(value)
+
+
+#: Each stored field of a memory, in :class:`Memory`'s order, and how its column is read.
+_DECODE = tuple((name, _field(name)) for name in STORED_MEMORY_FIELDS)
+assert tuple(f.name for f in fields(Memory))[: len(_DECODE)] == STORED_MEMORY_FIELDS
 
 
 def jsonb(value: Any) -> Jsonb:

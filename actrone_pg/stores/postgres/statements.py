@@ -2,11 +2,10 @@
 
 ``{s}`` is the schema, composed with ``sql.Identifier`` (``Database.compose``); values always
 travel as bound parameters. A statement of up to three values takes them as ``%s``; one of more,
-by name, ``%(name)s`` (tests/migrations/test_statements.py holds it so), as do the search and the
-listing (``SEARCH``, ``SEARCH_PACKED``, ``LIST_MEMORIES`` and their fragments), which only
-:mod:`.builders` composes. The long filtered CTEs are
-``actrone_pg/sql/filtered_search.sql``; the ranking SQL itself is installed by the migrations
-(their files in ``actrone_pg/migrations/sql/``). The memory columns are derived from
+by name, ``%(name)s`` (tests/migrations/test_statements.py holds it so), as do the read and the
+listing (``RETRIEVE``, ``LIST_MEMORIES``), which only :mod:`.builders` composes. The read path
+itself (planning, ranking, packing) is ``retrieve()``, installed by the migrations (their files
+in ``actrone_pg/migrations/sql/``). The memory columns are derived from
 :data:`actrone_pg.models.STORED_MEMORY_FIELDS`, the one list of a memory's fields.
 """
 
@@ -227,106 +226,12 @@ LIST_MEMORIES = (
 )
 LIST_AFTER = "(m.created_at, m.id) < (%(after_created_at)s, %(after_id)s)"
 DELETE_HISTORY = "DELETE FROM {s}.memory_history WHERE agent_id = %s AND id = ANY(%s::text[])"
-# The search (builders.search composes these; every value is a named parameter, bound once).
-# hybrid_search returns the ranked memories, best first. {candidates} is NULL (an exact scan),
-# for an agent with its own HNSW index ANN_CANDIDATES, or with a filter FILTERED_CANDIDATES;
-# {lifecycle} is UNFILTERED or FILTERED_STATS. SEARCH's {with} is empty or "WITH " and
-# FILTERED's CTEs; SEARCH_PACKED's {filtered} is empty or those CTEs and a comma.
-_HYBRID_SEARCH = (
-    " FROM {s}.hybrid_search(%(agent)s, %(embedder)s, %(terms)s::text[], %(vector)s,"
-    " %(threshold)s::float8, %(limit)s::int, %(hybrid)s::bool, %(rrf_k)s::int,"
-    " %(rrf_weights)s::float8[], %(relevance_weight)s::float8, %(recency_weight)s::float8,"
-    " %(now)s::timestamptz, %(content)s::bool, {candidates}, %(bm25_k1)s::float8,"
-    " %(bm25_b)s::float8, {lifecycle}) AS h"
-)
-# hybrid_search's last four arguments (migration 0013) without a filter: the agent's expired
-# memories that the sweeper has not deleted yet are never admitted (one probe of the partial
-# index of expiring memories); the agent's own statistics.
-UNFILTERED = (
-    "(SELECT array_agg(e.id) FROM {s}.memories AS e WHERE e.agent_id = %(agent)s"
-    " AND e.expires_at <= %(now)s), NULL, NULL, NULL"
-)
-#: With a filter: the CTEs that go before the statement (actrone_pg/sql/filtered_search.sql).
-FILTERED = sql_files.load("filtered_search")
-#: A filter matching at least 1 / FILTER_BROAD_DIVISOR of a sample of FILTER_PROBE_SAMPLE of the
-#: agent's memories is read in one pass over the agent's rows; below, through its own index
-#: (where the two cost about the same: docs/postgres.md, "Filtered search").
-FILTER_PROBE_SAMPLE = 256
-FILTER_BROAD_DIVISOR = 4
-#: A broad filter matching more than 1 / FILTER_MOST_DIVISOR of the sample has its document
-#: frequencies counted among the rows it leaves out (the smaller side), subtracted from the
-#: agent's; otherwise among the rows it matches.
-FILTER_MOST_DIVISOR = 2
-# hybrid_search's p_candidates with a filter: the filtered set's nearest live memories, ordered
-# and cut as hybrid_search admits them, so that it ranks exactly the filtered set's (its cosines
-# are the same operator on the same vectors). Never NULL: NULL would mean "scan the agent".
-FILTERED_CANDIDATES = "(SELECT fc.ids FROM fc)"
-# hybrid_search's last four arguments with a filter: the filtered set's statistics.
-FILTERED_STATS = (
-    "NULL::text[], (SELECT fn.n_docs FROM fn), (SELECT fn.total_length FROM fn),"
-    " (SELECT fd.dfs FROM fd)"
-)
-# hybrid_search's p_candidates for an agent with its own HNSW index: the ids its scan finds.
-# The index is partial on the agent and embedder; {d}, its vector's dimension, is a type
-# modifier of the indexed expression (a literal the index's expression must match, not a value).
-ANN_CANDIDATES = (
-    "ARRAY(SELECT a.id FROM {s}.memories AS a"
-    " WHERE a.agent_id = %(agent)s AND a.embedder = %(embedder)s"
-    " ORDER BY (a.embedding::{vs}.vector({d})) OPERATOR({vs}.<#>) %(vector)s::{vs}.vector({d})"
-    " LIMIT %(ann_limit)s::int)"
-)
-# ranks: one element per ranking of actrone_pg.ranking.CHANNELS, in its order (migration 0019).
-_EXPLAIN_COLUMNS = "h.cosine, h.bm25, h.ranks, h.fused_score"
-# Search reads metadata as text: most memories have none, and the decoder skips the JSON parser
-# for '{}' (see rows.memory).
-_SEARCH_MEMORY_COLUMNS = MEMORY_COLUMNS.replace("m.metadata", "m.metadata::text AS metadata")
-# One primary-key probe per ranked memory (LATERAL, OFFSET 0 so that it stays a probe) reads
-# the memory's row by MEMORY_COLUMNS: every stored field, whatever hybrid_search returns.
-_MEMORY_ROW = (
-    " CROSS JOIN LATERAL (SELECT "
-    + _SEARCH_MEMORY_COLUMNS
-    + " FROM {s}.memories AS m WHERE m.agent_id = %(agent)s AND m.id = {h}.id OFFSET 0) AS f"
-)
-SEARCH = (
-    "{with}SELECT "
-    + _EXPLAIN_COLUMNS
-    + ", f.*"
-    + _HYBRID_SEARCH
-    + _MEMORY_ROW.replace("{h}", "h")
-    + " ORDER BY h.position"
-)
-# The same ranking without the memories' fields (p_content => false), packed into the budget
-# by pack_positions() (the greedy packing of budget.pack_costs), then the rows of the few
-# chosen: one statement, so one round trip and one snapshot (docs/postgres.md has the
-# measurement against two statements). Always at least one row: the number ranked, with NULLs
-# for the memory when none was chosen.
-SEARCH_PACKED = (
-    "WITH {filtered}h AS MATERIALIZED (SELECT h.position, "
-    + _EXPLAIN_COLUMNS
-    + ", h.id, h.token_count"
-    + _HYBRID_SEARCH
-    + "), p AS MATERIALIZED (SELECT {s}.pack_positions(array_agg(h.token_count ORDER BY"
-    " h.position), %(budget)s::bigint, %(max_hits)s::int) AS taken,"
-    " count(*)::int AS candidates_considered FROM h),"
-    " c AS MATERIALIZED (SELECT h.* FROM h WHERE h.position = ANY ((SELECT p.taken FROM p)::int[]))"
-    " SELECT p.candidates_considered, " + _EXPLAIN_COLUMNS.replace("h.", "c.") + ", f.*"
-    # One primary-key probe per chosen memory (LATERAL, OFFSET 0 so that it stays a probe):
-    # joined as sets, the planner either compared every pair or read all of the agent's rows
-    # into a hash table.
-    " FROM p LEFT JOIN (c" + _MEMORY_ROW.replace("{h}", "c") + ") ON true"
-    " ORDER BY c.position"
-)
-
-# The entry function of migration 0015, called alone (the agent first: Citus delegates the call
-# by it): L1's recent turns and the packed search in one round trip (context.py).
-RETRIEVE = (
-    "SELECT * FROM {s}.retrieve(%(agent)s, %(session)s, %(turn_limit)s::int,"
-    " %(session_ttl)s::float8, %(embedder)s, %(terms)s::text[], %(vector)s,"
-    " %(threshold)s::float8, %(limit)s::int, %(hybrid)s::bool, %(rrf_k)s::int,"
-    " %(rrf_weights)s::float8[], %(relevance_weight)s::float8, %(recency_weight)s::float8,"
-    " %(now)s::timestamptz, %(bm25_k1)s::float8, %(bm25_b)s::float8, %(budget)s::bigint,"
-    " %(max_hits)s::int)"
-)
+# Every read (search_memories, retrieve_context, a consolidation's search) is this one call
+# (actrone_pg/sql/retrieve.sql; builders.retrieve, search.py).
+RETRIEVE = sql_files.load("retrieve")
+#: retrieve()'s SQLSTATE for a query vector of another size than its embedder's stored ones;
+#: the error's DETAIL is the stored dimension.
+DIMENSION_MISMATCH = "AC001"
 # -- a schema distributed with Citus (migration 0014, docs/scale-out.md) --
 # Does the server have Citus, and if so is the schema's memories table distributed?
 # (pg_dist_partition exists only with the extension: asked second.)
@@ -334,19 +239,6 @@ CITUS_INSTALLED = "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'ci
 DISTRIBUTED = (
     "SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass(%s)"
     " AND partmethod = 'h')"
-)
-# One store call on a distributed schema (agent_retrieve, migrations 0014 and 0017), alone (no
-# join around it, no transaction block), so that Citus delegates it whole to the worker holding
-# the agent's shards: RETRIEVE's arguments and rows, with a filtered set's or a large agent's
-# candidates and a filtered set's statistics (NULLs: the agent's exact scan and statistics).
-AGENT_RETRIEVE = (
-    "SELECT * FROM {s}.agent_retrieve(%(agent)s, %(session)s, %(turn_limit)s::int,"
-    " %(session_ttl)s::float8, %(embedder)s, %(terms)s::text[], %(vector)s,"
-    " %(threshold)s::float8, %(limit)s::int, %(hybrid)s::bool, %(rrf_k)s::int,"
-    " %(rrf_weights)s::float8[], %(relevance_weight)s::float8, %(recency_weight)s::float8,"
-    " %(now)s::timestamptz, %(candidates)s::text[], %(bm25_k1)s::float8, %(bm25_b)s::float8,"
-    " %(n_docs)s::bigint, %(total_length)s::bigint, %(doc_freqs)s::int[], %(budget)s::bigint,"
-    " %(max_hits)s::int)"
 )
 # A batch on a distributed schema first takes the metadata locks of its agents' shards in share
 # mode, on the coordinator, as Citus's own writes take them there, in shard order (as
@@ -369,18 +261,6 @@ AGENT_WRITE = (
     " %(terms)s::text[], %(deltas)s::int[], %(count)s::int, %(length)s::bigint, %(fresh)s,"
     " %(fence_name)s::text, %(fence_holder)s::text)"
 )
-# A filtered search on a distributed schema: the filtered set's candidates and statistics
-# (FILTERED's CTEs, every table filtered by the agent: a router query the coordinator passes to
-# one worker), which AGENT_RETRIEVE is then given. Two round trips, two snapshots.
-FILTERED_INPUTS = (
-    "WITH {ctes} SELECT (SELECT fc.ids FROM fc) AS ids, (SELECT fn.n_docs FROM fn) AS n_docs,"
-    " (SELECT fn.total_length FROM fn) AS total_length, (SELECT fd.dfs FROM fd) AS dfs"
-)
-# A large agent's nearest ids from its HNSW index, on a distributed schema (a router query).
-ANN_IDS = "SELECT {candidates} AS ids"
-# hnsw.* set with SET LOCAL reach the worker only with this (a session's SET never does).
-PROPAGATE_SET_LOCAL = "SET LOCAL citus.propagate_set_commands = 'local'"
-
 # -- large agents: an HNSW index of their own (docs/postgres.md, "Large agents") --
 ANN_INDEX_STATE = (
     "SELECT i.indisvalid FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid"
@@ -495,7 +375,5 @@ ANN_MAX_DIMENSIONS = 2000
 ANN_RECHECK_SECONDS = 60.0
 #: Seconds before a failed build is tried again.
 ANN_RETRY_SECONDS = 600.0
-#: The index scan fetches this many more ids than the search admits; they are ranked exactly.
-ANN_OVERFETCH = 1.2
 #: maintenance_work_mem of the session that builds an index.
 ANN_BUILD_MEMORY = "512MB"

@@ -3,8 +3,8 @@
 :class:`PostgresStore` keeps the state (:class:`~.connection.Database`: the connection, with the
 settings, the schema's facts and the maintenance beside it) and forwards each method of the
 store protocol to the module of its concern, so a traceback names the module that ran:
-``setup``, ``sessions`` (L1), ``writes`` (L2 writes), ``search`` (L2 search, listing),
-``context`` (L1 + L2 in one statement) and ``maintenance``.
+``setup``, ``sessions`` (L1), ``writes`` (L2 writes), ``search`` (the one read path: L2
+search, L1 + L2 in one statement, listing) and ``maintenance``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from actrone_pg._forward import forward
 from actrone_pg.ranking import Analyzer
-from actrone_pg.stores.postgres import context, maintenance, search, sessions, setup, writes
+from actrone_pg.stores.postgres import maintenance, search, sessions, setup, writes
 from actrone_pg.stores.postgres.connection import Database, serving
 from actrone_pg.stores.postgres.settings import PostgresSettings
 
@@ -114,11 +114,12 @@ class PostgresStore:
     count_memories = serving(writes.count_memories)
     erase_agent = serving(writes.erase_agent)
 
-    # -- L2: listing and search (search.py, context.py) -----------------------------------------
+    # -- L2: listing and search (search.py) ----------------------------------------------------
 
     list_memories = serving(search.list_memories)
-    search = serving(context.search)
-    fetch_context = serving(context.fetch_context)
+    fetch_context = serving(search.fetch_context)
+    # last: the name is the module's above this line, the method's below
+    search = serving(search.search)
 
     # -- read by benchmarks/faults.py and bench/floor.py; use ``db`` and the modules instead --
 
