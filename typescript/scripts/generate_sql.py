@@ -3,7 +3,8 @@ PostgreSQL store. Run by ``npm run build`` (``scripts/generate.mjs``) with the r
 Python: ``python generate_sql.py OUT_FILE``.
 
 Nothing in it is a hand copy. The statements are :mod:`actrone_pg.stores.postgres.statements`'
-constants, the filter conditions :mod:`actrone_pg.filters`' ``sql``, the memory columns
+constants (``RETRIEVE``, every search's one call, is ``actrone_pg/sql/retrieve.sql``), the
+filter conditions :mod:`actrone_pg.filters`' ``sql``, the memory columns
 :data:`actrone_pg.models.STORED_MEMORY_FIELDS`, and the schema the migrations' manifest and SQL
 files (:mod:`actrone_pg.migrations._files`), each revision's files in the order they run. The
 file records a digest of its inputs; when they have not changed it is kept.
@@ -18,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-# The statements of statements.py the TypeScript store sends, by name.
+# The statements of statements.py the TypeScript store sends, by name. RETRIEVE, every search's
+# one call of retrieve(), is actrone_pg/sql/retrieve.sql's text (statements.py loads it).
 STATEMENTS = (
     "DELETE_EXPIRED_SESSION",
     "UPSERT_SESSION",
@@ -45,17 +47,7 @@ STATEMENTS = (
     "DELETE_EXPIRED",
     "LIST_MEMORIES",
     "LIST_AFTER",
-    "SEARCH",
-    "SEARCH_PACKED",
-    "UNFILTERED",
-    "FILTERED",
-    "FILTERED_CANDIDATES",
-    "FILTERED_STATS",
-    "FILTERED_INPUTS",
-    "ANN_CANDIDATES",
-    "ANN_IDS",
     "RETRIEVE",
-    "AGENT_RETRIEVE",
     "AGENT_WRITE",
     "LOCK_SHARD_METADATA",
     "CITUS_INSTALLED",
@@ -69,13 +61,6 @@ STATEMENTS = (
     "ERASE_CLAIM_LOCK",
     "ERASE",
     "SELECT_ALL_EMBEDDERS",
-)
-SETTINGS = (
-    "FILTER_PROBE_SAMPLE",
-    "FILTER_BROAD_DIVISOR",
-    "FILTER_MOST_DIVISOR",
-    "ANN_OVERFETCH",
-    "ANN_MAX_DIMENSIONS",
 )
 
 
@@ -152,9 +137,7 @@ def main() -> None:
         "COPY_COLUMNS": list(statements.COPY_COLUMNS),
         "COPY_TYPES": list(statements.COPY_TYPES),
         "FILTER_SQL": {name: key.sql for name, key in FILTERS.items()},
-        "FILTER_INDEXED": {name: key.sql_indexed for name, key in FILTERS.items()},
         "STATEMENTS": {name: getattr(statements, name) for name in STATEMENTS},
-        "SETTINGS": {name: getattr(statements, name) for name in SETTINGS},
         "MANIFEST": manifest,
     }
     lines = [

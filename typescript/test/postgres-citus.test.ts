@@ -1,6 +1,7 @@
 // The postgres backend on a Citus coordinator: a schema Python's migrations distributed by
-// agent_id, every search through agent_retrieve() and every batch through agent_write() on the
-// agent's worker; the store's contract, and Python and TypeScript ranking one memory alike.
+// agent_id, every search one call of retrieve() and every batch through agent_write(), each
+// run on the agent's worker; the store's contract, and Python and TypeScript ranking one memory
+// alike.
 // The cluster is the Python suite's (ACTRONE_TEST_CITUS_DSN, else a local one of ../shared/citus);
 // without one the tests are skipped, except in CI (CI=true), where they fail.
 import assert from "node:assert/strict";
@@ -51,7 +52,7 @@ describe("on a Citus coordinator", () => {
     }
   });
 
-  test("Python writes, TypeScript ranks alike (filters included), through agent_retrieve()", async (t) => {
+  test("Python writes, TypeScript ranks alike (filters included), through retrieve()", async (t) => {
     const coordinator = dsn(t);
     if (coordinator === null) return;
     const schema = freshSchema("ts_citus_x");

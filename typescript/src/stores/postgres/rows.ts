@@ -125,7 +125,7 @@ function explainOf(r: Row): Explain {
   };
 }
 
-/** Ranked memories from rows of `SEARCH`, `SEARCH_PACKED` or `retrieve()` (each with a memory). */
+/** Ranked memories from `retrieve()`'s memory rows. */
 export function hits(agentId: string, rows: readonly Row[]): ScoredMemory[] {
   return rows.map((r) => {
     const explain = explainOf(r);
@@ -137,13 +137,7 @@ function tokens(found: readonly ScoredMemory[]): number {
   return found.reduce((sum, h) => sum + h.memory.tokenCount, 0);
 }
 
-/** `SEARCH`'s rows: every ranked memory, best first. */
-export function searched(agentId: string, rows: readonly Row[]): PackedSearch {
-  const found = hits(agentId, rows);
-  return { hits: found, candidatesConsidered: found.length, tokens: tokens(found) };
-}
-
-/** `SEARCH_PACKED`'s (or `retrieve()`'s memory) rows: the candidates considered, the chosen. */
+/** `retrieve()`'s rows but its turns: the candidates considered, the chosen memories. */
 export function packed(agentId: string, rows: readonly Row[]): PackedSearch {
   const found = hits(
     agentId,

@@ -5,7 +5,8 @@
  * `$1…$n` (each named value bound once, whatever the number of places that use it).
  */
 import { createHash } from "node:crypto";
-import { FILTER_INDEXED, FILTER_SQL, SETTINGS, STATEMENTS } from "./generated.js";
+import { FILTER_SQL, STATEMENTS } from "./generated.js";
+import { timestamp } from "./rows.js";
 import type { MemoryFilter } from "../../filters.js";
 
 export type StatementName = keyof typeof STATEMENTS;
@@ -100,54 +101,20 @@ export function filterEntries(filter: MemoryFilter): [string, unknown][] {
   return out;
 }
 
-/** Whether an index serves one of the filter's conditions (builders.served_by_an_index). */
-export function servedByAnIndex(keys: readonly string[]): boolean {
-  return keys.some((k) => FILTER_INDEXED[k as keyof typeof FILTER_INDEXED]);
-}
-
-export const FILTER_PROBE_SAMPLE = SETTINGS.FILTER_PROBE_SAMPLE;
-export const FILTER_BROAD_DIVISOR = SETTINGS.FILTER_BROAD_DIVISOR;
-export const FILTER_MOST_DIVISOR = SETTINGS.FILTER_MOST_DIVISOR;
-export const ANN_OVERFETCH = SETTINGS.ANN_OVERFETCH;
-export const ANN_MAX_DIMENSIONS = SETTINGS.ANN_MAX_DIMENSIONS;
-
-/** The search statements builders.py composes, by the same rules. */
-export function annCandidates(schema: string, vectorSchema: string, dimensions: number): string {
-  return format(STATEMENTS.ANN_CANDIDATES, { s: ident(schema), vs: ident(vectorSchema), d: String(Math.trunc(dimensions)) });
-}
-
-function filteredCtes(schema: string, vectorSchema: string, keys: readonly string[]): string {
-  return format(STATEMENTS.FILTERED, { s: ident(schema), vs: ident(vectorSchema), where: filterConditions(keys) });
-}
-
-/** builders._unfiltered_text */
-export function unfilteredSearch(schema: string, vectorSchema: string, packed: boolean, annDimensions: number | null): string {
-  const s = ident(schema);
-  return format(packed ? STATEMENTS.SEARCH_PACKED : STATEMENTS.SEARCH, {
-    s,
-    candidates: annDimensions === null ? "NULL::text[]" : annCandidates(schema, vectorSchema, annDimensions),
-    lifecycle: format(STATEMENTS.UNFILTERED, { s }),
-    filtered: "",
-    with: "",
-  });
-}
-
-/** builders._filtered_text */
-export function filteredSearch(schema: string, vectorSchema: string, packed: boolean, keys: readonly string[]): string {
-  const s = ident(schema);
-  const ctes = filteredCtes(schema, vectorSchema, keys);
-  return format(packed ? STATEMENTS.SEARCH_PACKED : STATEMENTS.SEARCH, {
-    s,
-    candidates: STATEMENTS.FILTERED_CANDIDATES,
-    lifecycle: STATEMENTS.FILTERED_STATS,
-    filtered: packed ? `${ctes}, ` : "",
-    with: packed ? "" : `WITH ${ctes} `,
-  });
-}
-
-/** builders._filtered_inputs_text */
-export function filteredInputs(schema: string, vectorSchema: string, keys: readonly string[]): string {
-  return format(STATEMENTS.FILTERED_INPUTS, { ctes: filteredCtes(schema, vectorSchema, keys) });
+/**
+ * `filter` as the JSON object `retrieve()` takes (builders.filter_json): each key by Python's
+ * name, arrays as arrays, timestamps in ISO 8601 with their offset, metadata as an object. The
+ * TypeScript filters have only the keys `retrieve()` names itself, so none travels as a
+ * condition.
+ */
+export function filterJson(filter: MemoryFilter): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of filterEntries(filter)) {
+    if (value instanceof Date) out[key] = timestamp(value);
+    else if (Array.isArray(value)) out[key] = [...(value as unknown[])];
+    else out[key] = value;
+  }
+  return out;
 }
 
 /** builders.list_memories' text. */

@@ -2,10 +2,9 @@
  * The PostgreSQL store, on the schema the Python package's migrations install: every read and
  * write goes through the statements and SQL functions of `actrone_pg.stores.postgres` (generated
  * from it at build time), so both languages read and write one memory and rank it with the same
- * SQL. Searches take the route Python's store takes (`context.py`, `search.py`): `retrieve()` for
- * a packed, unfiltered search of an agent scanned exactly; `hybrid_search()` with the filtered
- * set's CTEs, or over the agent's own HNSW index when it has one; on a schema distributed with
- * Citus, `agent_retrieve()` for everything. Batches of memories go through `agent_write()`.
+ * SQL. Every search is one call of `retrieve()`, as Python's store makes it (`search.py`): the
+ * function plans it in SQL (a filter, the agent's own HNSW index, the exact scan, the agent's
+ * worker on Citus). Batches of memories go through `agent_write()`.
  */
 import { createHash } from "node:crypto";
 import pg from "pg";
@@ -27,8 +26,8 @@ type Values = Readonly<Record<string, unknown>> | readonly unknown[];
 
 /** The lock consolidation fences its writes with (Python's `stores.base.FENCED_LOCK`). */
 const FENCED_LOCK = "maintenance";
-/** Seconds a "this agent has no index" answer is trusted (Python's ANN_RECHECK_SECONDS). */
-const ANN_RECHECK_MS = 60_000;
+/** retrieve()'s SQLSTATE for a query vector of another size than the embedder's (DETAIL: it). */
+const DIMENSION_MISMATCH = "AC001";
 /** Rows per INSERT of a batch (node-postgres binds at most 65535 values per statement). */
 const INSERT_ROWS = 1000;
 
@@ -71,7 +70,6 @@ export class PostgresStore implements Store {
   #vectorSchema = "public";
   #distributed = false;
   readonly #dimensions = new Map<string, number>();
-  readonly #annKnown = new Map<string, [boolean, number]>();
 
   constructor(config: MemoryConfig, options: PostgresStoreOptions = {}) {
     const dsn = options.dsn ?? config.postgresDsn;
@@ -143,7 +141,7 @@ export class PostgresStore implements Store {
     if (pool !== null) await pool.end().catch(() => undefined);
   }
 
-  /** Whether the schema is distributed with Citus (every search then calls `agent_retrieve()`). */
+  /** Whether the schema is distributed with Citus (`retrieve()` then runs on the agent's worker). */
   get distributed(): boolean {
     return this.#distributed;
   }
@@ -370,7 +368,6 @@ export class PostgresStore implements Store {
       const embedders = await this.#query(client, this.#s("SELECT_ALL_EMBEDDERS"), []);
       for (const r of embedders) {
         const embedder = r.name as string;
-        this.#annKnown.delete(`${agentId}\u0000${embedder}`);
         const name = annIndexName(agentId, embedder);
         const state = await this.#query(client, this.#s("ANN_INDEX_STATE"), [this.schema, name]);
         if (state.length > 0) await client.query(`DROP INDEX CONCURRENTLY IF EXISTS ${q.ident(this.schema)}.${q.ident(name)}`);
@@ -505,18 +502,7 @@ export class PostgresStore implements Store {
   }
 
   async search(request: SearchRequest): Promise<PackedSearch> {
-    return this.#with(async (client) => {
-      if (this.#distributed) {
-        const built = await this.#distributedBuilt(client, request, null);
-        if (built === null) return { hits: [], candidatesConsidered: 0, tokens: 0 };
-        return rows.packed(request.agentId, (await this.#query(client, built.text, built.values)).filter((r) => r.kind !== "turn"));
-      }
-      if (request.budget !== null || request.maxHits !== null) {
-        const built = await this.#retrieveBuilt(client, request, null);
-        if (built !== null) return rows.packed(request.agentId, await this.#query(client, built.text, built.values));
-      }
-      return this.#hybridSearch(client, request);
-    });
+    return rows.packed(request.agentId, await this.#retrieve(request, null));
   }
 
   async fetchContext(
@@ -524,145 +510,32 @@ export class PostgresStore implements Store {
     sessionId: string,
     options: { limit: number; ttlSeconds: number; request: SearchRequest },
   ): Promise<[Turn[], PackedSearch]> {
-    const session: Session = [sessionId, options.limit, options.ttlSeconds];
-    const built = await this.#with((client) =>
-      this.#distributed ? this.#distributedBuilt(client, options.request, session) : this.#retrieveBuilt(client, options.request, session),
-    );
-    if (built === null) {
-      return Promise.all([this.recentTurns(agentId, sessionId, options), this.search(options.request)]);
-    }
-    const found = await this.#with((c) => this.#query(c, built.text, built.values));
+    const found = await this.#retrieve(options.request, [sessionId, options.limit, options.ttlSeconds]);
     const turnRows = found.filter((r) => r.kind === "turn");
     return [rows.turns(agentId, sessionId, turnRows), rows.packed(agentId, found.filter((r) => r.kind !== "turn"))];
   }
 
-  /** context._retrieve_built: retrieve()'s call, or null where the search needs hybrid_search's. */
-  async #retrieveBuilt(client: Client, request: SearchRequest, session: Session | null): Promise<Built | null> {
-    if (request.filter !== null || (request.budget === null && request.maxHits === null)) return null;
-    const expected = await this.#embedderDimensions(client, request.embedder);
-    if (expected === null) return null;
-    checkQueryDimensions(request.embedder, expected, request.vector);
-    if ((await this.#annDimensions(client, request.agentId, request.embedder, expected)) !== null) return null;
-    return { text: this.#s("RETRIEVE"), values: retrieveValues(request, session) };
-  }
-
-  /** search.distributed_built: agent_retrieve()'s call, its candidates found first if needed. */
-  async #distributedBuilt(client: Client, request: SearchRequest, session: Session | null): Promise<Built | null> {
-    const expected = await this.#embedderDimensions(client, request.embedder);
-    if (expected === null) return null;
-    checkQueryDimensions(request.embedder, expected, request.vector);
-    let candidates: string[] | null = null;
-    let stats: [unknown, unknown, unknown] = [null, null, null];
-    if (request.filter !== null) {
-      const entries = q.filterEntries(request.filter);
-      const ranking = rankingValues(request);
-      const used = ["embedder", "terms", "vector", "threshold", "limit", "now"] as const;
-      const values: Record<string, unknown> = { agent: request.agentId, ...filterSettings(entries) };
-      for (const k of used) values[k] = ranking[k];
-      const text = q.filteredInputs(
-        this.schema,
-        this.#vectorSchema,
-        entries.map(([k]) => k),
-      );
-      const row = (await this.#query(client, text, values))[0]!;
-      candidates = (row.ids as string[] | null) ?? [];
-      stats = [row.n_docs, row.total_length, row.dfs];
-    } else {
-      const ann = await this.#annDimensions(client, request.agentId, request.embedder, expected);
-      if (ann !== null) {
-        await client.query("BEGIN");
-        try {
-          await client.query("SET LOCAL citus.propagate_set_commands = 'local'");
-          await client.query(`SET LOCAL hnsw.ef_search = ${Math.trunc(this.#config.postgresAnnEfSearch)}`);
-          await client.query("SET LOCAL hnsw.iterative_scan = strict_order");
-          const text = q.format(q.statement("ANN_IDS", this.schema), { candidates: q.annCandidates(this.schema, this.#vectorSchema, ann) });
-          const found = await this.#query(client, text, {
-            agent: request.agentId,
-            embedder: request.embedder,
-            vector: rows.vectorText(request.vector),
-            ann_limit: Math.ceil(request.limit * q.ANN_OVERFETCH),
-          }, false);
-          candidates = (found[0]?.ids as string[] | null) ?? [];
-          await client.query("COMMIT");
-        } catch (exc) {
-          await client.query("ROLLBACK").catch(() => undefined);
-          throw exc;
+  /**
+   * search._retrieve: the one call of `retrieve()` (migration 0024), which plans the search in
+   * SQL (a filter, the agent's own HNSW index, the exact scan, Citus's shards) and returns the
+   * session's turns and the packed search; its dimension error (AC001) as Python raises it.
+   */
+  async #retrieve(request: SearchRequest, session: Session | null): Promise<rows.Row[]> {
+    return this.#with(async (client) => {
+      try {
+        return await this.#query(client, this.#s("RETRIEVE"), retrieveValues(request, session, this.#config.postgresAnnEfSearch));
+      } catch (exc) {
+        const err = exc as { code?: unknown; detail?: unknown } | null;
+        if (err?.code === DIMENSION_MISMATCH) {
+          checkQueryDimensions(request.embedder, Number(err.detail ?? 0), request.vector);
         }
+        throw exc;
       }
-    }
-    return {
-      text: this.#s("AGENT_RETRIEVE"),
-      values: {
-        ...retrieveValues(request, session),
-        candidates,
-        n_docs: stats[0],
-        total_length: stats[1],
-        doc_freqs: stats[2],
-      },
-    };
-  }
-
-  /** search.search: hybrid_search() over the exact scan, the agent's HNSW index or a filter. */
-  async #hybridSearch(client: Client, request: SearchRequest): Promise<PackedSearch> {
-    const expected = await this.#embedderDimensions(client, request.embedder);
-    if (expected === null) return { hits: [], candidatesConsidered: 0, tokens: 0 };
-    checkQueryDimensions(request.embedder, expected, request.vector);
-    const packed = request.budget !== null || request.maxHits !== null;
-    const values: Record<string, unknown> = { agent: request.agentId, ...rankingValues(request), content: false };
-    if (packed) Object.assign(values, { budget: request.budget, max_hits: request.maxHits });
-    let text: string;
-    let annScan = false;
-    if (request.filter !== null) {
-      const entries = q.filterEntries(request.filter);
-      Object.assign(values, filterSettings(entries));
-      text = q.filteredSearch(
-        this.schema,
-        this.#vectorSchema,
-        packed,
-        entries.map(([k]) => k),
-      );
-    } else {
-      const ann = await this.#annDimensions(client, request.agentId, request.embedder, expected);
-      if (ann !== null) values.ann_limit = Math.ceil(request.limit * q.ANN_OVERFETCH);
-      text = q.unfilteredSearch(this.schema, this.#vectorSchema, packed, ann);
-      annScan = ann !== null;
-    }
-    const found = await this.#query(client, text, values, !annScan);
-    return packed ? rows.packed(request.agentId, found) : rows.searched(request.agentId, found);
-  }
-
-  async #embedderDimensions(client: Client, name: string): Promise<number | null> {
-    const known = this.#dimensions.get(name);
-    if (known !== undefined) return known;
-    const found = await this.#query(client, this.#s("SELECT_EMBEDDERS"), [[name]]);
-    const row = found.find((r) => r.name === name);
-    if (row === undefined) return null;
-    this.#dimensions.set(name, Number(row.dimensions));
-    return Number(row.dimensions);
-  }
-
-  /** maintenance.ann_dimensions: the dimension to scan the agent's own HNSW index with, or null. */
-  async #annDimensions(client: Client, agentId: string, embedder: string, dimensions: number): Promise<number | null> {
-    if (this.#config.postgresAnnMinMemories <= 0 || dimensions > q.ANN_MAX_DIMENSIONS) return null;
-    const key = `${agentId}\u0000${embedder}`;
-    let known = this.#annKnown.get(key);
-    const now = performance.now();
-    if (known === undefined || (!known[0] && now - known[1] > ANN_RECHECK_MS)) {
-      const state = await this.#query(client, this.#s("ANN_INDEX_STATE"), [this.schema, annIndexName(agentId, embedder)]);
-      known = [state[0]?.indisvalid === true, now];
-      if (this.#annKnown.size >= 100_000) this.#annKnown.clear();
-      this.#annKnown.set(key, known);
-    }
-    return known[0] ? dimensions : null;
+    });
   }
 }
 
 type Session = [string, number, number];
-
-interface Built {
-  readonly text: string;
-  readonly values: Record<string, unknown>;
-}
 
 interface Batch {
   readonly agentId: string;
@@ -678,12 +551,16 @@ export function annIndexName(agentId: string, embedder: string): string {
   return `ix_ann_${createHash("sha256").update(`${agentId}\u0000${embedder}`, "utf8").digest("hex").slice(0, 24)}`;
 }
 
-/** The ranking's parameters by name (builders._ranking). */
-function rankingValues(request: SearchRequest): Record<string, unknown> {
+/** builders.retrieve's values: builders._ranking's, the budget, the filter (filterJson), ef_search. */
+function retrieveValues(request: SearchRequest, session: Session | null, efSearch: number): Record<string, unknown> {
   const p = request.params;
   const weights = [...p.rrfWeights];
   while (weights.length < 3) weights.push(0.0);
   return {
+    agent: request.agentId,
+    session: session?.[0] ?? null,
+    turn_limit: session?.[1] ?? null,
+    session_ttl: session?.[2] ?? null,
     embedder: request.embedder,
     terms: [...request.terms],
     vector: rows.vectorText(request.vector),
@@ -697,19 +574,10 @@ function rankingValues(request: SearchRequest): Record<string, unknown> {
     now: rows.timestamp(request.now),
     bm25_k1: p.bm25K1,
     bm25_b: p.bm25B,
-  };
-}
-
-/** builders.retrieve's values. */
-function retrieveValues(request: SearchRequest, session: Session | null): Record<string, unknown> {
-  return {
-    agent: request.agentId,
-    session: session?.[0] ?? null,
-    turn_limit: session?.[1] ?? null,
-    session_ttl: session?.[2] ?? null,
-    ...rankingValues(request),
     budget: request.budget,
     max_hits: request.maxHits,
+    filters: request.filter === null ? null : JSON.stringify(q.filterJson(request.filter)),
+    ef_search: Math.trunc(efSearch),
   };
 }
 
@@ -724,17 +592,6 @@ function filterValues(entries: readonly [string, unknown][]): Record<string, unk
     out[`f_${key}`] = v;
   }
   return out;
-}
-
-/** builders._filter_params */
-function filterSettings(entries: readonly [string, unknown][]): Record<string, unknown> {
-  return {
-    ...filterValues(entries),
-    sample: q.FILTER_PROBE_SAMPLE,
-    indexed: q.servedByAnIndex(entries.map(([k]) => k)),
-    broad_divisor: q.FILTER_BROAD_DIVISOR,
-    most_divisor: q.FILTER_MOST_DIVISOR,
-  };
 }
 
 /** One COPY row of a memory (statements.COPY_COLUMNS' order) as INSERT values. */
