@@ -275,7 +275,7 @@ export class PostgresStore implements Store {
       if (this.#distributed) await this.#query(client, this.#s("LOCK_SHARD_METADATA"), [this.schema, agents]);
       for (const agentId of agents) {
         const batch = this.#batch(agentId, byAgent.get(agentId)!);
-        if (!(await this.#writeOnWorker(client, batch))) {
+        if (!(await this.#writeOnWorker(client, batch, true))) {
           await this.#query(client, this.#s("LOCK_AGENT_STATS"), [agentId]);
           await this.#writeAgent(client, batch, true);
         }
@@ -392,7 +392,7 @@ export class PostgresStore implements Store {
   }
 
   /** migration 0022's agent_write, then the rows: false if the call ran off the agent's worker. */
-  async #writeOnWorker(client: Client, batch: Batch): Promise<boolean> {
+  async #writeOnWorker(client: Client, batch: Batch, fresh: boolean): Promise<boolean> {
     const terms = [...batch.df.keys()];
     const found = await this.#query(client, this.#s("AGENT_WRITE"), {
       agent: batch.agentId,
@@ -401,6 +401,7 @@ export class PostgresStore implements Store {
       deltas: terms.map((t) => batch.df.get(t)!),
       count: batch.records.length,
       length: batch.length,
+      fresh,
       fence_name: null,
       fence_holder: null,
     });
