@@ -80,6 +80,12 @@ export class PostgresStore implements Store {
           "the embedded server is the Python package's",
       );
     }
+    if (config.postgresRowSecurity) {
+      throw new ConfigurationError(
+        "postgresRowSecurity",
+        "the TypeScript package does not yet serve agents under row-level security: leave postgresRowSecurity false (the Python package's store supports it)",
+      );
+    }
     if (config.postgresTextSearchConfig !== "simple") {
       throw new ConfigurationError(
         "postgresTextSearchConfig",
