@@ -93,6 +93,15 @@ describe("the schema", { skip }, () => {
       (exc: unknown) => exc instanceof ConfigurationError && exc.field === "postgresDsn",
     );
   });
+
+  test("postgresRowSecurity true is a ConfigurationError naming it (the Python store's only)", async () => {
+    await assert.rejects(
+      MemoryManager.create({
+        config: { backend: "postgres", postgresDsn: "postgresql://127.0.0.1:1/none", postgresRowSecurity: true, embeddingProvider: "hashing" },
+      }),
+      (exc: unknown) => exc instanceof ConfigurationError && exc.field === "postgresRowSecurity",
+    );
+  });
 });
 
 test("an agent's HNSW index is looked up by the name Python's store gives it", async () => {
