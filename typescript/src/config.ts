@@ -30,6 +30,7 @@ export interface MemoryConfigFields {
   postgresDsn: string | null;
   postgresSchema: string;
   postgresDistribute: string;
+  postgresRowSecurity: boolean;
   postgresAutoMigrate: boolean;
   postgresDataDir: string;
   postgresPoolMinSize: number;
@@ -100,6 +101,7 @@ const FIELDS: { [K in keyof MemoryConfigFields]: [Kind, () => MemoryConfigFields
   postgresDsn: ["str?", () => null],
   postgresSchema: ["str", () => "actrone"],
   postgresDistribute: ["str", () => "auto"],
+  postgresRowSecurity: ["bool", () => false],
   postgresAutoMigrate: ["bool", () => true],
   postgresDataDir: ["str", defaultDataDir],
   postgresPoolMinSize: ["int", () => 1],
@@ -323,6 +325,8 @@ export class MemoryConfig implements MemoryConfigFields {
   readonly postgresDsn!: string | null;
   readonly postgresSchema!: string;
   readonly postgresDistribute!: string;
+  /** Row-level security per agent (Python only for now: the TypeScript store refuses it). */
+  readonly postgresRowSecurity!: boolean;
   readonly postgresAutoMigrate!: boolean;
   readonly postgresDataDir!: string;
   readonly postgresPoolMinSize!: number;

@@ -99,6 +99,13 @@ export class PostgresStore implements Store {
   async setup(): Promise<void> {
     if (this.#pool !== null) return;
     const c = this.#config;
+    if (c.postgresRowSecurity) {
+      throw new ConfigurationError(
+        "postgresRowSecurity",
+        "row-level security is not supported by the TypeScript package yet; " +
+          "serve this schema from Python, or set postgresRowSecurity: false",
+      );
+    }
     const pool = new Pool({
       connectionString: this.#dsn,
       max: c.postgresPoolMaxSize,
@@ -404,6 +411,7 @@ export class PostgresStore implements Store {
       deltas: terms.map((t) => batch.df.get(t)!),
       count: batch.records.length,
       length: batch.length,
+      fresh: true, // a replaced memory starts afresh, as Python's upsert_memories
       fence_name: null,
       fence_holder: null,
     });
