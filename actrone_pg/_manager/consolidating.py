@@ -91,11 +91,7 @@ class Consolidation:
     async def try_lock(
         self, agent_id: str, name: str = FENCED_LOCK, *, ttl_seconds: float = 60.0
     ) -> str | None:
-        """Take the agent's named lock; returns a token to release it with, or ``None`` if held.
-
-        Among concurrent callers exactly one gets the lock; it lapses after ``ttl_seconds`` by the
-        store's clock even if never released.
-        """
+        """What :meth:`actrone_pg.MemoryManager.try_lock` does (documented there)."""
         v.check_id("agent_id", agent_id)
         v.check_id("name", name)
         ttl = v.check_ttl("ttl_seconds", ttl_seconds)

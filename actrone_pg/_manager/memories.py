@@ -59,25 +59,7 @@ class Memories:
         source_turn_ids: Iterable[str] = (),
         embedding_context: str | None = None,
     ) -> str:
-        """Store one long-term memory and return its id.
-
-        Without ``memory_id`` the id is derived from the agent, session and content, so injecting
-        the same content again (for example a retry after a timeout) replaces rather than
-        duplicates it. With ``memory_id`` an existing memory of this agent is replaced.
-
-        ``expires_at`` (timezone-aware) is when the memory stops being returned; one that is not
-        in the future is refused (:class:`~actrone_pg.errors.ValidationError`, nothing written):
-        storing what no read may return is a caller's mistake, not a request. ``source_turn_ids``
-        records the turns the memory came from (consolidation sets it, with
-        ``source="consolidated"``).
-
-        ``embedding_context`` is text embedded together with the content, before it, and not
-        stored: it gives a short memory the sense its surroundings give it (a reply such as "Yes!
-        It was amazing." embedded after the question it answers). The memory's content, terms
-        and token count stay those of ``content``; only its vector carries the context (and
-        :meth:`update_memory` with a new content embeds that content alone). Measured on
-        conversations: docs/quality.md, "Turn context".
-        """
+        """What :meth:`actrone_pg.MemoryManager.inject_memory` does (documented there)."""
         item = {
             "content": content,
             "session_id": session_id,
@@ -99,13 +81,7 @@ class Memories:
     async def inject_memories(
         self, agent_id: str, items: Iterable[Mapping[str, Any] | str]
     ) -> list[str]:
-        """Store many memories at once: all land or none does. Returns their ids in order.
-
-        Each item is a string (the content) or a mapping with the keyword arguments of
-        :meth:`inject_memory` (``content`` required). An item repeated in the batch is stored
-        once and its positions get the same id; one ``memory_id`` with two different contents
-        raises :class:`~actrone_pg.errors.ValidationError`.
-        """
+        """What :meth:`actrone_pg.MemoryManager.inject_memories` does (documented there)."""
         v.check_id("agent_id", agent_id)
         if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
             raise ValidationError("items must be a list of memories (strings or dicts)")
@@ -225,20 +201,7 @@ class Memories:
         expires_at: datetime | None = None,
         clear_expiry: bool = False,
     ) -> Memory:
-        """Write a new version of a memory and return it; the replaced version is kept.
-
-        The memory keeps its id; fields not passed (``None``) keep their values, and so do
-        ``session_id``, ``source``, ``sensitivity``, ``created_at`` and ``source_turn_ids``.
-        The new version's ``version`` is one more, its ``valid_from`` now; the replaced one's
-        ``valid_to`` becomes now, and :meth:`memory_history` returns it. Searches, counts and the
-        BM25 statistics see the current version only. The content is embedded again (by the
-        current embedder). An expired memory, like a missing one, raises
-        :class:`~actrone_pg.errors.MemoryNotFoundError`; ``expires_at`` must be in the future.
-
-        ``expires_at=None`` keeps the current expiry; ``clear_expiry=True`` removes it (the new
-        version never expires; the replaced one keeps its expiry in the history). Passing both
-        is a :class:`~actrone_pg.errors.ValidationError` and writes nothing.
-        """
+        """What :meth:`actrone_pg.MemoryManager.update_memory` does (documented there)."""
         v.check_id("agent_id", agent_id)
         v.check_id("memory_id", memory_id)
         limit = self.ctx.config.max_text_chars
@@ -299,11 +262,7 @@ class Memories:
         return ctx.shown(written)
 
     async def memory_history(self, agent_id: str, memory_id: str) -> list[Memory]:
-        """Every version of the memory, oldest first, the current one last.
-
-        ``[]`` if the agent has no such memory, or it has expired (an expired memory is never
-        returned). Replaced versions keep their own text and fields.
-        """
+        """What :meth:`actrone_pg.MemoryManager.memory_history` does (documented there)."""
         v.check_id("agent_id", agent_id)
         v.check_id("memory_id", memory_id)
         versions = await self.ctx.store.memory_history(agent_id, memory_id)
@@ -319,13 +278,7 @@ class Memories:
         limit: int = 100,
         cursor: str | None = None,
     ) -> MemoryPage:
-        """A page of the agent's current memories, newest first (``created_at``, then id).
-
-        ``filters`` as in :meth:`search_memories`; expired memories are left out. Pass the
-        page's ``next_cursor`` back as ``cursor`` for the next page (``None`` after the last).
-        The cursor is the last item's position, not an offset: memories written meanwhile
-        never make a page repeat or skip one that was already there.
-        """
+        """What :meth:`actrone_pg.MemoryManager.list_memories` does (documented there)."""
         v.check_id("agent_id", agent_id)
         v.check_limit("limit", limit)
         flt = v.check_filters(filters, max_chars=self.ctx.config.max_text_chars)
@@ -364,13 +317,7 @@ class Memories:
         await self.ctx.store.erase_agent(agent_id)
 
     async def sweep_expired(self, limit: int = 10_000) -> int:
-        """Delete up to ``limit`` memories whose ``expires_at`` has passed (every agent).
-
-        An expired memory is already never returned; this deletes it, every version, and takes
-        it out of the BM25 statistics exactly as :meth:`delete_memory` does. Run it from a
-        scheduled job (``actrone-pg sweep`` does, after the sessions). Returns the number
-        deleted; call again while it returns ``limit``.
-        """
+        """What :meth:`actrone_pg.MemoryManager.sweep_expired` does (documented there)."""
         v.check_limit("limit", limit)
         return await self.ctx.store.sweep_expired_memories(limit=limit)
 

@@ -75,12 +75,7 @@ class Retrieval:
         explain: bool = False,
         filters: Mapping[str, Any] | None = None,
     ) -> RetrievedContext:
-        """Recent turns and relevant memories for ``query``, each inside its share of the budget.
-
-        L1 (the session's recent turns) is read while the query is embedded and L2 searched; the
-        fetch takes as long as the slower of the two. The caller's system prompt is never seen.
-        ``filters`` restricts L2 as in :meth:`search_memories`; L1 is the session's turns.
-        """
+        """What :meth:`actrone_pg.MemoryManager.retrieve_context` does (documented there)."""
         v.check_id("agent_id", agent_id)
         v.check_id("session_id", session_id)
         v.check_text("query", query, self.ctx.config.max_text_chars)

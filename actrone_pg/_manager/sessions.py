@@ -35,12 +35,7 @@ class SessionTurns:
         tool_results: Sequence[Any] | None = None,
         turn_id: str | None = None,
     ) -> Turn:
-        """Append a turn to the session and return it.
-
-        A turn counts ``user_message`` and ``assistant_message`` (and the JSON of ``tool_results``,
-        if any) together. Pass the same ``turn_id`` when retrying after a timeout: the store keeps
-        one copy.
-        """
+        """What :meth:`actrone_pg.MemoryManager.store_turn` does (documented there)."""
         limit = self.ctx.config.max_text_chars
         v.check_id("agent_id", agent_id)
         v.check_id("session_id", session_id)
@@ -98,10 +93,7 @@ class SessionTurns:
         )
 
     async def list_sessions(self, agent_id: str) -> list[SessionInfo]:
-        """The agent's live sessions (idle less than ``session_ttl_hours``), by ``session_id``.
-
-        An expired session is not listed, even before the sweeper removes it.
-        """
+        """What :meth:`actrone_pg.MemoryManager.list_sessions` does (documented there)."""
         v.check_id("agent_id", agent_id)
         return await self.ctx.store.list_sessions(
             agent_id, ttl_seconds=self.ctx.config.session_ttl_seconds
@@ -126,18 +118,7 @@ class SessionTurns:
         self._consolidation.forget_session(agent_id, session_id)
 
     async def sweep_expired_sessions(self, limit: int = 10_000) -> int:
-        """Remove up to ``limit`` sessions idle longer than ``session_ttl_hours``, with their turns.
-
-        An expired session already reads as empty; this reclaims its storage (PostgreSQL and the
-        in-memory store keep it until then; Redis keeps it ``redis_session_grace_hours`` past its
-        TTL, then drops it by itself, consolidated or not). It spans every agent and every
-        process's sessions, so run it from a scheduled job (``actrone-pg sweep``). Returns the
-        number of sessions removed; call again while it returns ``limit``.
-
-        With a consolidator (the default), each expired session's pending turns become memories
-        first, and a session is deleted only once that succeeded: a session whose consolidation
-        fails (or whose agent's maintenance lock is held) stays, and the next sweep tries again.
-        """
+        """What :meth:`actrone_pg.MemoryManager.sweep_expired_sessions` does (documented there)."""
         v.check_limit("limit", limit)
         ttl = self.ctx.config.session_ttl_seconds
         if self.ctx.consolidator is None:
