@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     with connection_errors(dsn), _revision_errors(revision):
         before = migrations.current_revision(dsn, schema)
         steps: list[str] = []
+        refreshed: list[str] = []
         if args.downgrade:
             migrations.downgrade(dsn, schema, revision=revision)
         elif args.distribute:
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
                 dsn, schema, text_search_config=target.config.postgres_text_search_config
             )
         else:
-            migrations.migrate(
+            refreshed = migrations.migrate(
                 dsn,
                 schema,
                 revision=revision,
@@ -86,6 +87,10 @@ def run(args: argparse.Namespace) -> int:
             )
         after = migrations.current_revision(dsn, schema)
     print(f"schema {schema}: {before or 'empty'} -> {after or 'empty'}")
+    if refreshed:
+        print(f"schema {schema}: functions and views installed again from this version's files:")
+    for difference in refreshed:
+        print(f"  {difference}")
     for step in steps:
         print(f"  citus: {step}")
     if args.distribute and not steps:

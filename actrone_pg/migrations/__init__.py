@@ -149,8 +149,12 @@ def migrate(
     revision: str = "head",
     text_search_config: str | None = None,
     distribute: str | None = None,
-) -> None:
+) -> list[str]:
     """Upgrade ``schema`` in the database at ``dsn`` to ``revision`` (default: the newest).
+
+    A schema at head already whose functions or views are not the shipped ones (left by an
+    earlier build of the same revision) gets them installed again, its tables untouched; the
+    differences found are returned (empty when nothing was changed).
 
     Safe to call concurrently from several processes. Before anything is created: a server
     without pgvector raises :class:`SchemaError` saying how to install it, and
@@ -167,6 +171,7 @@ def migrate(
         check_text_search_config(dsn, text_search_config)
     with advisory_lock(dsn, schema):
         _run(command.upgrade, cfg, revision)
+    return list(cfg.attributes.get("actrone_refreshed", ()))
 
 
 def distribute(

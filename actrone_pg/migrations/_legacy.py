@@ -21,7 +21,7 @@ from typing import Any
 from psycopg import sql
 
 from actrone_pg.errors import SchemaError
-from actrone_pg.migrations import VERSION_TABLE, _citus, _files
+from actrone_pg.migrations import VERSION_TABLE, _objects
 
 __all__ = ["BASELINE", "LEGACY_HEAD", "adopt"]
 
@@ -60,44 +60,7 @@ def adopt(connection: Any, schema: str) -> bool:
             f"the baseline. Upgrade it to {LEGACY_HEAD} with the pre-release that has it, or "
             "create the schema again"
         )
-    rows = run(
-        "SELECT n.nspname FROM pg_extension AS e"
-        " JOIN pg_namespace AS n ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
-    )
-    vector_schema = str(rows[0][0])
-    _drop_objects(run, schema)
-    baseline = _files.revision(BASELINE)
-    for name in baseline.objects:
-        text = _files.fill(_files.read(name), schema, vector_schema)
-        connection.exec_driver_sql(text, execution_options={"no_parameters": True})
-    if _citus.distributed(run, schema):
-        _citus.distribute_schema(run, schema)
+    _objects.reinstall(connection, schema)
     run(sql.SQL("UPDATE {} SET version_num = %s").format(table).as_string(), (BASELINE,))
     logger.info("schema %s: revision %s taken as the baseline, %s", schema, LEGACY_HEAD, BASELINE)
     return True
-
-
-def _drop_objects(run: Any, schema: str) -> None:
-    """Drop the schema's own views and functions (not an extension's that lives in it)."""
-    own = "NOT EXISTS (SELECT 1 FROM pg_depend AS d WHERE d.objid = {} AND d.deptype = 'e')"
-    views = run(
-        "SELECT c.relname::text FROM pg_class AS c JOIN pg_namespace AS n"
-        " ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'v' AND "
-        + own.format("c.oid"),
-        (schema,),
-    )
-    for (view,) in views:
-        statement = sql.SQL("DROP VIEW IF EXISTS {} CASCADE").format(sql.Identifier(schema, view))
-        run(statement.as_string())
-    functions = run(
-        "SELECT p.proname::text, pg_get_function_identity_arguments(p.oid) FROM pg_proc AS p"
-        " JOIN pg_namespace AS n ON n.oid = p.pronamespace WHERE n.nspname = %s AND "
-        + own.format("p.oid"),
-        (schema,),
-    )
-    for name, arguments in functions:
-        # The argument list as the server wrote it (types only, already quoted where needed).
-        statement = sql.SQL("DROP FUNCTION IF EXISTS {}({})").format(
-            sql.Identifier(schema, name), sql.SQL(arguments)
-        )
-        run(statement.as_string())

@@ -14,7 +14,10 @@ Settings, first found wins:
 The version table is ``actrone_alembic_version`` inside the schema. Before anything is created
 the environment checks that pgvector can be installed, so a server without it is left untouched.
 A schema at 0023, the last pre-release revision, is stamped as the baseline, 0024, before the
-migrations run (:mod:`actrone_pg.migrations._legacy`).
+migrations run (:mod:`actrone_pg.migrations._legacy`). An upgrade that finds the schema at head
+installs its functions and views again if they differ from the head files
+(:mod:`actrone_pg.migrations._objects`; the differences are left in
+``config.attributes["actrone_refreshed"]``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from actrone_pg.migrations import (
     PGVECTOR_HINT,
     VERSION_TABLE,
     _legacy,
+    _objects,
     advisory_lock,
     lock_key,
     validate_schema,
@@ -114,7 +118,14 @@ def _run(connection: sa.Connection, *, lock_in_transaction: bool = False) -> Non
         )
         # A schema of the pre-release revisions, at their last, 0023: stamped as the baseline.
         _legacy.adopt(connection, schema)
+        # An upgrade that finds the schema at head already: its functions and views are brought
+        # to the head files if an earlier build left others (_objects); tables stay as they are.
+        migration = context.get_context()
+        upgrade = getattr(migration.opts.get("fn"), "__name__", None) == "upgrade"
+        at_head = upgrade and migration.get_current_revision() == context.get_head_revision()
         context.run_migrations()
+        if at_head:
+            config.attributes["actrone_refreshed"] = _objects.refresh(connection, schema)
 
 
 def run_migrations_online() -> None:

@@ -192,6 +192,33 @@ def test_a_distributed_schema_built_by_0023_becomes_the_baseline_with_its_rows(
     )
 
 
+async def test_migrate_at_head_installs_an_older_retrieve_again_on_every_node(
+    citus_dsn: str, citus_scratch_schema: str
+) -> None:
+    # A distributed schema stamped 0024 by an earlier build, whose retrieve had another argument
+    # list: migrate drops and installs the functions again and distributes them as the baseline
+    # does, so every node holds the files and the calls are delegated again.
+    from tests.migrations.test_refresh import replace_retrieve_with_an_older_signature
+    from tests.sql.test_installed import installed_differences
+
+    schema = citus_scratch_schema
+    migrations.migrate(citus_dsn, schema)
+    replace_retrieve_with_an_older_signature(citus_dsn, schema)
+    assert installed_differences(citus_dsn, schema, every_node=True) != []
+    assert migrations.migrate(citus_dsn, schema) == ["function retrieve is not the head file's"]
+    assert installed_differences(citus_dsn, schema, every_node=True) == []
+    assert _distributed_by_agent(citus_dsn, schema) == DELEGATED
+    assert migrations.migrate(citus_dsn, schema) == []  # and then nothing to do
+    store = PostgresStore(PostgresSettings(citus_dsn, schema=schema, distribute="citus"))
+    await store.setup()
+    try:
+        await store.upsert_memories([record("a", "m1", "green tea", [1, 0, 0, 0])])
+        found = await store.search(request("a", "tea", [1, 0, 0, 0]))
+        assert [hit.memory.id for hit in found.hits] == ["m1"]
+    finally:
+        await store.close()
+
+
 @pytest.mark.parametrize("budget", [None, 40])
 async def test_the_search_is_one_call_run_whole_by_the_agents_worker(
     store_citus: PostgresStore, citus_dsn: str, citus_schema: str, budget: int | None
