@@ -714,45 +714,42 @@ async def test_random_writes_on_the_cluster_match_a_recount(
     await random_writes_match_a_recount(store_citus, citus_dsn, citus_schema)
 
 
-def test_agent_write_elsewhere_than_the_agents_worker_writes_nothing(
+def test_agent_write_elsewhere_than_the_agents_worker_writes_through_the_distributed_tables(
     citus_dsn: str, citus_schema: str, store_citus: PostgresStore
 ) -> None:
-    # A shard moved since the coordinator planned the call, or a session that no longer
-    # delegates: the call runs where no placement of the agent's shards is, and says so. An
-    # argument that is not a constant keeps Citus from delegating it (on the coordinator, and on
-    # a worker, which with the metadata would delegate it too).
-    with psycopg.connect(citus_dsn, autocommit=True) as conn:
-        (port,) = conn.execute(
-            "SELECT n.nodeport FROM pg_dist_placement AS p JOIN pg_dist_node AS n USING (groupid)"
-            " WHERE p.shardid = get_shard_id_for_distribution_column(%s::regclass, 'a')",
-            (f"{citus_schema}.memories",),
-        ).fetchone()
-    others = sorted(_worker_ports(citus_dsn) - {port, 0})
+    # A call Citus does not delegate (a session that no longer delegates, a client of another
+    # node) runs where no placement of the agent's shards may be: the same statements, over the
+    # distributed tables, routed to each agent's shards. An argument that is not a constant
+    # keeps Citus from delegating it (on the coordinator, and on a worker, which with the
+    # metadata would delegate it too). Seven agents a session: its prepared statements run past
+    # PostgreSQL's five custom plans, for agents on every worker.
+    agents = [f"agent{i}" for i in range(7)]
+    nodes = [
+        citus_dsn,
+        *(re.sub(r":\d+/", f":{p}/", citus_dsn) for p in _worker_ports(citus_dsn) - {0}),
+    ]
     call = sql.SQL(
-        "SELECT * FROM {}.agent_write((SELECT 'a'), ARRAY['m1'], ARRAY['tea'], ARRAY[1], 1, 1,"
-        " true, NULL, NULL)"
+        "SELECT held, n_docs FROM {}.agent_write((SELECT %s::text), ARRAY['m1'], ARRAY['tea'],"
+        " ARRAY[1], 1, 3, true, NULL, NULL)"
     ).format(sql.Identifier(citus_schema))
-    nodes = [citus_dsn, *(re.sub(r":\d+/", f":{p}/", citus_dsn) for p in others)]
-    for node in nodes:
+    for n, node in enumerate(nodes, 1):
         with psycopg.connect(node, autocommit=True) as conn:
-            rows = conn.execute(call).fetchall()
-        assert rows == [(False, False, None, None)], node
-    with psycopg.connect(citus_dsn, autocommit=True) as conn:
-        n = conn.execute(
-            sql.SQL("SELECT count(*) FROM {} WHERE agent_id = 'a'").format(
-                sql.Identifier(citus_schema, "agent_stats")
-            )
-        ).fetchone()
-    assert n == (0,)
+            for agent in agents:
+                assert conn.execute(call, (agent,)).fetchall() == [(True, n)], (node, agent)
+    from tests.stores.test_postgres import agent_statistics
+
+    for agent in agents:
+        stats, df = agent_statistics(citus_dsn, citus_schema, agent)
+        assert stats == (len(nodes), 3 * len(nodes)) and df == {"tea": len(nodes)}, agent
 
 
-async def test_a_session_that_no_longer_delegates_writes_statement_by_statement(
+async def test_a_session_that_no_longer_delegates_writes_through_the_coordinator(
     citus_dsn: str, citus_schema: str, store_one: PostgresStore
 ) -> None:
     # Citus 13-14: after an error raised while planning a subquery, a session delegates no
     # function again (the store closes such a connection; this one is made so past the store).
-    # Its agent_write then runs on the coordinator, writes nothing, and the batch goes through
-    # the coordinator statement by statement, its statistics as exact.
+    # Its agent_write then runs on the coordinator, over the distributed tables: the same
+    # statements, each routed to the agent's worker, and the statistics as exact.
     await store_one.upsert_memories([record("a", "m1", "coffee beans", [1, 0, 0, 0])])
     assert store_one.db.pool is not None
     async with store_one.db.pool.connection() as raw:
@@ -761,9 +758,10 @@ async def test_a_session_that_no_longer_delegates_writes_statement_by_statement(
 
     sent = _writes(await _remote_commands(store_one, _replacing))
     assert not any("agent_write(" in c for c in sent), sent
-    # the lock, the replaced memory and its versions, the rows, the frequencies, the pruning
-    # of the replaced memory's terms, the totals: each a command of its own
-    kinds = ["INSERT", "DELETE", "DELETE", "COPY", "INSERT", "DELETE", "UPDATE"]
+    # the lock, the replaced memory, its versions, the frequencies (an INSERT ... SELECT of no
+    # distributed table: Citus COPYs the computed rows, then inserts them), the pruning of the
+    # replaced memory's terms, the totals (agent_write's statements, in its order), the rows
+    kinds = ["INSERT", "WITH", "DELETE", "COPY", "INSERT", "DELETE", "UPDATE", "COPY"]
     assert [c.split()[0] for c in sent] == kinds, sent
     _assert_replaced(citus_dsn, citus_schema)
 

@@ -4,10 +4,7 @@
 -- versions), the document frequencies and the agent's totals moved by the batch's terms less the
 -- replaced memories', and the analyzer the schema records returned. The caller then COPYs the
 -- rows, in the same transaction (writes.upsert_memories, writes.update_memory). This is the
--- batch write's one definition; the store's statements LOCK_AGENT_STATS, HOLDS_LOCK,
--- DELETE_MEMORIES, DELETE_HISTORY, UPDATE_TERM_STATS, PRUNE_TERM_STATS and
--- UPDATE_AGENT_STATS_ANALYZER are the same, in that order, for the one case it cannot serve (a
--- Citus session that no longer delegates; placed = false below).
+-- batch write's one definition, for every client and every server.
 --
 -- Why: on the cluster each of those statements was a hop through the coordinator. Distributed
 -- with force_delegation, the call is delegated inside the caller's transaction block to the
@@ -24,11 +21,14 @@
 -- on the worker, the lock would come before the COPY's on the coordinator: the opposite order to
 -- a move's, a distributed deadlock measured under a rebalance.)
 --
--- Where it runs:
--- * on that worker (Citus, the agent's placement on this node): over the shard tables;
--- * on another node of a distributed schema (a session that no longer delegates, a call made
---   without the caller's lock while a shard moved): it writes nothing and returns
---   placed = false; the caller then runs the statements through the coordinator;
+-- Where it runs, and over which tables (the same statements each time):
+-- * on the worker holding the agent's shards (Citus, delegated): over the shard tables;
+-- * on a node without them, called there and not delegated (a Citus session that no longer
+--   delegates functions runs the call on the coordinator; a client connected to another node):
+--   over the distributed tables, each statement routed by Citus to the agent's shards like any
+--   client's. (A call delegated to a node that lost the placement, which the caller's metadata
+--   lock rules out, is refused by Citus: a query on a shard runs no distributed query; nothing
+--   is written.)
 -- * on a schema that is not distributed (one server, postgres_distribute = 'off'): over the
 --   schema's tables.
 --
@@ -53,7 +53,7 @@ CREATE OR REPLACE FUNCTION {schema}.agent_write(
     p_fence_name text,
     p_fence_holder text
 )
-RETURNS TABLE (placed boolean, held boolean, n_docs bigint, analyzer text)
+RETURNS TABLE (held boolean, n_docs bigint, analyzer text)
 LANGUAGE plpgsql VOLATILE
 SET jit = off
 AS $fn$
@@ -82,9 +82,11 @@ BEGIN
             IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_placement AS pl
                            JOIN pg_catalog.pg_dist_local_group AS g ON g.groupid = pl.groupid
                            WHERE pl.shardid = v_memories) THEN
-                RETURN QUERY SELECT false, false, NULL::bigint, NULL::text;
-                RETURN;
+                -- No placement here: the distributed tables, through this node's Citus.
+                v_memories := NULL;
             END IF;
+        END IF;
+        IF v_memories IS NOT NULL THEN
             v_rows := pg_catalog.shard_name('{schema}.memories'::regclass, v_memories);
             v_stats := pg_catalog.shard_name('{schema}.agent_stats'::regclass,
                 pg_catalog.get_shard_id_for_distribution_column('{schema}.agent_stats'::regclass,
@@ -105,8 +107,9 @@ BEGIN
         END IF;
     END IF;
     -- The four statements every batch runs, prepared once per session and set of tables (their
-    -- names: this revision's prefix, the agent's memories shard or the plain table's oid), so
-    -- that a call plans none of them (0.3 to 0.5 ms of a call, docs/scale-out.md).
+    -- names: this revision's prefix, the agent's memories shard, or the oid of the schema's
+    -- memories table, plain or distributed), so that a call plans none of them (0.3 to 0.5 ms
+    -- of a call, docs/scale-out.md).
     v_name := 'actrone_0022_' || coalesce('s' || v_memories,
                                           't' || '{schema}.memories'::regclass::oid) || '_';
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_statements AS q
@@ -136,7 +139,7 @@ BEGIN
         EXECUTE format('PREPARE %I (integer, bigint, text) AS'
                        ' UPDATE %s SET n_docs = n_docs + $1, total_length = total_length + $2'
                        ' WHERE agent_id = $3'
-                       ' RETURNING true, true, n_docs,'
+                       ' RETURNING true, n_docs,'
                        ' (SELECT value FROM %s WHERE name = ''text_analyzer'')',
                        v_name || 'totals', v_stats, v_settings);
     END IF;
@@ -148,7 +151,7 @@ BEGIN
                        ' FOR SHARE)', v_locks)
             INTO held USING p_agent_id, p_fence_name, p_fence_holder;
         IF NOT held THEN
-            RETURN QUERY SELECT true, false, NULL::bigint, NULL::text;
+            RETURN QUERY SELECT false, NULL::bigint, NULL::text;
             RETURN;
         END IF;
     END IF;

@@ -165,14 +165,6 @@ UPDATE_AGENT_STATS = (
     "UPDATE {s}.agent_stats SET n_docs = n_docs + %s, total_length = total_length + %s"
     " WHERE agent_id = %s RETURNING n_docs"
 )
-# A write of BM25 terms ends with it: the agent's count, and the analyzer the schema records, read
-# while the writer holds the agent's statistics row (writes.py, _check_analyzer): the same
-# value as right after taking the row, in the round trip the write makes anyway.
-UPDATE_AGENT_STATS_ANALYZER = (
-    "UPDATE {s}.agent_stats SET n_docs = n_docs + %s, total_length = total_length + %s"
-    " WHERE agent_id = %s"
-    " RETURNING n_docs, (SELECT value FROM {s}.settings WHERE name = 'text_analyzer')"
-)
 SELECT_MEMORY = (
     "SELECT " + MEMORY_COLUMNS + " FROM {s}.memories AS m WHERE m.agent_id = %s AND m.id = %s"
 )
@@ -244,20 +236,20 @@ DISTRIBUTED = (
 # mode, on the coordinator, as Citus's own writes take them there, in shard order (as
 # REINDEX_LOCK_SHARDS takes them all): a shard move takes its shard's exclusively, coordinator
 # first, while it blocks writes, and so does a reindex, so neither runs under the transaction
-# (sql/0022_agent_write.sql).
+# (migrations/sql/0024_agent_write.sql).
 LOCK_SHARD_METADATA = (
     "SELECT lock_shard_metadata(5, ARRAY(SELECT DISTINCT get_shard_id_for_distribution_column("
     "(quote_ident(%s::text) || '.memories')::regclass, a.agent_id)"
     " FROM unnest(%s::text[]) AS a(agent_id) ORDER BY 1))"
 )
-# Then, per agent, its statements but the COPY (migration 0022's agent_write, distributed with
-# force_delegation): delegated inside the batch's transaction to the worker holding the agent's
-# shards, where it runs them over the shard tables. The replaced memories start afresh
-# (upsert_memories'); no fence: NULLs.
 # Row-level security: the agent this session serves (Database.serve; sql/0024_row_security.sql).
 SERVE_AGENT = "SELECT set_config('actrone.agent_id', %s, false)"
+# Then, per agent, its statements but the COPY: agent_write, the batch write's one definition
+# (migrations/sql/0024_agent_write.sql; distributed with force_delegation, delegated inside the
+# batch's transaction to the worker holding the agent's shards). The replaced memories start
+# afresh with fresh (upsert_memories'); no fence: NULLs.
 AGENT_WRITE = (
-    "SELECT placed, held, n_docs, analyzer FROM {s}.agent_write(%(agent)s, %(ids)s::text[],"
+    "SELECT held, n_docs, analyzer FROM {s}.agent_write(%(agent)s, %(ids)s::text[],"
     " %(terms)s::text[], %(deltas)s::int[], %(count)s::int, %(length)s::bigint, %(fresh)s,"
     " %(fence_name)s::text, %(fence_holder)s::text)"
 )

@@ -48,7 +48,6 @@ from actrone_pg.stores.postgres.statements import (
     SELECT_MEMORY,
     SELECT_MEMORY_FOR_UPDATE,
     UPDATE_AGENT_STATS,
-    UPDATE_AGENT_STATS_ANALYZER,
     UPDATE_TERM_STATS,
 )
 
@@ -90,7 +89,7 @@ async def upsert_memories(
     writer's lock is checked (and share-locked) in the same transaction, after the agent's
     statistics row: erase_agent takes that row first too, so the two never interleave.
     Each agent's statements but the COPY are one call of ``agent_write`` (:func:`_write_by_call`),
-    on one server as on the agent's Citus worker.
+    the batch write's one definition, on one server as on the agent's Citus worker.
     """
     if not records:
         return
@@ -107,12 +106,7 @@ async def upsert_memories(
         for agent_id in sorted(by_agent):
             await db.serve(conn, agent_id)  # row-level security: this agent's rows, in turn
             batch = await _batch(db, conn, agent_id, by_agent[agent_id])
-            size = await _write_by_call(db, conn, batch, fence, fresh=True)
-            if size is None:  # Citus, a session that no longer delegates: statement by statement
-                await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
-                await lookups.check_fence(db, conn, agent_id, fence)
-                size = await _write_agent(db, conn, batch, fresh=True)
-            sizes[agent_id] = size
+            sizes[agent_id] = await _write_by_call(db, conn, batch, fence, fresh=True)
     await _written_now(db, records, dims, stored, sizes)
 
 
@@ -154,8 +148,6 @@ async def update_memory(
         )
         batch = await _batch(db, conn, agent_id, [record])
         size = await _write_by_call(db, conn, batch, None, fresh=False)
-        if size is None:  # Citus, a session that no longer delegates: statement by statement
-            size = await _write_agent(db, conn, batch, fresh=False)
     await _written_now(db, [record], dims, stored, {agent_id: size})
     return m
 
@@ -169,11 +161,11 @@ def _check_analyzer(db: Database, recorded: Any) -> None:
     (LOCK_AGENT_STATS, its first statement). ``reindex`` holds the statistics table
     exclusively from before it reads to its commit, so once the row is held the recorded
     analyzer cannot change until this transaction ends, and a write that waited on a reindex
-    reads the analyzer it recorded. So a batch reads it with its last statement
-    (UPDATE_AGENT_STATS_ANALYZER), the same value as right after taking the row, without a
-    round trip of its own (Citus refuses a subquery in an INSERT's RETURNING, so the lock's
-    statement cannot carry it); ``update_memory`` reads it right after the row as well, to
-    refuse before it builds the new version.
+    reads the analyzer it recorded. So a batch reads it with ``agent_write``'s last statement
+    (the totals' UPDATE), the same value as right after taking the row, without a round trip
+    of its own (Citus refuses a subquery in an INSERT's RETURNING, so the lock's statement
+    cannot carry it); ``update_memory`` reads it right after the row as well, to refuse before
+    it builds the new version.
     """
     if db.ts_config != "simple":
         return  # the server's configuration makes the terms; no analyzer is recorded
@@ -258,61 +250,22 @@ async def _copy(db: Database, conn: _Conn, batch: _Batch) -> None:
             await copy.write_row(row)
 
 
-async def _write_agent(db: Database, conn: _Conn, batch: _Batch, *, fresh: bool) -> int:
-    """Write one agent's batch and its statistics through a Citus coordinator, statement by
-    statement; returns the agent's memory count.
-
-    Only where ``agent_write`` ran on a node without the agent's placement
-    (:func:`_write_by_call` returned ``None``: a session that no longer delegates, see
-    docs/scale-out.md): everywhere else that function is the batch's one definition, and these
-    are its statements, in its order. ``fresh``: the memories replaced start afresh, their
-    earlier versions dropped. The caller holds the agent's statistics row (LOCK_AGENT_STATS)
-    already; the last statement checks the analyzer the schema records (:func:`_check_analyzer`).
-    """
-    agent_id, ids = batch.agent_id, batch.ids
-    gone = rows.removed(await db.fetch(conn, db.compose(DELETE_MEMORIES), (agent_id, ids)))
-    if fresh and gone:
-        await conn.execute(db.compose(DELETE_HISTORY), (agent_id, ids))
-    df = Counter(batch.df)
-    for old in gone:
-        df.subtract(old.terms)
-    await _copy(db, conn, batch)
-    changed = {t: d for t, d in df.items() if d != 0}
-    if changed:
-        terms = list(changed)
-        await conn.execute(
-            db.compose(UPDATE_TERM_STATS), (agent_id, terms, [changed[t] for t in terms])
-        )
-        removed = [t for t, d in changed.items() if d < 0]
-        if removed:
-            await conn.execute(db.compose(PRUNE_TERM_STATS), (agent_id, removed))
-    n_delta = len(ids) - len(gone)
-    len_delta = batch.length - sum(old.length for old in gone)
-    cur = await conn.execute(
-        db.compose(UPDATE_AGENT_STATS_ANALYZER), (n_delta, len_delta, agent_id)
-    )
-    stats = await cur.fetchone()
-    if stats is None:  # the caller holds the row: not reached
-        return 0
-    _check_analyzer(db, stats[1])
-    return int(stats[0])
-
-
 async def _write_by_call(
     db: Database, conn: _Conn, batch: _Batch, fence: Fence | None, *, fresh: bool
-) -> int | None:
+) -> int:
     """One agent's batch: its statistics row taken, the fence checked, the replaced memories
     deleted (with ``fresh``, their earlier versions too), the term frequencies and totals moved,
     in one call of ``agent_write`` (sql/0024_agent_write.sql); then the rows; the agent's
     memory count.
 
     On one server the call runs over the schema's tables. On a distributed schema Citus
-    delegates it to the worker holding the agent's shards; the caller holds the agent's shard's
-    metadata lock, on the coordinator (LOCK_SHARD_METADATA), so no shard move cuts over and no
-    reindex runs while the transaction is open. ``None`` when the call ran on a node without
-    the agent's placement (a session that no longer delegates): it wrote nothing, and the
-    caller runs :func:`_write_agent` through the coordinator. docs/scale-out.md, "Migration
-    0022: a batch in two hops", has why (two hops instead of five).
+    delegates it to the worker holding the agent's shards, where it runs over the shard tables;
+    the caller holds the agent's shard's metadata lock, on the coordinator
+    (LOCK_SHARD_METADATA), so no shard move cuts over and no reindex runs while the transaction
+    is open. Where Citus does not delegate it (a session that no longer delegates functions,
+    docs/scale-out.md), the call runs the same statements on the coordinator over the
+    distributed tables. docs/scale-out.md, "Writes on the workers", has why (two hops instead
+    of five).
     """
     terms = list(batch.df)
     found = await db.fetch(
@@ -331,8 +284,6 @@ async def _write_by_call(
         },
     )
     (row,) = found
-    if not row["placed"]:
-        return None
     if not row["held"]:
         assert fence is not None
         raise lock_lost(batch.agent_id, fence)

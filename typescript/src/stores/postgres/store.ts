@@ -281,10 +281,7 @@ export class PostgresStore implements Store {
       if (this.#distributed) await this.#query(client, this.#s("LOCK_SHARD_METADATA"), [this.schema, agents]);
       for (const agentId of agents) {
         const batch = this.#batch(agentId, byAgent.get(agentId)!);
-        if (!(await this.#writeOnWorker(client, batch, true))) {
-          await this.#query(client, this.#s("LOCK_AGENT_STATS"), [agentId]);
-          await this.#writeAgent(client, batch, true);
-        }
+        await this.#agentWrite(client, batch, true);
       }
       return registered;
     });
@@ -306,7 +303,7 @@ export class PostgresStore implements Store {
       this.#checkKnown(dims, this.#dimensions);
       registered = await this.#register(client, dims);
       await this.#query(client, this.#s("ARCHIVE_MEMORY"), { valid_to: rows.timestamp(m.validFrom), agent: agentId, id: m.id, version: current.version });
-      await this.#writeAgent(client, this.#batch(agentId, [record]), false);
+      await this.#agentWrite(client, this.#batch(agentId, [record]), false);
       return m;
     });
     for (const [name, size] of registered) this.#dimensions.set(name, size);
@@ -397,8 +394,12 @@ export class PostgresStore implements Store {
     return { agentId, records, tfs, lengths, df, length: total };
   }
 
-  /** migration 0022's agent_write, then the rows: false if the call ran off the agent's worker. */
-  async #writeOnWorker(client: Client, batch: Batch, fresh: boolean): Promise<boolean> {
+  /**
+   * writes._write_by_call: agent_write(), the batch write's one definition (the statistics row,
+   * the replaced memories, the frequencies and totals; on Citus delegated to the agent's worker),
+   * then the rows.
+   */
+  async #agentWrite(client: Client, batch: Batch, fresh: boolean): Promise<void> {
     const terms = [...batch.df.keys()];
     const found = await this.#query(client, this.#s("AGENT_WRITE"), {
       agent: batch.agentId,
@@ -411,31 +412,8 @@ export class PostgresStore implements Store {
       fence_name: null,
       fence_holder: null,
     });
-    const row = found[0];
-    if (row === undefined || !row.placed) return false;
-    this.#checkRecordedAnalyzer(row.analyzer);
+    this.#checkRecordedAnalyzer(found[0]?.analyzer);
     await this.#insert(client, batch);
-    return true;
-  }
-
-  /** writes._write_agent: the batch statement by statement (the caller holds the statistics row). */
-  async #writeAgent(client: Client, batch: Batch, fresh: boolean): Promise<void> {
-    const ids = batch.records.map((r) => r.memory.id);
-    const gone = await this.#query(client, this.#s("DELETE_MEMORIES"), [batch.agentId, ids]);
-    if (fresh && gone.length > 0) await this.#query(client, this.#s("DELETE_HISTORY"), [batch.agentId, ids]);
-    const df = new Map(batch.df);
-    for (const old of gone) for (const t of (old.terms as string[] | null) ?? []) df.set(t, (df.get(t) ?? 0) - 1);
-    await this.#insert(client, batch);
-    const changed = [...df].filter(([, d]) => d !== 0);
-    if (changed.length > 0) {
-      await this.#query(client, this.#s("UPDATE_TERM_STATS"), [batch.agentId, changed.map(([t]) => t), changed.map(([, d]) => d)]);
-      const removed = changed.filter(([, d]) => d < 0).map(([t]) => t);
-      if (removed.length > 0) await this.#query(client, this.#s("PRUNE_TERM_STATS"), [batch.agentId, removed]);
-    }
-    const nDelta = ids.length - gone.length;
-    const lenDelta = batch.length - gone.reduce((s, r) => s + Number(r.doc_len), 0);
-    const stats = await this.#query(client, q.statement("UPDATE_AGENT_STATS_ANALYZER", this.schema), [nDelta, lenDelta, batch.agentId]);
-    this.#checkRecordedAnalyzer(stats[0]?.value);
   }
 
   /** The rows of a batch (Python COPYs them; here multi-row INSERTs of the same columns). */
