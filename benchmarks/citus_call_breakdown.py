@@ -1,21 +1,18 @@
 """Where a Citus ``retrieve_context`` call's time goes, beside one server, same data, one run.
 
-Four ways to run the same call (one agent, the statement the store sends, its values bound),
-each timed ``--calls`` times, alternating in blocks of 10, p50 and mean in milliseconds, and the
-CPU time of every server process (the single server's and the cluster's nodes') per call while
-that way ran, since the machine is shared (the load average is printed too):
+The store's one read is one call of ``retrieve()`` on every server (docs/postgres.md, "One read
+path"). Three ways to run the same call (one agent, the statement the store sends, its values
+bound), each timed ``--calls`` times, alternating in blocks of 10, p50 and mean in
+milliseconds, and the CPU time of every server process (the single server's and the cluster's
+nodes') per call while that way ran, since the machine is shared (the load average is printed
+too):
 
-- ``retrieve()`` on one embedded server (the single server's store: hybrid_search inside);
-- ``agent_retrieve()`` on that server (the distributed store's function, on plain tables);
-- ``agent_retrieve()`` called on the worker holding the agent's shards (Citus plans each of its
-  statements there, against the local shards);
-- ``agent_retrieve()`` through the coordinator (delegated to that worker: one more hop);
-- with ``--shard-tables``, on that worker, copies of ``retrieve()`` and of ``agent_retrieve()``
-  as their files write them, each reading the agent's shard tables by name: plain tables, so
-  Citus plans nothing (what its planning costs, on the same node, same data, same rows).
+- ``retrieve()`` on one embedded server (the single server's store);
+- ``retrieve()`` called on the worker holding the agent's shards (where the function runs its
+  statement prepared over the agent's shard tables, so Citus plans none of it);
+- ``retrieve()`` through the coordinator (delegated to that worker: one more hop).
 
     python benchmarks/citus_call_breakdown.py [--agents 4] [--per-agent 1000] [--calls 100]
-        [--shard-tables]
 """
 
 from __future__ import annotations
@@ -36,7 +33,6 @@ from pgvector.psycopg import register_vector
 from actrone_pg import MemoryConfig, MemoryManager
 from actrone_pg._embedded import temporary_server
 from actrone_pg.embedders import HashingEmbedder
-from actrone_pg.migrations import _files, _render
 
 WORDS = "apple river stone cloud garden lamp violin harbour candle meadow copper forest".split()
 
@@ -70,57 +66,6 @@ async def _load_and_capture(dsn: str, agents: list[str], per_agent: int) -> tupl
         return calls[-1]
     finally:
         await mm.close()
-
-
-_SCHEMA = "actrone_breakdown"
-_SHARDED = ("memories", "turns", "sessions", "agent_stats", "term_stats")
-
-
-def _on_shard_tables(
-    cluster: Any, worker: str, agent: str, dist: tuple[Any, Any]
-) -> dict[str, tuple[str, Any, Any]]:
-    """Install on ``worker`` copies of the entry functions reading ``agent``'s shard tables by
-    name (for this benchmark only: a shard's name changes when it moves); their calls."""
-    shards = {t: cluster.shard_of(f"{_SCHEMA}.{t}", agent)[0] for t in _SHARDED}
-    with psycopg.connect(cluster.dsn, autocommit=True) as conn:
-        vs = conn.execute(
-            "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n"
-            " ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
-        ).fetchone()
-    assert vs is not None
-
-    def copy(name: str, suffix: str) -> str:
-        text = _files.read(_render.head_files()[name])
-        text = text.replace(f"{{schema}}.{name}(", f"{{schema}}.{name}{suffix}(")
-        for table, shard in shards.items():
-            text = text.replace(f"{{schema}}.{table} ", f"{shard} ")
-        return text.replace("{schema}", _SCHEMA).replace("{vector_schema}", f'"{vs[0]}"')
-
-    with psycopg.connect(worker, autocommit=True) as conn:
-        conn.execute("SET citus.enable_ddl_propagation = off")  # this worker only
-        for name, suffix in (("retrieve", "_shards"), ("agent_retrieve", "_shards")):
-            conn.execute(copy(name, suffix).encode())
-    statement, params = dist
-    text = statement.as_string(None) if hasattr(statement, "as_string") else str(statement)
-    # retrieve()'s call: agent_retrieve's arguments without the candidates and statistics.
-    given = ("candidates", "n_docs", "total_length", "doc_freqs")
-    retrieve_params = {k: v for k, v in params.items() if k not in given}
-    retrieve_text = text.replace(".agent_retrieve(", ".retrieve_shards(")
-    for name, cast in (
-        ("candidates", "text[]"),
-        ("n_docs", "bigint"),
-        ("total_length", "bigint"),
-        ("doc_freqs", "int[]"),
-    ):
-        retrieve_text = retrieve_text.replace(f" %({name})s::{cast},", "")
-    return {
-        "retrieve() on the worker's shard tables": (worker, retrieve_text, retrieve_params),
-        "agent_retrieve() on the worker's shard tables": (
-            worker,
-            text.replace(".agent_retrieve(", ".agent_retrieve_shards("),
-            params,
-        ),
-    }
 
 
 def _tree(postmaster: int) -> list[int]:
@@ -170,7 +115,6 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=4)
     parser.add_argument("--per-agent", type=int, default=1000)
     parser.add_argument("--calls", type=int, default=100)
-    parser.add_argument("--shard-tables", action="store_true")
     args = parser.parse_args()
     agents = [f"agent-{i}" for i in range(args.agents)]
     with temporary_server(prefix="actrone-breakdown-") as single:
@@ -185,12 +129,9 @@ def main() -> None:
             worker_dsn = f"postgresql://postgres@127.0.0.1:{worker}/postgres"
             ways = {
                 "retrieve() on one server": (single, *one),
-                "agent_retrieve() on one server": (single, *dist),
-                "agent_retrieve() on the worker": (worker_dsn, *dist),
-                "agent_retrieve() via the coordinator": (cluster.dsn, *dist),
+                "retrieve() on the agent's worker": (worker_dsn, *dist),
+                "retrieve() via the coordinator": (cluster.dsn, *dist),
             }
-            if args.shard_tables:
-                ways.update(_on_shard_tables(cluster, worker_dsn, agents[0], dist))
             with psycopg.connect(cluster.dsn, autocommit=True) as conn:
                 nodes = [int(r[0]) for r in conn.execute("SELECT nodeport FROM pg_dist_node")]
             servers = [_postmaster(single), _postmaster(cluster.dsn)] + [

@@ -1,12 +1,13 @@
-"""Latency of PostgresStore.search (the whole hybrid ranking) and of three ways to fetch L1 + L2.
+"""Latency of PostgresStore.search (one call of ``retrieve()``, the whole ranking) and of three
+ways to fetch L1 + L2.
 
 10 agents x 10,000 memories of 384 dimensions (topic mixture, 8-20 words of text each), written
 interleaved through ``upsert_memories`` (binary COPY) in batches of 1,000; then ``--queries``
 searches (threshold set so a typical query admits ``--admit`` memories, 1,000 by default, so the
 500 nearest are ranked; ``--admit 0`` admits everything), and the L1 + L2 fetch (the session's
-recent turns and ``search`` packed into a 1,000-token L2 share) done three ways: one statement
-after the other, concurrently on two pooled connections as the manager does, and in one round
-trip (both statements sent together in a psycopg pipeline on one connection); then
+recent turns and ``search`` packed into a 1,000-token L2 share) done three ways: one call after
+the other, concurrently on two pooled connections, and in one call of ``retrieve()`` with the
+session (``PostgresStore.fetch_context``, what ``retrieve_context`` uses); then
 ``MemoryManager.retrieve_context`` itself. Query vectors are precomputed: embedding excluded.
 Recall is measured against numpy's exact top 500 of the same vectors.
 
@@ -29,14 +30,12 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 from psycopg import sql
-from psycopg.rows import dict_row
 
 from actrone_pg._embedded import given_or_temporary_server
 from actrone_pg.models import Memory, Turn
 from actrone_pg.ranking import RankingParams, query_terms
-from actrone_pg.stores.base import MemoryRecord, PackedSearch, SearchRequest
-from actrone_pg.stores.postgres import PostgresSettings, PostgresStore, builders, lookups, rows
-from actrone_pg.stores.postgres.statements import SELECT_RECENT_TURNS
+from actrone_pg.stores.base import MemoryRecord, SearchRequest
+from actrone_pg.stores.postgres import PostgresSettings, PostgresStore
 
 DIM = 384
 #: The L2 share of a 4,000-token budget (the manager's default 25 %).
@@ -60,37 +59,6 @@ class _FixedEmbedder:
 
     async def embed_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         return [self.vectors[t] for t in texts]
-
-
-async def l1_l2_one_round_trip(
-    store: PostgresStore, req: SearchRequest, session_id: str
-) -> tuple[list[Turn], PackedSearch]:
-    """L1 and L2 as two statements sent together on one connection (a pipeline).
-
-    Not a store method: the manager fetches L1 while the query is being embedded, which one
-    round trip cannot do (the search needs the vector first). Measured here to compare.
-    """
-    packed = replace(req, budget=L2_BUDGET, max_hits=None)
-    statement, params = builders.retrieve(
-        packed,
-        schema=store.schema,
-        terms=await lookups.query_terms(store.db, req.query, req.terms),
-        session=None,
-        ef_search=store.db.ann_ef_search,
-    )
-    async with store.db.conn() as conn, conn.pipeline() as pipe:
-        l1 = conn.cursor(row_factory=dict_row)
-        await l1.execute(
-            store.db.compose(SELECT_RECENT_TURNS),
-            {"agent": req.agent_id, "session": session_id, "ttl": 3600.0, "limit": 50},
-        )
-        l2 = conn.cursor(row_factory=dict_row, binary=True)
-        await l2.execute(statement, params)
-        await pipe.sync()
-        turn_rows = await l1.fetchall()
-        l2_rows = await l2.fetchall()
-    # The rows become objects as recent_turns and search make them.
-    return rows.turns(req.agent_id, session_id, turn_rows), rows.packed(req.agent_id, l2_rows)
 
 
 async def main() -> None:
@@ -243,7 +211,9 @@ async def main() -> None:
             )
             p_ms = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
-            await l1_l2_one_round_trip(store, req, "s")
+            await store.fetch_context(
+                agent, "s", limit=50, ttl_seconds=3600, request=replace(req, budget=L2_BUDGET)
+            )
             o_ms = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
             await mm.retrieve_context(f"agent-{a}", "s", text, 4000)
@@ -270,10 +240,10 @@ async def main() -> None:
         f" {args.queries} queries"
     )
     for name, ms in (
-        ("search (hybrid_search, full ranking)", search_ms),
+        ("search (retrieve(), full ranking)", search_ms),
         ("L1 then L2 (packed search), sequential", seq_ms),
         ("L1 and L2 concurrently (two connections)", par_ms),
-        ("L1 and L2 in one round trip (pipeline)", one_ms),
+        ("L1 and L2 in one retrieve() (fetch_context)", one_ms),
         ("MemoryManager.retrieve_context (4,000 tokens)", retrieve_ms),
     ):
         print(f"  {name:44s} p50 {statistics.median(ms):6.2f} ms  p99 {pct(ms, 0.99):6.2f} ms")
