@@ -123,9 +123,14 @@ async def update_memory(
 
     The statistics row comes first, as every writer of the agent's memories takes it (a
     row lock of the memory first would deadlock with a delete or an erase waiting on it);
-    so updates of one memory queue on it, in the order they came, none refused.
+    so updates of one memory queue on it, in the order they came, none refused. On a
+    distributed schema the agent's shard's metadata lock comes before it, as in
+    :func:`upsert_memories`: no shard move cuts over and no reindex runs under the delegated
+    ``agent_write``.
     """
     async with db.conn() as conn, conn.transaction():
+        if db.distributed:
+            await conn.execute(db.compose(LOCK_SHARD_METADATA), (db.schema, [agent_id]))
         await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
         if db.ts_config == "simple":
             # Refused before ``build`` runs (it may embed): one more round trip, for one memory.

@@ -291,6 +291,7 @@ export class PostgresStore implements Store {
   async updateMemory(agentId: string, memoryId: string, build: BuildVersion): Promise<Memory | null> {
     let registered = new Map<string, number>();
     const written = await this.#transaction(async (client) => {
+      if (this.#distributed) await this.#query(client, this.#s("LOCK_SHARD_METADATA"), [this.schema, [agentId]]);
       await this.#query(client, this.#s("LOCK_AGENT_STATS"), [agentId]);
       const recorded = await this.#query(client, this.#s("SELECT_ANALYZER"), []);
       this.#checkRecordedAnalyzer(recorded[0]?.value);
