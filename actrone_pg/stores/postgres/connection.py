@@ -11,6 +11,7 @@ is :mod:`.maintenance`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import logging
@@ -34,12 +35,13 @@ from actrone_pg.stores.postgres.maintenance import Maintenance
 from actrone_pg.stores.postgres.rows import jsonb
 from actrone_pg.stores.postgres.settings import PostgresSettings, SchemaFacts
 from actrone_pg.stores.postgres.severance import Severance
-from actrone_pg.stores.postgres.statements import SERVE_AGENT
+from actrone_pg.stores.postgres.statements import BEGIN_SERVING, SERVE_AGENT, SERVE_AGENT_LOCAL
 
 try:
     import psycopg
     from psycopg import sql
     from psycopg.adapt import AdaptersMap
+    from psycopg.pq import TransactionStatus
     from psycopg.rows import TupleRow, dict_row
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -228,8 +230,29 @@ class Database:
         (the store's connections are autocommit, so a transaction-local setting would end with
         the statement), replaced at each checkout. A batch of several agents switches between
         them in its transaction with it. Nothing without row security."""
-        if self.settings.row_security:
+        if not self.settings.row_security:
+            return
+        if not self.distributed:
             await conn.execute(self.compose(SERVE_AGENT), (agent_id,))
+            return
+        # Citus relays a SET LOCAL as the text it came in: one statement each, pipelined.
+        serve = sql.SQL(SERVE_AGENT_LOCAL).format(sql.Literal(agent_id))
+        if conn.info.transaction_status != TransactionStatus.IDLE:
+            await conn.execute(serve)  # a batch of several agents, at its next agent
+            return
+        async with conn.pipeline():
+            for statement in BEGIN_SERVING:
+                await conn.execute(statement)
+            await conn.execute(serve)
+
+    def in_call_transaction(self, conn: _Conn) -> bool:
+        """Row security on Citus: :meth:`serve` opened a transaction around the call, which
+        :meth:`conn` commits (or rolls back) when the call ends."""
+        return (
+            self.settings.row_security
+            and self.distributed
+            and conn.info.transaction_status != TransactionStatus.IDLE
+        )
 
     def compose(self, text: str) -> sql.Composed:
         composed = self.composed.get(text)
@@ -263,9 +286,17 @@ class Database:
                     # Every checkout: a pooled connection never keeps the last call's agent.
                     await self.serve(conn, _SERVING.get())
                     yield conn
+                    if self.in_call_transaction(conn):
+                        await conn.execute("COMMIT")
                     if not severance.fired:
                         self.used_at[conn] = self.answered_at = loop.time()
-                except psycopg.Error as exc:
+                except BaseException as exc:
+                    if self.in_call_transaction(conn) and not conn.closed and not conn.broken:
+                        # The call's transaction (row security on Citus): nothing of it stays.
+                        with contextlib.suppress(psycopg.Error):
+                            await conn.execute("ROLLBACK")
+                    if not isinstance(exc, psycopg.Error):
+                        raise
                     if self.distributed and not isinstance(exc, psycopg.OperationalError):
                         # Citus 13-14: after an error raised while planning, a session never
                         # delegates a function again (docs/scale-out.md). Closed, the connection

@@ -250,12 +250,20 @@ LOCK_SHARD_METADATA = (
     "(quote_ident(%s::text) || '.memories')::regclass, a.agent_id)"
     " FROM unnest(%s::text[]) AS a(agent_id) ORDER BY 1))"
 )
+# The same under row-level security, for a role that does not own the tables, which Citus
+# refuses lock_shard_metadata (SECURITY DEFINER: sql/0024_row_security.sql).
+LOCK_AGENT_SHARDS = "SELECT {s}.lock_agent_shards(%s::text[])"
 # Then, per agent, its statements but the COPY (migration 0022's agent_write, distributed with
 # force_delegation): delegated inside the batch's transaction to the worker holding the agent's
 # shards, where it runs them over the shard tables. The replaced memories start afresh
 # (upsert_memories'); no fence: NULLs.
 # Row-level security: the agent this session serves (Database.serve; sql/0024_row_security.sql).
 SERVE_AGENT = "SELECT set_config('actrone.agent_id', %s, false)"
+# On Citus a setting reaches the workers only as SET LOCAL in a transaction block, with
+# citus.propagate_set_commands = 'local' (set_config() never does): each call of the store is
+# then one transaction that starts so ({} is the agent, a literal).
+BEGIN_SERVING = ("BEGIN", "SET LOCAL citus.propagate_set_commands = 'local'")
+SERVE_AGENT_LOCAL = "SET LOCAL actrone.agent_id = {}"
 AGENT_WRITE = (
     "SELECT placed, held, n_docs, analyzer FROM {s}.agent_write(%(agent)s, %(ids)s::text[],"
     " %(terms)s::text[], %(deltas)s::int[], %(count)s::int, %(length)s::bigint, %(fresh)s,"
