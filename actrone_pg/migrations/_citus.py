@@ -61,9 +61,8 @@ COLOCATE_WITH = "memories"
 #: argument: ``retrieve``, the one read of every client, and ``agent_write``.
 BY_AGENT = ("agent_write", "retrieve")
 #: Of those, the ones the store calls inside a transaction block (agent_write, before the
-#: batch's COPY; under row-level security every call is one, retrieve's too): delegated there
-#: only with ``force_delegation``.
-FORCE_DELEGATED = ("agent_write", "retrieve")
+#: batch's COPY): delegated there only with ``force_delegation``.
+FORCE_DELEGATED = ("agent_write",)
 #: The shared lookup tables made reference tables (documentation; the catalog decides).
 REFERENCE_TABLES = ("embedders", "settings")
 # Distribution order: a table referenced by a foreign key before the tables that reference it.

@@ -123,9 +123,8 @@ def _assert_delegated(plan: str, schema: str, workers: set[int]) -> None:
     assert int(node.split("port=")[1].split()[0]) in workers, plan
 
 
-#: At head: the functions Citus delegates, and whether inside a transaction block too (both:
-#: agent_write in a batch's transaction, retrieve in every call's under row-level security).
-DELEGATED = [("agent_write", True), ("retrieve", True)]
+#: At head: the functions Citus delegates, and whether inside a transaction block too.
+DELEGATED = [("agent_write", True), ("retrieve", False)]
 
 
 def _distributed_by_agent(dsn: str, schema: str) -> list[tuple[str, bool]]:

@@ -2,9 +2,8 @@
 -- other files, while the tables are empty (docs/scale-out.md). Every table with an agent_id is
 -- distributed by it, colocated with memories; the shared lookups are reference tables. The
 -- per-agent functions the store calls are distributed by their first argument, p_agent_id, so
--- that a call made alone runs whole on the worker holding the agent's shards; with
--- force_delegation, also inside a transaction block: agent_write's batch, and under row-level
--- security every call (docs/postgres.md, "Row-level security per agent"). The other PL/pgSQL
+-- that a call made alone runs whole on the worker holding the agent's shards; agent_write, which
+-- the store calls inside a transaction block, with force_delegation. The other PL/pgSQL
 -- functions are created on every node (a distributed function calls them there). SQL functions
 -- stay on the coordinator: Citus plans no statement of a SQL function that reads a distributed
 -- table with parameters. A schema migrated on one server is distributed, with its rows, by
@@ -30,7 +29,7 @@ SELECT create_distributed_function(
         {vector_schema}.vector, double precision, integer, boolean, integer,
         double precision[], double precision, double precision, timestamptz,
         double precision, double precision, bigint, integer, jsonb, integer)',
-    '$1', colocate_with := '{schema}.memories', force_delegation := true);
+    '$1', colocate_with := '{schema}.memories');
 SELECT create_distributed_function(
     '{schema}.agent_write(text, text[], text[], integer[], integer, bigint, boolean, text,
         text)',
