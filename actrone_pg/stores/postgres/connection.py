@@ -18,6 +18,7 @@ import logging
 import math
 import re
 import weakref
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -47,7 +48,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("postgres", exc.name or "psycopg") from None
 
-__all__ = ["Database", "jsonb", "serving"]
+__all__ = ["LEXEME_CACHE_SIZE", "Database", "jsonb", "serving"]
 
 logger = logging.getLogger("actrone_pg.postgres")
 
@@ -83,6 +84,12 @@ _WORKER_LOST = re.compile(
 #: Citus's error (XX000) for a commit that failed on a shard's worker after the coordinator sent
 #: it: whether the worker committed is not known.
 _COMMIT_UNCERTAIN = re.compile(r"could not commit transaction for shard \d+ on at least one")
+
+
+#: How many tokens' lexemes a store keeps (a non-'simple' text search configuration maps each
+#: token through the server once): the most recently used, about 5 MB at most (docs/reliability.md,
+#: "Bounded state"). A vocabulary larger than this costs a round trip for the tokens it misses.
+LEXEME_CACHE_SIZE = 20_000
 
 
 #: The agent the running call serves (:meth:`Database.serving`), under row-level security.
@@ -168,8 +175,9 @@ class Database:
         # -- caches of what never changes in the database once written (see lookups.py) --
         # embedder -> its registered dimension
         self.dimensions: dict[str, int] = {}
-        # token -> its lexeme under a non-'simple' configuration (None for a stop word)
-        self.lexemes: dict[str, str | None] = {}
+        # token -> its lexeme under a non-'simple' configuration (None for a stop word), the
+        # LEXEME_CACHE_SIZE most recently used (lookups.normalise)
+        self.lexemes: OrderedDict[str, str | None] = OrderedDict()
         # statement text -> the statement with the schema composed in (see compose)
         self.composed: dict[str, sql.Composed] = {}
 
