@@ -232,7 +232,7 @@ class Database:
         finally:
             _SERVING.reset(token)
 
-    async def serve(self, conn: _Conn, agent_id: str) -> None:
+    async def serve(self, conn: _Conn, agent_id: str, *, alone: bool = False) -> None:
         """Under row-level security (``settings.row_security``), make ``conn`` serve
         ``agent_id``: the setting ``actrone.agent_id`` the policies read, for the session
         (the store's connections are autocommit, so a transaction-local setting would end with
@@ -243,6 +243,8 @@ class Database:
         if not self.distributed:
             await conn.execute(self.compose(SERVE_AGENT), (agent_id,))
             return
+        if alone:
+            return  # a statement no transaction block may hold (conn(alone=True)): no agent
         # Citus relays a SET LOCAL as the text it came in: one statement each, pipelined.
         serve = sql.SQL(SERVE_AGENT_LOCAL).format(sql.Literal(agent_id))
         if conn.info.transaction_status != TransactionStatus.IDLE:
@@ -270,7 +272,13 @@ class Database:
         return composed
 
     @asynccontextmanager
-    async def conn(self) -> AsyncIterator[_Conn]:
+    async def conn(self, *, alone: bool = False) -> AsyncIterator[_Conn]:
+        """A connection for one call, within the call's bounds, psycopg's errors mapped.
+
+        ``alone``: for statements that no transaction block may hold (``VACUUM``, ``DROP INDEX
+        CONCURRENTLY``), which read no agent's rows: under row security on Citus, where every
+        other call is a transaction that carries its agent (:meth:`serve`), none is opened.
+        """
         # The bound: connect timeout to take a connection, connect + statement timeout for all.
         # A server that stops answering (frozen, or a network that drops packets) cannot enforce
         # its statement_timeout, and cancelling the task mid-statement makes psycopg send a
@@ -292,7 +300,7 @@ class Database:
                 severance = Severance(conn, deadline)
                 try:
                     # Every checkout: a pooled connection never keeps the last call's agent.
-                    await self.serve(conn, _SERVING.get())
+                    await self.serve(conn, _SERVING.get(), alone=alone)
                     yield conn
                     if self.in_call_transaction(conn):
                         await conn.execute("COMMIT")
