@@ -234,10 +234,13 @@ class Database:
 
     async def serve(self, conn: _Conn, agent_id: str, *, alone: bool = False) -> None:
         """Under row-level security (``settings.row_security``), make ``conn`` serve
-        ``agent_id``: the setting ``actrone.agent_id`` the policies read, for the session
-        (the store's connections are autocommit, so a transaction-local setting would end with
-        the statement), replaced at each checkout. A batch of several agents switches between
-        them in its transaction with it. Nothing without row security."""
+        ``agent_id``: the setting ``actrone.agent_id`` the policies read. On one server for the
+        session (the store's connections are autocommit, so a transaction-local setting would
+        end with the statement), replaced at each checkout. On Citus the policies are checked
+        on the workers, which receive a setting only as a SET LOCAL of a transaction block with
+        ``citus.propagate_set_commands = 'local'``: the call becomes one transaction that starts
+        so, which :meth:`conn` ends (docs/postgres.md, "On Citus"). A batch of several agents
+        switches between them in its transaction with it. Nothing without row security."""
         if not self.settings.row_security:
             return
         if not self.distributed:
