@@ -41,7 +41,10 @@ class Setup:
         return self.store.distributed
 
 
-@pytest.fixture(params=["postgres", "citus"])
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture(params=["postgres", pytest.param("citus", marks=pytest.mark.citus)])
 def rls(request: pytest.FixtureRequest) -> Setup:
     """Each test on one server, then on a Citus cluster."""
     if request.param == "citus":
