@@ -88,7 +88,7 @@ class MemoryConfig:
     #: requires Citus, `off` keeps plain tables (docs/scale-out.md)
     postgres_distribute: str = "auto"
     #: row-level security per agent: policies keyed on `actrone.agent_id`, set by the store
-    #: for every call (one server only; docs/postgres.md, "Row-level security per agent")
+    #: for every call, on one server or Citus (docs/postgres.md, "Row-level security per agent")
     postgres_row_security: bool = False
     #: `create()` applies pending migrations under an advisory lock
     postgres_auto_migrate: bool = True

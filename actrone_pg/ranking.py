@@ -39,6 +39,7 @@ admitted candidates.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -149,6 +150,11 @@ def date_text(created_at: datetime) -> str:
     return f"{day.day} {_MONTHS[day.month - 1]} {day.year}"
 
 
+#: How many tokens' stems an analyzer keeps (Snowball in pure Python costs 50-90 µs a token):
+#: the most recently used, about 10 MB at most (docs/reliability.md, "Bounded state").
+STEM_CACHE_SIZE = 50_000
+
+
 class Analyzer:
     """Turns text into BM25 terms, the same way in every backend.
 
@@ -163,15 +169,16 @@ class Analyzer:
     stored content and the embedding stay as they are.
     """
 
-    __slots__ = ("_cache", "_local", "dates", "name")
+    __slots__ = ("_local", "_stems", "dates", "name")
 
     def __init__(self, name: str = DEFAULT_ANALYZER, *, dates: bool = False) -> None:
         if name not in ANALYZERS:
             raise ValueError(f"unknown analyzer {name!r} (known: {', '.join(ANALYZERS)})")
         self.name = name
         self.dates = dates
-        self._cache: dict[str, str] = {}
         self._local = threading.local()
+        # token -> stem, the STEM_CACHE_SIZE most recently used
+        self._stems: Callable[[str], str] = functools.lru_cache(maxsize=STEM_CACHE_SIZE)(self._stem)
 
     @property
     def index_name(self) -> str:
@@ -196,8 +203,8 @@ class Analyzer:
         """The terms of already tokenized text, in order (repeats kept)."""
         if self.name == "simple":
             return list(tokens)
-        known, stem = self._cache.get, self._stem
-        return [known(token) or stem(token) for token in tokens]
+        stem = self._stems
+        return [stem(token) for token in tokens]
 
     def _stem(self, token: str) -> str:
         stemmer = getattr(self._local, "stemmer", None)
@@ -205,11 +212,11 @@ class Analyzer:
             import snowballstemmer
 
             stemmer = self._local.stemmer = snowballstemmer.stemmer("english")
-        term = str(stemmer.stemWord(token))
-        if len(self._cache) > 200_000:  # bound the cache; it refills as needed
-            self._cache.clear()
-        self._cache[token] = term
-        return term
+        return str(stemmer.stemWord(token))
+
+    def stems_cached(self) -> int:
+        """How many tokens' stems the analyzer keeps (at most :data:`STEM_CACHE_SIZE`)."""
+        return int(self._stems.cache_info().currsize)  # type: ignore[attr-defined]
 
     def terms(self, text: str) -> list[str]:
         """The terms of ``text``, in order (repeats kept)."""

@@ -1,4 +1,5 @@
-"""Ingest and retrieve_context on one embedded server with row-level security off and on, one run.
+"""Ingest and retrieve_context with row-level security off and on: one embedded server, or a Citus
+coordinator (``--citus-dsn``: both schemas distributed), one run.
 
 Sides (each its own schema on the same server; batches and calls alternate between them, so
 drift of a shared machine hits both alike):
@@ -9,6 +10,10 @@ drift of a shared machine hits both alike):
   connection, the rows by pipelined INSERTs.
 
     python benchmarks/pg_write_paths.py [--agents 10] [--per-agent 1000] [--queries 300]
+    python benchmarks/pg_write_paths.py --citus-dsn postgresql://postgres@127.0.0.1:9700/postgres
+
+On Citus, row security runs each call in a transaction that carries the agent to the workers
+(docs/postgres.md, "On Citus"). The schemas are dropped first, so a run starts empty.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ async def _manager(dsn: str, schema: str, **extra: object) -> MemoryManager:
 def _role_dsn(dsn: str, schema: str) -> str:
     """A login role without BYPASSRLS, granted what the store needs in ``schema``."""
     with psycopg.connect(dsn, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (ROLE,)).fetchone():
+            conn.execute(f"DROP OWNED BY {ROLE}")
         conn.execute(f"DROP ROLE IF EXISTS {ROLE}")
         conn.execute(f"CREATE ROLE {ROLE} LOGIN PASSWORD 'bench' NOBYPASSRLS")
         conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {ROLE}")
@@ -63,6 +70,10 @@ def _role_dsn(dsn: str, schema: str) -> str:
 
 
 async def main(args: argparse.Namespace, dsn: str) -> None:
+    distribute = "citus" if args.citus_dsn else "off"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for schema in ("bench_agent_write", "bench_rls"):
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
     rng = random.Random(7)
     agents = [f"agent-{i}" for i in range(args.agents)]
     data = {
@@ -70,12 +81,11 @@ async def main(args: argparse.Namespace, dsn: str) -> None:
     }
     queries = [(rng.choice(agents), " ".join(rng.choices(WORDS, k=4))) for _ in range(args.queries)]
     sides: dict[str, MemoryManager] = {}
-    sides["agent_write"] = await _manager(dsn, "bench_agent_write")
-    owner = await _manager(dsn, "bench_rls", postgres_row_security=True)  # installs the policies
+    on = {"postgres_row_security": True, "postgres_distribute": distribute}
+    sides["agent_write"] = await _manager(dsn, "bench_agent_write", postgres_distribute=distribute)
+    owner = await _manager(dsn, "bench_rls", **on)  # installs the policies
     await owner.close()
-    sides["row security"] = await _manager(
-        _role_dsn(dsn, "bench_rls"), "bench_rls", postgres_row_security=True
-    )
+    sides["row security"] = await _manager(_role_dsn(dsn, "bench_rls"), "bench_rls", **on)
     spent: dict[str, list[float]] = {name: [] for name in sides}
     times: dict[str, list[float]] = {name: [] for name in sides}
     try:
@@ -99,7 +109,8 @@ async def main(args: argparse.Namespace, dsn: str) -> None:
     total = args.agents * (args.per_agent // args.batch) * args.batch
     first = next(iter(sides))
     print(f"{args.agents} agents x {args.per_agent} memories in batches of {args.batch},")
-    print(f"384 dimensions, {args.queries} retrieve_context calls; one embedded server")
+    where = "a Citus coordinator" if args.citus_dsn else "one embedded server"
+    print(f"384 dimensions, {args.queries} retrieve_context calls; {where}")
     print()
     print("| | ingest (memories/s) | ratio | retrieve p50 (ms) | p99 (ms) | p50 ratio |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
@@ -123,7 +134,11 @@ def cli() -> None:
     parser.add_argument("--per-agent", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--citus-dsn", help="a Citus coordinator (superuser) to run on instead")
     args = parser.parse_args()
+    if args.citus_dsn:
+        asyncio.run(main(args, args.citus_dsn))
+        return
     with temporary_server(prefix="actrone-write-paths-") as dsn:
         asyncio.run(main(args, dsn))
 

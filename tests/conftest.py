@@ -21,8 +21,9 @@ pytest_plugins = [
 ]
 
 #: Backends the conformance and parity suites run against. "citus" is the PostgreSQL store on a
-#: schema distributed with Citus (tests/backends/citus.py).
-BACKENDS = ["memory", "postgres", "postgres_rls", "redis_qdrant", "citus"]
+#: schema distributed with Citus (tests/backends/citus.py); "postgres_rls" and "citus_rls" the same
+#: with row-level security on, connected as a role without BYPASSRLS.
+BACKENDS = ["memory", "postgres", "postgres_rls", "redis_qdrant", "citus", "citus_rls"]
 
 
 @pytest.fixture(params=BACKENDS)

@@ -14,10 +14,17 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from actrone_pg import MemoryConfig, cli, migrations
+from actrone_pg import MemoryConfig, cli, migrations, ranking
 from actrone_pg.errors import ConfigurationError
 from actrone_pg.models import Memory
-from actrone_pg.ranking import Analyzer, analyzer, query_terms, term_counts, tokenize
+from actrone_pg.ranking import (
+    STEM_CACHE_SIZE,
+    Analyzer,
+    analyzer,
+    query_terms,
+    term_counts,
+    tokenize,
+)
 from actrone_pg.stores.base import MemoryRecord
 from actrone_pg.stores.memory import InMemoryStore
 from actrone_pg.stores.postgres import PostgresSettings, PostgresStore
@@ -451,3 +458,38 @@ async def test_redis_records_lexical_dates_refuses_a_mix_and_reindexes(tmp_path:
             await store(False).setup()
     finally:
         await cleanup(prefix)
+
+
+def test_the_stem_cache_keeps_the_most_recently_used_within_its_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A vocabulary larger than the bound (a megabyte of made-up tokens, or years of memories)
+    # leaves at most STEM_CACHE_SIZE stems, the most recent ones: no growth with the
+    # vocabulary, and no cliff where the whole cache is dropped at once. (A bound of 1,000
+    # here: stemming costs 50-90 us a token.)
+    monkeypatch.setattr(ranking, "STEM_CACHE_SIZE", 1000)
+    small = Analyzer("english")
+    assert small.terms("cats running") == ["cat", "run"]
+    for start in range(0, 3000, 500):
+        words = [f"walking{i}s" for i in range(start, start + 500)]
+        assert small.terms(" ".join([*words, "cats"]))[-1] == "cat"
+        assert small.stems_cached() <= 1000
+    assert small.stems_cached() == 1000
+    stemmed: list[str] = []
+    real = Analyzer._stem
+
+    def counted(self: Analyzer, token: str) -> str:
+        stemmed.append(token)
+        return real(self, token)
+
+    monkeypatch.setattr(Analyzer, "_stem", counted)
+    recent = Analyzer("english")  # (the cache wraps the method as it is at construction)
+    recent.terms("cats walking0s")
+    recent.terms("cats walking0s")
+    assert stemmed == ["cats", "walking0s"]  # the second time from the cache
+
+
+def test_the_shared_analyzers_stem_cache_has_the_documented_bound() -> None:
+    english = analyzer("english")
+    english.terms("cats")
+    assert 1 <= english.stems_cached() <= STEM_CACHE_SIZE == 50_000

@@ -212,7 +212,7 @@ def row_security(dsn: str, schema: str = "actrone", *, enable: bool = True) -> N
     """
     import psycopg
 
-    from actrone_pg.migrations import _files
+    from actrone_pg.migrations import _citus, _files
 
     migrate(dsn, schema)
     names = [
@@ -224,8 +224,14 @@ def row_security(dsn: str, schema: str = "actrone", *, enable: bool = True) -> N
     try:
         with advisory_lock(dsn, schema), psycopg.connect(dsn, connect_timeout=10) as conn:
             with conn.transaction():
+                if _citus.citus_installed(_citus.runner(conn)):
+                    # Policies (on every shard) and functions in one transaction: Citus needs
+                    # one connection per worker for a function's propagation.
+                    conn.execute("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'")
                 for text in texts:
-                    conn.execute(text)
+                    # One by one: Citus relays each CREATE POLICY to the workers as sent.
+                    for statement in _files.statements(text):
+                        conn.execute(statement)
     except psycopg.OperationalError as exc:
         raise StoreUnavailableError(f"lost the connection while migrating: {exc}") from None
     except psycopg.Error as exc:

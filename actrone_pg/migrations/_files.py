@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -101,6 +102,40 @@ def fill(text: str, schema: str, vector_schema: str) -> str:
     return text.replace("{schema}", sql.Identifier(schema).as_string()).replace(
         "{vector_schema}", sql.Identifier(vector_schema).as_string()
     )
+
+
+def statements(text: str) -> list[str]:
+    """``text``'s statements, one by one: split after each ``;`` that ends a line outside a
+    dollar-quoted body, whole-line comments dropped.
+
+    For files Citus must see statement by statement: it relays a ``CREATE POLICY`` to the
+    workers as the text it was sent in, and a worker refuses several commands in one
+    ("cannot insert multiple commands into a prepared statement").
+    """
+    found: list[str] = []
+    current: list[str] = []
+    quote: str | None = None
+    for line in text.splitlines():
+        if quote is None and line.lstrip().startswith("--"):
+            continue
+        current.append(line)
+        for tag in _DOLLAR_QUOTE.findall(line):
+            if quote is None:
+                quote = tag
+            elif tag == quote:
+                quote = None
+        if quote is None and line.rstrip().endswith(";"):
+            statement = "\n".join(current).strip()
+            if statement.rstrip(";").strip():
+                found.append(statement)
+            current = []
+    rest = "\n".join(current).strip()
+    if rest:
+        found.append(rest)
+    return found
+
+
+_DOLLAR_QUOTE = re.compile(r"\$[A-Za-z_]*\$")
 
 
 def _folder() -> Traversable:

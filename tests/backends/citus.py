@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.backends.postgres import TABLES, scratch
+from tests.backends.postgres import RLS_ROLE, TABLES, grant_row_security_role, role_dsn, scratch
 from tests.servers import CitusUnavailable, citus_server
 
 if TYPE_CHECKING:
@@ -86,6 +86,50 @@ async def store_citus(citus_dsn: str, citus_schema: str) -> AsyncIterator[Postgr
 
     store = PostgresStore(
         PostgresSettings(citus_dsn, schema=citus_schema, pool_max_size=4, distribute="citus")
+    )
+    await store.setup()
+    assert store.distributed
+    yield store
+    await store.close()
+
+
+CITUS_RLS_SCHEMA = "actrone_citus_test_rls"
+
+
+@pytest.fixture(scope="session")
+def citus_rls_schema(citus_dsn: str) -> str:
+    """A distributed schema with row-level security on (the policies on every shard), and the
+    role of ``RLS_ROLE`` granted on it (Citus creates the role and the grants on the workers)."""
+    from actrone_pg.migrations import migrate, row_security
+
+    migrate(citus_dsn, CITUS_RLS_SCHEMA, distribute="citus")
+    row_security(citus_dsn, CITUS_RLS_SCHEMA, enable=True)
+    grant_row_security_role(citus_dsn, CITUS_RLS_SCHEMA, RLS_ROLE)
+    return CITUS_RLS_SCHEMA
+
+
+@pytest.fixture
+async def store_citus_rls(citus_dsn: str, citus_rls_schema: str) -> AsyncIterator[PostgresStore]:
+    """A fresh PostgreSQL store on the distributed schema with ``row_security=True``, connected
+    as a role without BYPASSRLS (its tables emptied first by the owner)."""
+    import psycopg
+    from psycopg import sql
+
+    async with await psycopg.AsyncConnection.connect(citus_dsn, autocommit=True) as conn:
+        for table in _EMPTIED_IN_ORDER:
+            await conn.execute(
+                sql.SQL("DELETE FROM {}").format(sql.Identifier(citus_rls_schema, table))
+            )
+    from actrone_pg.stores.postgres import PostgresSettings, PostgresStore
+
+    store = PostgresStore(
+        PostgresSettings(
+            role_dsn(citus_dsn, RLS_ROLE),
+            schema=citus_rls_schema,
+            pool_max_size=4,
+            distribute="citus",
+            row_security=True,
+        )
     )
     await store.setup()
     assert store.distributed

@@ -24,7 +24,12 @@ import pytest
 
 from actrone_pg import MemoryConfig, MemoryManager, create_memory_manager
 from actrone_pg.embedders import HashingEmbedder
-from actrone_pg.errors import DimensionMismatchError, PoolSaturatedError, StoreUnavailableError
+from actrone_pg.errors import (
+    DimensionMismatchError,
+    LockLostError,
+    PoolSaturatedError,
+    StoreUnavailableError,
+)
 from actrone_pg.models import Memory, Turn
 from actrone_pg.stores.base import MemoryRecord, SearchRequest
 from actrone_pg.stores.memory import InMemoryStore
@@ -489,6 +494,39 @@ async def test_erase_agent_removes_everything_of_that_agent_only(store_redis_qdr
     for coll in (registry.collection(s.servers, "e", 3), registry.collection(s.servers, "e2", 2)):
         n = await s.servers.qdrant().count(coll, count_filter=layout.agent_filter("x"), exact=True)
         assert n.count == 0
+
+
+async def test_an_update_overtaken_by_an_erase_after_its_fence_check_is_refused_typed(
+    store_redis_qdrant: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two servers cannot check the fence and read the memory atomically: an erase that lands
+    # between the two leaves no memory to update. A fenced writer it overtook (an import between
+    # two versions) is told LockLostError, as on the other backends, not that the memory is
+    # missing (the import then said "changed while it was imported"); nothing is recreated.
+    s = store_redis_qdrant
+    await s.upsert_memories([record("x", "m", "a memory", [1, 0, 0])])
+    fence = await s.writer_fence("x")
+    real_payload = writes._payload
+
+    async def erased_first(sv: Any, agent_id: str, memory_id: str) -> Any:
+        await s.erase_agent(agent_id)
+        return await real_payload(sv, agent_id, memory_id)
+
+    monkeypatch.setattr(writes, "_payload", erased_first)
+
+    async def build(current: Memory) -> MemoryRecord:
+        raise AssertionError("nothing to build on: the memory was erased")
+
+    with pytest.raises(LockLostError):
+        await s.update_memory("x", "m", build, fence=fence)
+    monkeypatch.setattr(writes, "_payload", real_payload)
+    keys = [k async for k in s.servers.redis().scan_iter(match=f"{s.servers.prefix}:v1:{{x}}:*")]
+    # (only the index's recovery marker, which any read of an agent leaves: index.ensure_indexed)
+    assert [k.rsplit(":", 1)[1] for k in keys] in ([], ["stats"])
+    assert await s.count_memories("x") == 0
+    assert await s.acquire_lock("x", "", "someone else", 60.0)  # no write generation was left
+    # unfenced, a missing memory is still just missing
+    assert await s.update_memory("x", "m", build) is None
 
 
 async def test_memory_moves_between_embedders_without_mixing_spaces(

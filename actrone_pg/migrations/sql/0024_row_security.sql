@@ -14,6 +14,12 @@
 -- the expired memories and sessions (agent and id only); the store then deletes each agent's
 -- under that agent's setting. They run as the owner, with search_path pinned; EXECUTE is
 -- revoked from PUBLIC and granted by the operator (docs/postgres.md).
+--
+-- On Citus the setting reaches the workers, where the shards' policies read it, as a SET
+-- LOCAL of the call's transaction (Database.serve). Citus relays each CREATE POLICY to the
+-- shards, which is why this file runs statement by statement. A batch's first statement takes
+-- its agents' shard metadata locks, which Citus grants the tables' owner only: the third
+-- SECURITY DEFINER function below takes them (and nothing else) for the application's role.
 
 ALTER TABLE {schema}.sessions ENABLE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS actrone_agent ON {schema}.sessions;
@@ -77,3 +83,16 @@ SELECT s.agent_id, s.session_id FROM {schema}.sessions AS s
 WHERE s.last_active_at < now() - make_interval(secs => p_ttl) LIMIT p_limit
 $fn$;
 REVOKE ALL ON FUNCTION {schema}.expired_session_ids(double precision, integer) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION {schema}.lock_agent_shards(p_agents text[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM lock_shard_metadata(5, ARRAY(
+        SELECT DISTINCT get_shard_id_for_distribution_column('{schema}.memories'::regclass, a)
+        FROM unnest(p_agents) AS a ORDER BY 1));
+END
+$fn$;
+REVOKE ALL ON FUNCTION {schema}.lock_agent_shards(text[]) FROM PUBLIC;

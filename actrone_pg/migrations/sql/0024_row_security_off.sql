@@ -1,5 +1,5 @@
 -- Row-level security removed (0024_row_security.sql installed it): the per-agent tables'
--- policies dropped and row security disabled, the sweeps' listing functions dropped.
+-- policies dropped and row security disabled, its SECURITY DEFINER functions dropped.
 
 DROP POLICY IF EXISTS actrone_agent ON {schema}.sessions;
 ALTER TABLE {schema}.sessions DISABLE ROW LEVEL SECURITY;
@@ -24,3 +24,4 @@ ALTER TABLE {schema}.locks DISABLE ROW LEVEL SECURITY;
 
 DROP FUNCTION IF EXISTS {schema}.expired_memory_ids(integer);
 DROP FUNCTION IF EXISTS {schema}.expired_session_ids(double precision, integer);
+DROP FUNCTION IF EXISTS {schema}.lock_agent_shards(text[]);

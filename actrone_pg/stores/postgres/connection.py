@@ -11,12 +11,14 @@ is :mod:`.maintenance`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import logging
 import math
 import re
 import weakref
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -34,18 +36,19 @@ from actrone_pg.stores.postgres.maintenance import Maintenance
 from actrone_pg.stores.postgres.rows import jsonb
 from actrone_pg.stores.postgres.settings import PostgresSettings, SchemaFacts
 from actrone_pg.stores.postgres.severance import Severance
-from actrone_pg.stores.postgres.statements import SERVE_AGENT
+from actrone_pg.stores.postgres.statements import BEGIN_SERVING, SERVE_AGENT, SERVE_AGENT_LOCAL
 
 try:
     import psycopg
     from psycopg import sql
     from psycopg.adapt import AdaptersMap
+    from psycopg.pq import TransactionStatus
     from psycopg.rows import TupleRow, dict_row
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("postgres", exc.name or "psycopg") from None
 
-__all__ = ["Database", "jsonb", "serving"]
+__all__ = ["LEXEME_CACHE_SIZE", "Database", "jsonb", "serving"]
 
 logger = logging.getLogger("actrone_pg.postgres")
 
@@ -81,6 +84,12 @@ _WORKER_LOST = re.compile(
 #: Citus's error (XX000) for a commit that failed on a shard's worker after the coordinator sent
 #: it: whether the worker committed is not known.
 _COMMIT_UNCERTAIN = re.compile(r"could not commit transaction for shard \d+ on at least one")
+
+
+#: How many tokens' lexemes a store keeps (a non-'simple' text search configuration maps each
+#: token through the server once): the most recently used, about 5 MB at most (docs/reliability.md,
+#: "Bounded state"). A vocabulary larger than this costs a round trip for the tokens it misses.
+LEXEME_CACHE_SIZE = 20_000
 
 
 #: The agent the running call serves (:meth:`Database.serving`), under row-level security.
@@ -166,8 +175,9 @@ class Database:
         # -- caches of what never changes in the database once written (see lookups.py) --
         # embedder -> its registered dimension
         self.dimensions: dict[str, int] = {}
-        # token -> its lexeme under a non-'simple' configuration (None for a stop word)
-        self.lexemes: dict[str, str | None] = {}
+        # token -> its lexeme under a non-'simple' configuration (None for a stop word), the
+        # LEXEME_CACHE_SIZE most recently used (lookups.normalise)
+        self.lexemes: OrderedDict[str, str | None] = OrderedDict()
         # statement text -> the statement with the schema composed in (see compose)
         self.composed: dict[str, sql.Composed] = {}
 
@@ -222,14 +232,40 @@ class Database:
         finally:
             _SERVING.reset(token)
 
-    async def serve(self, conn: _Conn, agent_id: str) -> None:
+    async def serve(self, conn: _Conn, agent_id: str, *, alone: bool = False) -> None:
         """Under row-level security (``settings.row_security``), make ``conn`` serve
-        ``agent_id``: the setting ``actrone.agent_id`` the policies read, for the session
-        (the store's connections are autocommit, so a transaction-local setting would end with
-        the statement), replaced at each checkout. A batch of several agents switches between
-        them in its transaction with it. Nothing without row security."""
-        if self.settings.row_security:
+        ``agent_id``: the setting ``actrone.agent_id`` the policies read. On one server for the
+        session (the store's connections are autocommit, so a transaction-local setting would
+        end with the statement), replaced at each checkout. On Citus the policies are checked
+        on the workers, which receive a setting only as a SET LOCAL of a transaction block with
+        ``citus.propagate_set_commands = 'local'``: the call becomes one transaction that starts
+        so, which :meth:`conn` ends (docs/postgres.md, "On Citus"). A batch of several agents
+        switches between them in its transaction with it. Nothing without row security."""
+        if not self.settings.row_security:
+            return
+        if not self.distributed:
             await conn.execute(self.compose(SERVE_AGENT), (agent_id,))
+            return
+        if alone:
+            return  # a statement no transaction block may hold (conn(alone=True)): no agent
+        # Citus relays a SET LOCAL as the text it came in: one statement each, pipelined.
+        serve = sql.SQL(SERVE_AGENT_LOCAL).format(sql.Literal(agent_id))
+        if conn.info.transaction_status != TransactionStatus.IDLE:
+            await conn.execute(serve)  # a batch of several agents, at its next agent
+            return
+        async with conn.pipeline():
+            for statement in BEGIN_SERVING:
+                await conn.execute(statement)
+            await conn.execute(serve)
+
+    def in_call_transaction(self, conn: _Conn) -> bool:
+        """Row security on Citus: :meth:`serve` opened a transaction around the call, which
+        :meth:`conn` commits (or rolls back) when the call ends."""
+        return (
+            self.settings.row_security
+            and self.distributed
+            and conn.info.transaction_status != TransactionStatus.IDLE
+        )
 
     def compose(self, text: str) -> sql.Composed:
         composed = self.composed.get(text)
@@ -239,7 +275,13 @@ class Database:
         return composed
 
     @asynccontextmanager
-    async def conn(self) -> AsyncIterator[_Conn]:
+    async def conn(self, *, alone: bool = False) -> AsyncIterator[_Conn]:
+        """A connection for one call, within the call's bounds, psycopg's errors mapped.
+
+        ``alone``: for statements that no transaction block may hold (``VACUUM``, ``DROP INDEX
+        CONCURRENTLY``), which read no agent's rows: under row security on Citus, where every
+        other call is a transaction that carries its agent (:meth:`serve`), none is opened.
+        """
         # The bound: connect timeout to take a connection, connect + statement timeout for all.
         # A server that stops answering (frozen, or a network that drops packets) cannot enforce
         # its statement_timeout, and cancelling the task mid-statement makes psycopg send a
@@ -261,11 +303,19 @@ class Database:
                 severance = Severance(conn, deadline)
                 try:
                     # Every checkout: a pooled connection never keeps the last call's agent.
-                    await self.serve(conn, _SERVING.get())
+                    await self.serve(conn, _SERVING.get(), alone=alone)
                     yield conn
+                    if self.in_call_transaction(conn):
+                        await conn.execute("COMMIT")
                     if not severance.fired:
                         self.used_at[conn] = self.answered_at = loop.time()
-                except psycopg.Error as exc:
+                except BaseException as exc:
+                    if self.in_call_transaction(conn) and not conn.closed and not conn.broken:
+                        # The call's transaction (row security on Citus): nothing of it stays.
+                        with contextlib.suppress(psycopg.Error):
+                            await conn.execute("ROLLBACK")
+                    if not isinstance(exc, psycopg.Error):
+                        raise
                     if self.distributed and not isinstance(exc, psycopg.OperationalError):
                         # Citus 13-14: after an error raised while planning, a session never
                         # delegates a function again (docs/scale-out.md). Closed, the connection

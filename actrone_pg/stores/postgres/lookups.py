@@ -14,7 +14,7 @@ from actrone_pg.models import Memory
 from actrone_pg.ranking import tokenize
 from actrone_pg.stores.base import Fence, dimension_mismatch, lock_lost
 from actrone_pg.stores.postgres import rows
-from actrone_pg.stores.postgres.connection import Database, _Conn
+from actrone_pg.stores.postgres.connection import LEXEME_CACHE_SIZE, Database, _Conn
 from actrone_pg.stores.postgres.statements import HOLDS_LOCK, NORMALISE, SELECT_EMBEDDERS
 
 __all__ = [
@@ -49,14 +49,17 @@ async def term_counts(db: Database, conn: _Conn, memory: Memory) -> tuple[Counte
 async def normalise(db: Database, conn: _Conn, tokens: Sequence[str]) -> list[str | None]:
     """Each reference token's lexeme under the configured text search configuration."""
     known = db.lexemes
-    missing = sorted({t for t in tokens if t not in known})
+    distinct = set(tokens)
+    missing = sorted(t for t in distinct if t not in known)
+    for t in distinct.difference(missing):
+        known.move_to_end(t)  # least recently used first
     if not missing:
         return [known[t] for t in tokens]
     found = rows.lexemes(await db.fetch(conn, NORMALISE, (db.ts_config, missing)))
     out = [found[t] if t in found else known[t] for t in tokens]
-    if len(known) + len(found) > 200_000:  # bound the cache; it refills as needed
-        known.clear()
     known.update(found)
+    while len(known) > LEXEME_CACHE_SIZE:  # the bound: the least recently used go first
+        known.popitem(last=False)
     return out
 
 

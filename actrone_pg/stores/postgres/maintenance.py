@@ -152,7 +152,7 @@ async def vacuum_analyze(db: Database) -> None:
     """``VACUUM (ANALYZE)`` the L2 tables; the caller holds :attr:`Maintenance.lock`."""
     m = db.maintenance
     unmaintained = m.unmaintained
-    async with db.conn() as conn:
+    async with db.conn(alone=True) as conn:
         await conn.execute(db.compose(ANALYZE_L2))
     m.unmaintained -= unmaintained
 
@@ -325,7 +325,7 @@ async def drop_ann_indexes(db: Database, agent_id: str) -> None:
     for task in stopped:
         task.cancel()
     await asyncio.gather(*stopped, return_exceptions=True)  # its index is dropped below
-    async with db.conn() as conn:
+    async with db.conn(alone=True) as conn:
         cur = await conn.execute(db.compose(SELECT_ALL_EMBEDDERS))
         embedders = [str(r[0]) for r in await cur.fetchall()]
         for embedder in embedders:

@@ -89,12 +89,6 @@ async def setup(db: Database) -> None:
                 )
                 distributed = bool((await cur.fetchone() or (False,))[0])
         _check_distribution(db, citus, distributed)
-        if distributed and settings.row_security:
-            raise ConfigurationError(
-                "postgres_row_security",
-                "row-level security is not supported on a schema distributed with Citus yet "
-                '(docs/postgres.md, "Row-level security")',
-            )
         db.facts = SchemaFacts(
             analyzer=analyzer,
             vector_schema=vector_schema,

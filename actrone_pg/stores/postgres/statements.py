@@ -242,8 +242,16 @@ LOCK_SHARD_METADATA = (
     "(quote_ident(%s::text) || '.memories')::regclass, a.agent_id)"
     " FROM unnest(%s::text[]) AS a(agent_id) ORDER BY 1))"
 )
+# The same under row-level security, for a role that does not own the tables, which Citus
+# refuses lock_shard_metadata (SECURITY DEFINER: sql/0024_row_security.sql).
+LOCK_AGENT_SHARDS = "SELECT {s}.lock_agent_shards(%s::text[])"
 # Row-level security: the agent this session serves (Database.serve; sql/0024_row_security.sql).
 SERVE_AGENT = "SELECT set_config('actrone.agent_id', %s, false)"
+# On Citus a setting reaches the workers only as SET LOCAL in a transaction block, with
+# citus.propagate_set_commands = 'local' (set_config() never does): each call of the store is
+# then one transaction that starts so ({} is the agent, a literal).
+BEGIN_SERVING = ("BEGIN", "SET LOCAL citus.propagate_set_commands = 'local'")
+SERVE_AGENT_LOCAL = "SET LOCAL actrone.agent_id = {}"
 # Then, per agent, its statements but the COPY: agent_write, the batch write's one definition
 # (migrations/sql/0024_agent_write.sql; distributed with force_delegation, delegated inside the
 # batch's transaction to the worker holding the agent's shards). The replaced memories start

@@ -35,6 +35,7 @@ from actrone_pg.stores.postgres.statements import (
     ERASE_CLAIM_LOCK,
     EXPIRED_MEMORY_IDS,
     INSERT_MEMORY,
+    LOCK_AGENT_SHARDS,
     LOCK_AGENT_STATS,
     LOCK_EXISTING_AGENT_STATS,
     LOCK_SHARD_METADATA,
@@ -102,12 +103,21 @@ async def upsert_memories(
     async with db.conn() as conn, conn.transaction():
         stored = await _register(db, conn, dims)
         if db.distributed:
-            await conn.execute(db.compose(LOCK_SHARD_METADATA), (db.schema, sorted(by_agent)))
+            await _lock_shards(db, conn, sorted(by_agent))
         for agent_id in sorted(by_agent):
             await db.serve(conn, agent_id)  # row-level security: this agent's rows, in turn
             batch = await _batch(db, conn, agent_id, by_agent[agent_id])
             sizes[agent_id] = await _write_by_call(db, conn, batch, fence, fresh=True)
     await _written_now(db, records, dims, stored, sizes)
+
+
+async def _lock_shards(db: Database, conn: _Conn, agents: list[str]) -> None:
+    """The agents' shard metadata locks (LOCK_SHARD_METADATA; under row security the tables'
+    owner takes them for the role, LOCK_AGENT_SHARDS)."""
+    if db.settings.row_security:
+        await conn.execute(db.compose(LOCK_AGENT_SHARDS), (agents,))
+    else:
+        await conn.execute(db.compose(LOCK_SHARD_METADATA), (db.schema, agents))
 
 
 async def update_memory(

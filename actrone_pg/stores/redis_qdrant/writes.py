@@ -282,6 +282,11 @@ async def _update_locked(
             raise lock_lost(agent_id, fence)
         payload = await _payload(sv, agent_id, memory_id)
         if payload is None:
+            # An erase may have come between the check and the read (two servers, no one
+            # atomic step): the writer it overtook is told so. A read of the lock's key, which
+            # recreates nothing of the erased agent.
+            if fence is not None and not await _holds(sv, agent_id, fence):
+                raise lock_lost(agent_id, fence)
             return None
         earlier = list(payload.pop(HISTORY, None) or [])
         record = await build(from_payload(payload))
