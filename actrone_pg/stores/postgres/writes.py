@@ -140,7 +140,7 @@ async def update_memory(
     """
     async with db.conn() as conn, conn.transaction():
         if db.distributed:
-            await conn.execute(db.compose(LOCK_SHARD_METADATA), (db.schema, [agent_id]))
+            await _lock_shards(db, conn, [agent_id])
         await conn.execute(db.compose(LOCK_AGENT_STATS), (agent_id,))
         if db.ts_config == "simple":
             # Refused before ``build`` runs (it may embed): one more round trip, for one memory.
