@@ -14,8 +14,8 @@ that way ran, since the machine is shared (the load average is printed too):
   as their files write them, each reading the agent's shard tables by name: plain tables, so
   Citus plans nothing (what its planning costs, on the same node, same data, same rows).
 
-    python benchmarks/citus_call_breakdown.py [--agents 4] [--per-agent 1000] [--calls 100]
-        [--shard-tables]
+    python benchmarks/experiments/citus_call_breakdown.py [--agents 4] [--per-agent 1000]
+        [--calls 100] [--shard-tables]
 """
 
 from __future__ import annotations
@@ -174,7 +174,8 @@ def main() -> None:
     args = parser.parse_args()
     agents = [f"agent-{i}" for i in range(args.agents)]
     with temporary_server(prefix="actrone-breakdown-") as single:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))  # loaded by path in the tests
+        # citus_cluster.py is one folder up, in benchmarks/ (also when loaded by path in the tests)
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         from citus_cluster import CitusCluster
 
         cluster = CitusCluster(2, shard_count=32, extra_conf="")

@@ -19,7 +19,7 @@ onnxruntime: the test model ``scripts/test`` exports (``ACTRONE_TEST_MODEL_DIR``
 ``~/.cache/actrone-pg/test-models/all-MiniLM-L6-v2``). Embedding 10,300 sentences takes about
 100 s on two cores. ``--synthetic`` runs the same measures on the bench's data instead.
 
-    python benchmarks/candidate_recall_real_text.py [--memories 10000] [--synthetic]
+    python benchmarks/experiments/candidate_recall_real_text.py [--memories 10000] [--synthetic]
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ trip (both statements sent together in a psycopg pipeline on one connection); th
 ``MemoryManager.retrieve_context`` itself. Query vectors are precomputed: embedding excluded.
 Recall is measured against numpy's exact top 500 of the same vectors.
 
-    python benchmarks/pg_store_latency.py [--dsn DSN] [--agents 10] [--per-agent 10000]
+    python benchmarks/experiments/pg_store_latency.py [--dsn DSN] [--agents 10] [--per-agent 10000]
 """
 
 from __future__ import annotations
