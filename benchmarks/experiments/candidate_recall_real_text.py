@@ -1,7 +1,7 @@
 """Would an approximate candidate scan keep recall on real embeddings? (numpy, no database)
 
-The exact scan of an agent's vectors is most of a Postgres search (docs/benchmarks.md, "Why not
-5 ms"). Two ways to read less of them were prototyped in SQL and were fast on the bench's
+The exact scan of an agent's vectors is most of a Postgres search (docs/notes/benchmarks.md,
+"Why not 5 ms"). Two ways to read less of them were prototyped in SQL and were fast on the bench's
 synthetic vectors; this script asks whether they keep the nearest 500 on real text, where
 the bench's five tidy clusters per agent do not exist:
 

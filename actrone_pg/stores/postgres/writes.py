@@ -311,7 +311,7 @@ async def _write_by_call(
     metadata lock, on the coordinator (LOCK_SHARD_METADATA), so no shard move cuts over and no
     reindex runs while the transaction is open. ``None`` when the call ran on a node without
     the agent's placement (a session that no longer delegates): it wrote nothing, and the
-    caller runs :func:`_write_agent` through the coordinator. docs/scale-out.md, "Migration
+    caller runs :func:`_write_agent` through the coordinator. docs/notes/scale-out.md, "Migration
     0022: a batch in two hops", has why (two hops instead of five).
     """
     terms = list(batch.df)
