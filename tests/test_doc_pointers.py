@@ -166,3 +166,22 @@ def test_a_section_pointer_names_an_existing_section(where: str, doc: Path, sect
 def test_a_link_anchor_names_an_existing_heading(where: str, doc: Path, slug: str) -> None:
     assert doc.is_file(), f"{where} links to a file that does not exist"
     assert slug in anchors(doc), f"{where}#{slug}: no such heading in {doc.relative_to(ROOT)}"
+
+
+def file_links() -> list[tuple[str, Path]]:
+    """``(where, target)`` for every relative Markdown link to a file or folder."""
+    found = []
+    for source in sources():
+        if source.suffix != ".md":
+            continue
+        for match in re.finditer(r"\]\((?P<path>[^)#\s]+)(?:#[^)]*)?\)", source.read_text()):
+            written = match.group("path")
+            if "://" in written or written.startswith("mailto:"):
+                continue
+            found.append((f"{source.relative_to(ROOT)}: {written}", source.parent / written))
+    return found
+
+
+@pytest.mark.parametrize(("where", "path"), [pytest.param(*f, id=f[0]) for f in file_links()])
+def test_a_relative_link_names_an_existing_file(where: str, path: Path) -> None:
+    assert path.exists(), f"{where}: no such file or folder"
