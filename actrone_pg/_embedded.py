@@ -10,7 +10,7 @@ initdb gives a new server 128 MB of shared buffers, which a single agent's 100,0
 dimensions already outgrow (their table and candidate index take ~400 MB): every search then
 copies pages in from the kernel's cache. The embedded server is raised to an eighth of the
 machine's memory, at most 1 GB, once, when first started (one restart); a value set with
-``ALTER SYSTEM`` is left as it is. What it changes: docs/benchmarks.md, "Measurements behind
+``ALTER SYSTEM`` is left as it is. What it changes: docs/notes/benchmarks.md, "Measurements behind
 the code".
 """
 

@@ -238,8 +238,9 @@ def _check_hub_reachable(model_id: str, timeout: float = 3.0) -> None:
     """Fail at once when the hub cannot be reached, instead of after the hub client's retries.
 
     Without a network, huggingface_hub retries each request with backoff, for tens of seconds
-    (docs/benchmarks.md, "Measurements behind the code"); one TCP connection attempt answers the
-    same question in milliseconds. Skipped behind a proxy, where a direct connection proves nothing.
+    (docs/notes/benchmarks.md, "Measurements behind the code"); one TCP connection attempt
+    answers the same question in milliseconds. Skipped behind a proxy, where a direct connection
+    proves nothing.
     """
     import socket
     from urllib.parse import urlparse

@@ -39,7 +39,7 @@ def nearest_first(
     best = np.argsort(-near, kind="stable")
     ordered = near[best]
     # Equal cosines are rare: only then are the tie keys read (one sort on the cosine instead of
-    # a sort on three keys: docs/benchmarks.md, "In-memory: where one call's time goes").
+    # a sort on three keys: docs/notes/benchmarks.md, "In-memory: where one call's time goes").
     # (NaN, which no admitted cosine is, sorts last and equals nothing: the tie keys then too.)
     tied = bool((ordered[1:] == ordered[:-1]).any()) or (
         ordered.size > 0 and bool(np.isnan(ordered[-1]))
@@ -70,7 +70,7 @@ def recency_places(
 # Columns per matrix-vector product: on 1,024 columns OpenBLAS stays on the calling thread. One
 # product over all columns runs on its threads, and the seams of their split change some float32
 # cosines (and woken between queries those threads cost more than they save on 2 busy cores; the
-# alternatives measured: docs/benchmarks.md, "Measurements behind the code").
+# alternatives measured: docs/notes/benchmarks.md, "Measurements behind the code").
 _CHUNK = 1024
 
 

@@ -14,6 +14,8 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from actrone_pg.errors import ManagerUsageError
+
 __all__ = ["LoopThread"]
 
 T = TypeVar("T")
@@ -35,7 +37,7 @@ class LoopThread:
         """Run ``coro`` on the loop and wait for its result (or its exception)."""
         if threading.current_thread() is self._thread:
             coro.close()
-            raise RuntimeError(
+            raise ManagerUsageError(
                 "a sync MemoryManager was called from its own event loop (for example from inside "
                 "an embedder or store it runs); use the async MemoryManager there"
             )

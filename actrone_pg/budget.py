@@ -33,7 +33,7 @@ def share(budget: int, fraction: float) -> int:
 
 
 # A manager asks for the same few budgets call after call; the exact decimal arithmetic is
-# worth computing once each (docs/benchmarks.md, "In-memory: where one call's time goes").
+# worth computing once each (docs/notes/benchmarks.md, "In-memory: where one call's time goes").
 @lru_cache(maxsize=256)
 def split_budget(budget: int, session_fraction: float, episodic_fraction: float) -> Shares:
     """The two shares of ``budget`` (each floored, computed exactly)."""

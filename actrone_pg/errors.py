@@ -19,8 +19,11 @@ The tree::
     ├── EmbedderError                          an embedder failed or returned bad vectors
     │   └── ModelNotAvailableError             an embedding or rerank model cannot be loaded
     ├── RerankerError                          a reranker failed
-    └── ConsolidationError                     turning turns into memories failed this time
-                                               (nothing was written; it is retried later)
+    ├── ConsolidationError                     turning turns into memories failed this time
+    │                                          (nothing was written; it is retried later)
+    └── ManagerUsageError (also RuntimeError)  the manager cannot serve a call made this way:
+        │                                      a sync manager called from its own event loop
+        └── ManagerClosedError                 the (sync) manager was used after close()
 
 A rejected call writes nothing: every ``ValidationError`` is raised before any store is touched.
 Every public method of ``MemoryManager`` raises only these: an exception of a store, embedder,
@@ -36,6 +39,8 @@ __all__ = [
     "DimensionMismatchError",
     "EmbedderError",
     "LockLostError",
+    "ManagerClosedError",
+    "ManagerUsageError",
     "MemoryNotFoundError",
     "MissingDependencyError",
     "ModelNotAvailableError",
@@ -137,3 +142,16 @@ class ConsolidationError(ActroneError):
 
     Nothing was written for the turns concerned; they stay pending and are consolidated later.
     """
+
+
+class ManagerUsageError(ActroneError, RuntimeError):
+    """The manager cannot serve a call made this way; nothing was run.
+
+    :class:`actrone_pg.sync.MemoryManager` raises it when called from inside its own event
+    loop (from an embedder, store or reranker it runs): use the async manager there. A
+    ``RuntimeError`` too, as these errors were before they had a class of their own.
+    """
+
+
+class ManagerClosedError(ManagerUsageError):
+    """The manager was used after :meth:`close`; build a new one. Nothing was run."""

@@ -203,7 +203,7 @@ class MemoryManager:
         It was amazing." embedded after the question it answers). The memory's content, terms
         and token count stay those of ``content``; only its vector carries the context (and
         :meth:`update_memory` with a new content embeds that content alone). Measured on
-        conversations: docs/quality.md, "Turn context".
+        conversations: docs/notes/quality.md, "Turn context".
         """
         return await self._memories.inject_memory(
             agent_id,

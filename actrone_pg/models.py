@@ -46,7 +46,7 @@ class Turn:
 
 
 # Not frozen: a search builds one per admitted candidate (up to 500), and a frozen dataclass is
-# about five times slower to construct (docs/benchmarks.md, "Measurements behind the code").
+# about five times slower to construct (docs/notes/benchmarks.md, "Measurements behind the code").
 @dataclass(slots=True)
 class Explain:
     """Why a memory was ranked where it was.

@@ -156,8 +156,8 @@ def search(request: SearchRequest, candidates: Candidates, stats: CorpusStats) -
     p = request.params
     scores = bm25(tf, lengths, doc_freqs, stats, p.bm25_k1, p.bm25_b)
     # Admitted nearest first, the dense order is theirs; a store's recency places give the
-    # recency order by one sort of distinct integers (docs/benchmarks.md, "In-memory: where one
-    # call's time goes").
+    # recency order by one sort of distinct integers (docs/notes/benchmarks.md, "In-memory:
+    # where one call's time goes").
     recent = None if candidates.recency is None else np.argsort(candidates.recency[admitted])
     ranked = rank_arrays(
         candidates.id_order[admitted],
@@ -206,7 +206,7 @@ def explains(
         **{c.field: [r or None for r in ranks[c.name]] for c in CHANNELS},
     }
     # Column by column, then each Explain from positional arguments in field order: keyword
-    # arguments cost several times more per hit (docs/benchmarks.md, "In-memory: where one
+    # arguments cost several times more per hit (docs/notes/benchmarks.md, "In-memory: where one
     # call's time goes"). A field no column gives keeps its default, None.
     columns = [given.get(name, repeat(None, n)) for name in _EXPLAIN_FIELDS]
     return [Explain(*row) for row in zip(*columns, strict=True)]
@@ -251,8 +251,8 @@ def rerank(hits: Sequence[ScoredMemory], scores: Sequence[float]) -> list[Scored
 
 
 #: How many of the fused ranking's best hits :func:`inherit_from_predecessors` looks at: the hits
-#: a predecessor can lift, and the predecessors they are lifted by (measured: docs/quality.md,
-#: "Neighbouring turns"; looking at every candidate gains little more).
+#: a predecessor can lift, and the predecessors they are lifted by (measured: docs/notes/quality.md,
+#: "Round 4"; looking at every candidate gains little more).
 NEIGHBOUR_POOL = 100
 
 

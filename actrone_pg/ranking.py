@@ -108,7 +108,8 @@ _TOKEN = re.compile(r"[^\W_]+")
 #: What makes a query a question rather than what it asks about: the English interrogatives and
 #: the auxiliary and modal verbs that form questions ("What did ...", "When was ..."). Left out
 #: of a query's BM25 terms, they no longer match the turns that are themselves questions, which
-#: in a conversation are rarely what is asked for (measured: docs/quality.md, "Question words").
+#: in a conversation are rarely what is asked for (measured: docs/notes/quality.md, "Question
+#: words").
 #: "may" stays: it is also a month. A closed class of the language, not a list fitted to data.
 QUESTION_WORDS = frozenset(
     "what when where which who whom whose why how "
@@ -127,7 +128,7 @@ ANALYZERS = ("english", "simple")
 DEFAULT_ANALYZER = "english"
 #: What ``MemoryConfig.lexical_dates`` left unset (``None``) means for a store that holds no terms
 #: yet: on, because questions name dates ("in May 2023") and a turn never says its own (measured:
-#: docs/quality.md, "Round 5"). A store that already holds terms keeps the choice it recorded
+#: docs/notes/quality.md, "Round 5"). A store that already holds terms keeps the choice it recorded
 #: (:func:`follow_recorded`), so an upgrade never stops a deployment.
 DEFAULT_LEXICAL_DATES = True
 #: Appended to the analyzer's name in the index name of an analyzer with date terms.
@@ -143,7 +144,7 @@ def date_text(created_at: datetime) -> str:
     month name, year; no locale, no leading zero). A naive datetime is taken as UTC.
 
     ``lexical_dates`` adds its terms to a memory's lexical document, so that "in May 2023" or
-    "in 2022" meets the memories written then (measured: docs/quality.md, "Round 5").
+    "in 2022" meets the memories written then (measured: docs/notes/quality.md, "Round 5").
     """
     day = created_at.replace(tzinfo=UTC) if created_at.tzinfo is None else created_at
     day = day.astimezone(UTC)
@@ -296,7 +297,7 @@ def follow_recorded(store: str, current: Analyzer, recorded: str, *, dates_given
         logger.warning(
             "%s holds BM25 terms without memories' dates (indexed before lexical_dates): it "
             "goes on without them; `actrone-pg reindex --lexical-dates` adds them "
-            '(docs/quality.md, "Round 5"), lexical_dates=false silences this',
+            '(docs/notes/quality.md, "Round 5"), lexical_dates=false silences this',
             store,
         )
     return analyzer(name, dates=dated)

@@ -11,7 +11,10 @@ same parameters, return type and docstring. Each sync manager owns one event loo
 background thread it starts in :meth:`MemoryManager.create` and stops in
 :meth:`MemoryManager.close` (:mod:`actrone_pg._sync_loop`): it works from any number of threads
 at once and from code whose own thread already runs an event loop (Jupyter). Errors arrive
-unchanged: the same exception object the async manager raised.
+unchanged: the same exception object the async manager raised. Its own two: a call after
+:meth:`MemoryManager.close` raises :class:`actrone_pg.ManagerClosedError`, and a call from
+inside its own event loop (an embedder or store it runs) :class:`actrone_pg.ManagerUsageError`;
+both are ``RuntimeError`` too.
 
 Generated from actrone_pg/manager.py by scripts/async_to_sync.py: edit the async manager and run
 the script, not this file.
@@ -31,6 +34,7 @@ from actrone_pg._sync_loop import LoopThread
 from actrone_pg.config import MemoryConfig
 from actrone_pg.consolidation import Consolidator
 from actrone_pg.embedders import Embedder
+from actrone_pg.errors import ManagerClosedError
 from actrone_pg.manager import MemoryManager as AsyncMemoryManager
 from actrone_pg.models import Memory, MemoryPage, RetrievedContext, SessionInfo, Turn
 from actrone_pg.rerankers import Reranker
@@ -124,7 +128,9 @@ class MemoryManager:
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._closed:
             coro.close()
-            raise RuntimeError("this MemoryManager is closed")
+            raise ManagerClosedError(
+                "this MemoryManager is closed: create a new one (or use it inside its `with`)"
+            )
         return self._runner.run(coro)
 
     def store_turn(
@@ -231,7 +237,7 @@ class MemoryManager:
         It was amazing." embedded after the question it answers). The memory's content, terms
         and token count stay those of ``content``; only its vector carries the context (and
         :meth:`update_memory` with a new content embeds that content alone). Measured on
-        conversations: docs/quality.md, "Turn context".
+        conversations: docs/notes/quality.md, "Turn context".
         """
         return self._call(
             self._manager.inject_memory(

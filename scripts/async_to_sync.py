@@ -48,7 +48,10 @@ same parameters, return type and docstring. Each sync manager owns one event loo
 background thread it starts in :meth:`MemoryManager.create` and stops in
 :meth:`MemoryManager.close` (:mod:`actrone_pg._sync_loop`): it works from any number of threads
 at once and from code whose own thread already runs an event loop (Jupyter). Errors arrive
-unchanged: the same exception object the async manager raised.
+unchanged: the same exception object the async manager raised. Its own two: a call after
+:meth:`MemoryManager.close` raises :class:`actrone_pg.ManagerClosedError`, and a call from
+inside its own event loop (an embedder or store it runs) :class:`actrone_pg.ManagerUsageError`;
+both are ``RuntimeError`` too.
 
 Generated from actrone_pg/manager.py by scripts/async_to_sync.py: edit the async manager and run
 the script, not this file.
@@ -64,6 +67,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from actrone_pg._sync_loop import LoopThread
+from actrone_pg.errors import ManagerClosedError
 from actrone_pg.manager import MemoryManager as AsyncMemoryManager
 {imports}
 
@@ -112,7 +116,9 @@ class MemoryManager:
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._closed:
             coro.close()
-            raise RuntimeError("this MemoryManager is closed")
+            raise ManagerClosedError(
+                "this MemoryManager is closed: create a new one (or use it inside its `with`)"
+            )
         return self._runner.run(coro)
 
 {methods}

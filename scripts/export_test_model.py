@@ -319,7 +319,7 @@ def ensure_onnx() -> None:
     except ImportError:
         say("installing the onnx package (to write the graph)")
         subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", "onnx>=1.16"],
+            [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "onnx>=1.16"],
             check=True,
             stdout=sys.stderr,
         )

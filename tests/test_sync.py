@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import actrone_pg
-from actrone_pg import MemoryConfig, ValidationError
+from actrone_pg import ManagerClosedError, ManagerUsageError, MemoryConfig, ValidationError
 from actrone_pg import MemoryManager as AsyncMemoryManager
 from actrone_pg.stores.memory import InMemoryStore
 from actrone_pg.sync import MemoryManager, create_memory_manager
@@ -150,8 +150,33 @@ def test_from_plain_code() -> None:
     finally:
         mm.close()
     mm.close()  # twice is fine
-    with pytest.raises(RuntimeError, match="closed"):
+    with pytest.raises(ManagerClosedError, match="closed: create a new one") as info:
         mm.get_recent_turns("a1", "s1")
+    # one of the package's errors, and still the RuntimeError it was before it had a class
+    assert isinstance(info.value, actrone_pg.ActroneError) and isinstance(info.value, RuntimeError)
+
+
+class CallsBack(InMemoryStore):
+    """A store whose L1 read calls the sync manager that runs it, as a careless plug-in might."""
+
+    manager: MemoryManager | None = None
+
+    async def recent_turns(self, *args: Any, **kwargs: Any) -> Any:
+        if self.manager is not None:
+            self.manager.get_memory("a1", "m1")  # blocking, on the loop that runs this very call
+        return await super().recent_turns(*args, **kwargs)
+
+
+def test_a_call_from_its_own_event_loop_is_a_typed_error() -> None:
+    store = CallsBack()
+    with create_memory_manager(CFG, store=store) as mm:
+        store.manager = mm
+        with pytest.raises(ManagerUsageError, match="its own event loop") as info:
+            mm.get_recent_turns("a1", "s1")
+        assert isinstance(info.value, RuntimeError)
+        assert not isinstance(info.value, ManagerClosedError)
+        store.manager = None
+        assert mm.get_recent_turns("a1", "s1") == []  # the manager still serves
 
 
 async def test_from_inside_a_running_event_loop() -> None:

@@ -91,8 +91,8 @@ async def run_benchmark(
 
     # The harness's own data (100,000 texts and vectors, their dicts) is static: move it out of
     # the garbage collector's sight. Left in, every full collection walked it, and those pauses
-    # became search_memories' p99 (docs/benchmarks.md, "Measurements behind the code"). Objects
-    # the store creates from here on (the in-memory store's memories) are still collected.
+    # became search_memories' p99 (docs/notes/benchmarks.md, "Measurements behind the code").
+    # Objects the store creates from here on (the in-memory store's memories) are still collected.
     gc.freeze()
     try:
         seconds = await ingest(

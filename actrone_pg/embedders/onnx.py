@@ -357,7 +357,8 @@ class OnnxEmbedder:
 
     def _embed_sync(self, texts: list[str]) -> np.ndarray:
         # Sorting by length keeps the padding of each batch small, less than half the time
-        # (docs/benchmarks.md, "Measurements behind the code"). Results go back in caller order.
+        # (docs/notes/benchmarks.md, "Measurements behind the code"). Results go back in caller
+        # order.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out: np.ndarray | None = None
         for start in range(0, len(order), self.batch_size):

@@ -10,7 +10,7 @@ equal to it row by row.
 Rows are the agent's memories in the store's insertion order: every embedder, and expired
 memories until the sweeper deletes them (they count in the statistics, as on every backend).
 Checking the filter in Python for every memory made a filtered search several times slower than
-an unfiltered one (docs/benchmarks.md, "Measurements behind the code").
+an unfiltered one (docs/notes/benchmarks.md, "Measurements behind the code").
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ pipeline's arrays read (``created_at``, id order, recency places, token counts, 
 built on the first search that scores BM25, the :class:`Postings` of every term as slices of
 one flat array. A posting used to be built from the agent's dict of postings on its term's first
 query, in Python, one memory at a time: the first query of each frequent term paid milliseconds
-for it (docs/benchmarks.md, "In-memory: where one call's time goes").
+for it (docs/notes/benchmarks.md, "In-memory: where one call's time goes").
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def aligned_rows(*columns: npt.NDArray[np.int64]) -> list[npt.NDArray[np.int64]]
     A search reads several of them at the same few hundred candidates, right after the scan of
     the matrix has flushed the CPU caches: from one table, the first read of a candidate brings
     its whole row in, and the others find it cached (one cache miss per candidate instead of one
-    per column; docs/benchmarks.md, "In-memory: where one call's time goes").
+    per column; docs/notes/benchmarks.md, "In-memory: where one call's time goes").
     """
     table = np.ascontiguousarray(np.stack(columns, axis=1), dtype=np.int64)
     return [table[:, j] for j in range(len(columns))]

@@ -21,11 +21,13 @@ from actrone_pg.embedders import OnnxEmbedder
 from actrone_pg.evaluation.reference import find_eval_driver
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-SCRIPTS = sorted(BENCHMARKS.glob("*.py"))
+#: The meters and helpers in benchmarks/, the one-off experiments in benchmarks/experiments/.
+SCRIPTS = sorted(BENCHMARKS.glob("*.py")) + sorted((BENCHMARKS / "experiments").glob("*.py"))
 
 
 def test_the_benchmark_scripts_are_found() -> None:
-    assert "qdrant_score_precision.py" in {p.name for p in SCRIPTS}
+    found = {p.relative_to(BENCHMARKS).as_posix() for p in SCRIPTS}
+    assert {"faults.py", "experiments/qdrant_score_precision.py"} <= found
 
 
 @pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
@@ -157,3 +159,18 @@ async def test_the_comparison_times_our_embedder_on_its_texts(
     assert len(seconds) == 3 and all(s > 0 for s in seconds)
     blocking = script.time_calls_sync(emb, chunks)
     assert len(blocking) == 3 and all(s > 0 for s in blocking)
+
+
+def test_the_index_names_every_script_and_only_those() -> None:
+    # benchmarks/README.md says what each script is for; a script added, moved or removed
+    # without its line there fails here.
+    index = (BENCHMARKS / "README.md").read_text(encoding="utf-8")
+    scripts = {p.name for p in SCRIPTS}
+    named = set(re.findall(r"`(?:experiments/)?(\w+\.py)`", index))
+    assert scripts - named == set(), "scripts missing from benchmarks/README.md"
+    assert named - scripts == set(), "benchmarks/README.md names scripts that do not exist"
+    # each experiment is named under the experiments heading, each meter above it
+    experiments = index[index.index("## Experiments") : index.index("## Helpers")]
+    for path in SCRIPTS:
+        in_experiments = f"`{path.name}`" in experiments
+        assert in_experiments == (path.parent.name == "experiments"), path.name

@@ -326,7 +326,7 @@ async def test_the_agents_worker_runs_the_call_on_its_shard_tables_with_one_prep
     store_citus: PostgresStore, citus_dsn: str, citus_schema: str
 ) -> None:
     # 0020: on the node holding the agent's shards the call reads them as plain tables in one
-    # statement prepared once per session (docs/scale-out.md, "Where the difference goes"); on
+    # statement prepared once per session (docs/notes/scale-out.md, "Where the difference goes"); on
     # a node without them (the coordinator inside a transaction block) it runs the distributed
     # statements. Both give the same rows, the turns included.
     (statement, params) = (await _context_of_a(store_citus))[2][-1]

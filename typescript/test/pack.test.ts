@@ -1,6 +1,6 @@
 // The published package as a user gets it: `npm pack`, installed into an empty project, runs the
-// README's quickstart as written (compiled by TypeScript, as a user's project would be) and prints
-// the memory it promises (the README's `// ` lines after the code).
+// README's quickstart as written (compiled by TypeScript, as a user's project would be, and as a
+// plain .mjs file) and prints the memory it promises (the README's `// ` lines after the code).
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -53,6 +53,11 @@ test("npm pack, installed into an empty project, runs the README's quickstart", 
     execFileSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", project], { cwd: project, stdio: "pipe" });
     const out = execFileSync(process.execPath, ["quickstart.js"], { cwd: project, env, encoding: "utf8" });
     assert.deepEqual(out.trimEnd().split("\n").slice(-expected.length), expected);
+    // The same code as plain JavaScript, uncompiled, on the Node this runs on (a user of Node 20
+    // pasting it into quickstart.mjs): no TypeScript-only syntax, no `await using`.
+    writeFileSync(join(project, "quickstart.mjs"), code);
+    const plain = execFileSync(process.execPath, ["quickstart.mjs"], { cwd: project, env, encoding: "utf8" });
+    assert.deepEqual(plain.trimEnd().split("\n").slice(-expected.length), expected);
   } finally {
     rmSync(work, { recursive: true, force: true });
   }

@@ -68,7 +68,7 @@ CREATE TABLE {schema}.memories (
         REFERENCES {schema}.embedders (name)
 )
 -- Rows stay whole, uncompressed, up to a page's room: a search reads each candidate's
--- term_freqs and vector as written (docs/postgres.md, "Rows as written").
+-- term_freqs and vector as written (docs/notes/postgres.md, "Rows as written").
 WITH (toast_tuple_target = 8160);
 -- The candidate scan: an index-only scan reads one agent's vectors stored together, whatever the
 -- heap order. A btree entry holds at most 2704 bytes: vectors up to 600 dimensions are included;

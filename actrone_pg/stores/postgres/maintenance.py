@@ -137,8 +137,8 @@ async def analyze(db: Database) -> None:
     the store has written 1,000, 4,000, 16,000, … memories (each step ×4, so the total cost
     stays a small fraction of the writes). It is ``VACUUM (ANALYZE)``: until a page is marked
     all-visible, the index-only candidate scan visits the heap for each of its rows (autovacuum
-    gets there within a minute or so). Both measured in docs/benchmarks.md, "Measurements behind
-    the code". Neither takes a lock that blocks reads or writes.
+    gets there within a minute or so). Both measured in docs/notes/benchmarks.md, "Measurements
+    behind the code". Neither takes a lock that blocks reads or writes.
     """
     m = db.maintenance
     if any(not t.done() for t in m.ann_builds.values()):
@@ -165,7 +165,7 @@ async def settle(db: Database) -> None:
     autovacuum gets there, and when it does, its throttled pass over the tables competes
     with the searches for a while. Run once no memory has been written for
     ``SETTLE_SECONDS``, the same ``VACUUM (ANALYZE)`` is short and leaves autovacuum nothing
-    to catch up on, which lowers the p99 of searches right after a load (docs/benchmarks.md,
+    to catch up on, which lowers the p99 of searches right after a load (docs/notes/benchmarks.md,
     "Measurements behind the code").
     """
     m = db.maintenance

@@ -166,7 +166,8 @@ def _tokens(found: Sequence[ScoredMemory]) -> int:
 
 def _metadata(value: Any) -> dict[str, Any]:
     # Search reads metadata as text: most memories have none, and skipping the JSON decoder for
-    # '{}' is measurable per 500-row search (docs/benchmarks.md, "Measurements behind the code").
+    # '{}' is measurable per 500-row search (docs/notes/benchmarks.md, "Measurements behind the
+    # code").
     if isinstance(value, str):
         return {} if value == "{}" else dict(json.loads(value))
     return dict(value)

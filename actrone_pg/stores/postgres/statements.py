@@ -152,7 +152,7 @@ COPY_TYPES = [
 # The agent's id comes from its statistics row (which every caller holds, LOCK_AGENT_STATS, in
 # the same transaction): on Citus that makes the insert a router query run on the agent's
 # worker, where a SELECT of parameters alone goes through the coordinator's intermediate
-# results (docs/scale-out.md, "Ingest on the cluster").
+# results (docs/notes/scale-out.md, "Ingest on the cluster").
 UPDATE_TERM_STATS = (
     "INSERT INTO {s}.term_stats AS t (agent_id, term, df)"
     " SELECT a.agent_id, u.term, u.delta"

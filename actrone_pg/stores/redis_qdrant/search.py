@@ -41,7 +41,7 @@ _SCORE_SLACK = 1e-4
 # Two cosines closer than this may be ordered differently by Qdrant's score and by the reference's
 # float32 product; such candidates get their cosine recomputed (see _exact_cosines). Measured:
 # local-mode scores vs the reference differ by at most 1.2e-7 (16 dims), 6e-8 (384), 5e-8 (1536)
-# over 20 queries x 10,000 unit vectors (python benchmarks/qdrant_score_precision.py).
+# over 20 queries x 10,000 unit vectors (python benchmarks/experiments/qdrant_score_precision.py).
 _TIE_SLACK = 1e-5
 
 

@@ -12,7 +12,8 @@ too):
   statement prepared over the agent's shard tables, so Citus plans none of it);
 - ``retrieve()`` through the coordinator (delegated to that worker: one more hop).
 
-    python benchmarks/citus_call_breakdown.py [--agents 4] [--per-agent 1000] [--calls 100]
+    python benchmarks/experiments/citus_call_breakdown.py [--agents 4] [--per-agent 1000]
+        [--calls 100]
 """
 
 from __future__ import annotations
@@ -118,7 +119,8 @@ def main() -> None:
     args = parser.parse_args()
     agents = [f"agent-{i}" for i in range(args.agents)]
     with temporary_server(prefix="actrone-breakdown-") as single:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))  # loaded by path in the tests
+        # citus_cluster.py is one folder up, in benchmarks/ (also when loaded by path in the tests)
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         from citus_cluster import CitusCluster
 
         cluster = CitusCluster(2, shard_count=32, extra_conf="")

@@ -14,8 +14,8 @@ releases the GIL around its BLAS call; ``np.matmul`` keeps it for a single vecto
 so two threads calling it only take turns): on the calling thread, and half the blocks on a
 second Python thread. Both keep the chunks' results.
 
-    python benchmarks/cosine_product.py [--memories 10000] [--dimensions 384] [--calls 2000]
-        [--pause-ms 2.0] [--load]
+    python benchmarks/experiments/cosine_product.py [--memories 10000] [--dimensions 384]
+        [--calls 2000] [--pause-ms 2.0] [--load]
 """
 
 from __future__ import annotations

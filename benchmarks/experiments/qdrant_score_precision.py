@@ -1,6 +1,6 @@
 """How far Qdrant's dot-product scores are from the reference store's float32 cosines.
 
-Usage: ``python benchmarks/qdrant_score_precision.py`` (qdrant-client local mode; set
+Usage: ``python benchmarks/experiments/qdrant_score_precision.py`` (qdrant-client local mode; set
 ``ACTRONE_QDRANT_URL`` to measure a server). The Redis + Qdrant store recomputes a cosine only
 where two candidates (or a candidate and the threshold) are closer than ``_TIE_SLACK`` (1e-5);
 this prints the largest difference seen, which must stay well below that.

@@ -1,7 +1,7 @@
 """Would an approximate candidate scan keep recall on real embeddings? (numpy, no database)
 
-The exact scan of an agent's vectors is most of a Postgres search (docs/benchmarks.md, "Why not
-5 ms"). Two ways to read less of them were prototyped in SQL and were fast on the bench's
+The exact scan of an agent's vectors is most of a Postgres search (docs/notes/benchmarks.md,
+"Why not 5 ms"). Two ways to read less of them were prototyped in SQL and were fast on the bench's
 synthetic vectors; this script asks whether they keep the nearest 500 on real text, where
 the bench's five tidy clusters per agent do not exist:
 
@@ -19,7 +19,7 @@ onnxruntime: the test model ``scripts/test`` exports (``ACTRONE_TEST_MODEL_DIR``
 ``~/.cache/actrone-pg/test-models/all-MiniLM-L6-v2``). Embedding 10,300 sentences takes about
 100 s on two cores. ``--synthetic`` runs the same measures on the bench's data instead.
 
-    python benchmarks/candidate_recall_real_text.py [--memories 10000] [--synthetic]
+    python benchmarks/experiments/candidate_recall_real_text.py [--memories 10000] [--synthetic]
 """
 
 from __future__ import annotations

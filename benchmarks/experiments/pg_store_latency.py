@@ -11,7 +11,7 @@ session (``PostgresStore.fetch_context``, what ``retrieve_context`` uses); then
 ``MemoryManager.retrieve_context`` itself. Query vectors are precomputed: embedding excluded.
 Recall is measured against numpy's exact top 500 of the same vectors.
 
-    python benchmarks/pg_store_latency.py [--dsn DSN] [--agents 10] [--per-agent 10000]
+    python benchmarks/experiments/pg_store_latency.py [--dsn DSN] [--agents 10] [--per-agent 10000]
 """
 
 from __future__ import annotations

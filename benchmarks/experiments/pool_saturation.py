@@ -7,7 +7,7 @@ connection unexpectedly"; and how many connections the pool opened in all (4: no
 replaced). ``--checked 0`` makes every checkout check its connection, as after a pause.
 The server is a temporary embedded one (docs/reliability.md, "Overload is not an outage").
 
-    python benchmarks/pool_saturation.py --rounds 2
+    python benchmarks/experiments/pool_saturation.py --rounds 2
 """
 
 from __future__ import annotations

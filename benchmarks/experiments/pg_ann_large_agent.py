@@ -8,7 +8,7 @@ scan, exact cosine re-checked against the threshold) and compares them with nump
 admitted top 500. Finally it ingests ``--write-agents`` × 10,000 memories into a fresh schema
 twice, without and with a maintained HNSW index, to show what the index costs writers.
 
-    python benchmarks/pg_ann_large_agent.py [--dsn DSN] [--per-agent 100000]
+    python benchmarks/experiments/pg_ann_large_agent.py [--dsn DSN] [--per-agent 100000]
 
 The numbers in ``docs/postgres.md`` ("Large agents: an HNSW index of their own") come from this
 script; the store builds and searches such an index itself for agents past

@@ -6,7 +6,7 @@ PostgreSQL (or ``--dsn``). Then, for each of ``--queries`` queries, runs every s
 (round-robin, so that load from other processes on the machine hits them all alike) and reports
 p50/p99 latency and recall against the exact top 500 (cosine, then newer, then id).
 
-    python benchmarks/pg_candidate_strategies.py [--dsn DSN] [--hnsw]
+    python benchmarks/experiments/pg_candidate_strategies.py [--dsn DSN] [--hnsw]
 
 The numbers beside the choice in ``actrone_pg/stores/postgres/__init__.py`` and in
 ``docs/postgres.md`` come from this script.
