@@ -279,7 +279,7 @@ async def _write_by_call(
     (LOCK_SHARD_METADATA), so no shard move cuts over and no reindex runs while the transaction
     is open. Where Citus does not delegate it (a session that no longer delegates functions,
     docs/scale-out.md), the call runs the same statements on the coordinator over the
-    distributed tables. docs/scale-out.md, "Writes on the workers", has why (two hops instead
+    distributed tables. docs/scale-out.md, "What behaves differently", has why (two hops instead
     of five).
     """
     terms = list(batch.df)
