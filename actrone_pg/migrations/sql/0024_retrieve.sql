@@ -337,7 +337,7 @@ $filtered$, v_where,
                                pg_catalog.shard_name('{schema}.memories'::regclass, v_memories))
                     INTO p_excluded USING p_agent_id, p_now;
             END IF;
-            v_statement := 'actrone_a5eca560bf4b_' || v_memories;
+            v_statement := 'actrone_e9a5a10b1fa9_' || v_memories;
             v_call := format('EXECUTE %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L)', v_statement, p_agent_id, p_session_id, p_turn_limit, p_session_ttl, p_embedder, p_terms, p_vector, p_threshold, p_limit, p_hybrid, p_rrf_k, p_rrf_weights, p_relevance_weight, p_recency_weight, p_now, p_bm25_k1, p_bm25_b, p_budget, p_max_hits, p_filters, p_ann_ef_search, p_content, p_candidates, p_excluded, p_n_docs, p_total_length, p_doc_freqs);
             -- A generic plan, made once (the statement's values change at every call).
             v_plans := current_setting('plan_cache_mode');
@@ -361,8 +361,15 @@ $prepare$PREPARE %1$I (text, text, integer, double precision, text, text[], {vec
         ORDER BY t.seq DESC
         LIMIT $3)
 UNION ALL
-(WITH h AS MATERIALIZED (
-        SELECT b."position", b.cosine, b.bm25, b.ranks, b.fused_score, b.id, b.token_count
+(WITH p AS MATERIALIZED (
+        SELECT {schema}.pack_positions(array_agg(b.token_count ORDER BY b."position"), $18,
+                                       $19) AS taken,
+               count(*)::integer AS n,
+               array_agg(b.id ORDER BY b."position") AS ids,
+               array_agg(b.cosine ORDER BY b."position") AS cosines,
+               array_agg(b.bm25 ORDER BY b."position") AS bm25s,
+               array_agg(b.fused_score ORDER BY b."position") AS fused_scores,
+               array_agg(b.ranks ORDER BY b."position") AS ranks
         FROM (
 -- ranking: hybrid_search's body, as python -m actrone_pg.migrations._render copies it
 WITH
@@ -446,6 +453,7 @@ term_idf AS MATERIALIZED (
                         SELECT ts.df FROM %6$s AS ts
                         WHERE ts.agent_id = $1 AND ts.term = terms.term
                     ), 0) END AS df
+        OFFSET 0  -- one probe per term (flattened, the CASE stood three times: 3 probes)
     ) AS f
     -- 0018: a term no document holds adds 0.0 to every sum; it is not looked up.
     WHERE f.df > 0
@@ -612,14 +620,11 @@ ORDER BY f.fused_score DESC, f.created_at DESC, f.id
                 fused_score, session_id, content, content_type, importance, tags, source,
                 sensitivity, created_at, metadata, embedder, token_count, ranks)
     ),
-    p AS MATERIALIZED (
-        SELECT {schema}.pack_positions(array_agg(h.token_count ORDER BY h.position), $18,
-                                       $19) AS taken,
-               count(*)::integer AS n
-        FROM h
-    ),
     c AS MATERIALIZED (
-        SELECT h.* FROM h WHERE h.position = ANY ((SELECT p.taken FROM p)::integer[])
+        SELECT t.pos AS "position", p.ids[t.pos] AS id, p.cosines[t.pos] AS cosine,
+               p.bm25s[t.pos] AS bm25, p.fused_scores[t.pos] AS fused_score,
+               ARRAY(SELECT unnest(p.ranks[t.pos:t.pos][:])) AS ranks
+        FROM p CROSS JOIN unnest(p.taken) AS t(pos)
     )
     SELECT CASE WHEN c.id IS NULL THEN 'ranked' ELSE 'memory' END, p.n, c.cosine, c.bm25,
            c.ranks, c.fused_score, f.id::text, f.session_id::text, f.content, f.content_type,
@@ -685,8 +690,15 @@ $prepare$,
         ORDER BY t.seq DESC
         LIMIT p_turn_limit)
 UNION ALL
-(WITH h AS MATERIALIZED (
-        SELECT b."position", b.cosine, b.bm25, b.ranks, b.fused_score, b.id, b.token_count
+(WITH p AS MATERIALIZED (
+        SELECT {schema}.pack_positions(array_agg(b.token_count ORDER BY b."position"), p_budget,
+                                       p_max_hits) AS taken,
+               count(*)::integer AS n,
+               array_agg(b.id ORDER BY b."position") AS ids,
+               array_agg(b.cosine ORDER BY b."position") AS cosines,
+               array_agg(b.bm25 ORDER BY b."position") AS bm25s,
+               array_agg(b.fused_score ORDER BY b."position") AS fused_scores,
+               array_agg(b.ranks ORDER BY b."position") AS ranks
         FROM (
 -- ranking: hybrid_search's body, as python -m actrone_pg.migrations._render copies it
 WITH
@@ -770,6 +782,7 @@ term_idf AS MATERIALIZED (
                         SELECT ts.df FROM {schema}.term_stats AS ts
                         WHERE ts.agent_id = p_agent_id AND ts.term = terms.term
                     ), 0) END AS df
+        OFFSET 0  -- one probe per term (flattened, the CASE stood three times: 3 probes)
     ) AS f
     -- 0018: a term no document holds adds 0.0 to every sum; it is not looked up.
     WHERE f.df > 0
@@ -936,14 +949,11 @@ ORDER BY f.fused_score DESC, f.created_at DESC, f.id
                 fused_score, session_id, content, content_type, importance, tags, source,
                 sensitivity, created_at, metadata, embedder, token_count, ranks)
     ),
-    p AS MATERIALIZED (
-        SELECT {schema}.pack_positions(array_agg(h.token_count ORDER BY h.position), p_budget,
-                                       p_max_hits) AS taken,
-               count(*)::integer AS n
-        FROM h
-    ),
     c AS MATERIALIZED (
-        SELECT h.* FROM h WHERE h.position = ANY ((SELECT p.taken FROM p)::integer[])
+        SELECT t.pos AS "position", p.ids[t.pos] AS id, p.cosines[t.pos] AS cosine,
+               p.bm25s[t.pos] AS bm25, p.fused_scores[t.pos] AS fused_score,
+               ARRAY(SELECT unnest(p.ranks[t.pos:t.pos][:])) AS ranks
+        FROM p CROSS JOIN unnest(p.taken) AS t(pos)
     )
     SELECT CASE WHEN c.id IS NULL THEN 'ranked' ELSE 'memory' END, p.n, c.cosine, c.bm25,
            c.ranks, c.fused_score, f.id::text, f.session_id::text, f.content, f.content_type,
