@@ -337,7 +337,7 @@ $filtered$, v_where,
                                pg_catalog.shard_name('{schema}.memories'::regclass, v_memories))
                     INTO p_excluded USING p_agent_id, p_now;
             END IF;
-            v_statement := 'actrone_e9a5a10b1fa9_' || v_memories;
+            v_statement := 'actrone_35e24141fcea_' || v_memories;
             v_call := format('EXECUTE %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L)', v_statement, p_agent_id, p_session_id, p_turn_limit, p_session_ttl, p_embedder, p_terms, p_vector, p_threshold, p_limit, p_hybrid, p_rrf_k, p_rrf_weights, p_relevance_weight, p_recency_weight, p_now, p_bm25_k1, p_bm25_b, p_budget, p_max_hits, p_filters, p_ann_ef_search, p_content, p_candidates, p_excluded, p_n_docs, p_total_length, p_doc_freqs);
             -- A generic plan, made once (the statement's values change at every call).
             v_plans := current_setting('plan_cache_mode');
@@ -361,15 +361,20 @@ $prepare$PREPARE %1$I (text, text, integer, double precision, text, text[], {vec
         ORDER BY t.seq DESC
         LIMIT $3)
 UNION ALL
+-- The ranking's rows in its order (its own final order, so no sort of their own): their costs
+-- packed, and the columns of the chosen ones as arrays, read below by position.
 (WITH p AS MATERIALIZED (
-        SELECT {schema}.pack_positions(array_agg(b.token_count ORDER BY b."position"), $18,
-                                       $19) AS taken,
+        SELECT {schema}.pack_positions(
+                   array_agg(b.token_count ORDER BY b.fused_score DESC, b.created_at DESC, b.id),
+                   $18, $19) AS taken,
                count(*)::integer AS n,
-               array_agg(b.id ORDER BY b."position") AS ids,
-               array_agg(b.cosine ORDER BY b."position") AS cosines,
-               array_agg(b.bm25 ORDER BY b."position") AS bm25s,
-               array_agg(b.fused_score ORDER BY b."position") AS fused_scores,
-               array_agg(b.ranks ORDER BY b."position") AS ranks
+               array_agg(b.id ORDER BY b.fused_score DESC, b.created_at DESC, b.id) AS ids,
+               array_agg(b.cosine ORDER BY b.fused_score DESC, b.created_at DESC, b.id)
+                   AS cosines,
+               array_agg(b.bm25 ORDER BY b.fused_score DESC, b.created_at DESC, b.id) AS bm25s,
+               array_agg(b.fused_score ORDER BY b.fused_score DESC, b.created_at DESC, b.id)
+                   AS fused_scores,
+               array_agg(b.ranks ORDER BY b.fused_score DESC, b.created_at DESC, b.id) AS ranks
         FROM (
 -- ranking: hybrid_search's body, as python -m actrone_pg.migrations._render copies it
 WITH
@@ -690,15 +695,20 @@ $prepare$,
         ORDER BY t.seq DESC
         LIMIT p_turn_limit)
 UNION ALL
+-- The ranking's rows in its order (its own final order, so no sort of their own): their costs
+-- packed, and the columns of the chosen ones as arrays, read below by position.
 (WITH p AS MATERIALIZED (
-        SELECT {schema}.pack_positions(array_agg(b.token_count ORDER BY b."position"), p_budget,
-                                       p_max_hits) AS taken,
+        SELECT {schema}.pack_positions(
+                   array_agg(b.token_count ORDER BY b.fused_score DESC, b.created_at DESC, b.id),
+                   p_budget, p_max_hits) AS taken,
                count(*)::integer AS n,
-               array_agg(b.id ORDER BY b."position") AS ids,
-               array_agg(b.cosine ORDER BY b."position") AS cosines,
-               array_agg(b.bm25 ORDER BY b."position") AS bm25s,
-               array_agg(b.fused_score ORDER BY b."position") AS fused_scores,
-               array_agg(b.ranks ORDER BY b."position") AS ranks
+               array_agg(b.id ORDER BY b.fused_score DESC, b.created_at DESC, b.id) AS ids,
+               array_agg(b.cosine ORDER BY b.fused_score DESC, b.created_at DESC, b.id)
+                   AS cosines,
+               array_agg(b.bm25 ORDER BY b.fused_score DESC, b.created_at DESC, b.id) AS bm25s,
+               array_agg(b.fused_score ORDER BY b.fused_score DESC, b.created_at DESC, b.id)
+                   AS fused_scores,
+               array_agg(b.ranks ORDER BY b.fused_score DESC, b.created_at DESC, b.id) AS ranks
         FROM (
 -- ranking: hybrid_search's body, as python -m actrone_pg.migrations._render copies it
 WITH
