@@ -354,12 +354,13 @@ def _nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
     return [node, *(n for child in node.get("Plans", []) for n in _nodes(child))]
 
 
-async def test_the_agents_worker_reads_each_chosen_memory_by_one_probe(
+async def test_the_agents_worker_reads_the_chosen_memories_by_their_ids(
     store_citus: PostgresStore, citus_dsn: str, citus_schema: str
 ) -> None:
-    # 0021: as retrieve() does, each chosen memory is one primary-key probe of the agent's
-    # shard; 0020 joined them to the shard, a hash join that read every memory of the agent
-    # (enable_nestloop is off for the ranking's joins).
+    # As retrieve() does, the agent's shard is read by id after the candidate scan: the
+    # candidates' rows and the chosen memories' rows, each one index scan of their ids (0021 read
+    # each chosen memory by one probe). 0020 joined the chosen memories to the shard, a hash join
+    # that read every memory of the agent (enable_nestloop is off for the ranking's joins).
     (statement, params) = (await _context_of_a(store_citus))[2][-1]
     worker, shard = _placement(citus_dsn, citus_schema, "a")
     rows, plans = _executed_plans(worker, statement, params)
@@ -367,9 +368,17 @@ async def test_the_agents_worker_reads_each_chosen_memory_by_one_probe(
     assert chosen > 1
     (call,) = [p for p in plans if "PREPARE" in p["Query Text"]]
     on_shard = [n for n in _nodes(call["Plan"]) if n.get("Relation Name") == f"memories_{shard}"]
-    # (scan, loops, rows per loop): 0020's join read the shard once, all three memories
-    summary = [(n["Node Type"], n["Actual Loops"], n["Actual Rows"]) for n in on_shard]
-    assert any(loops == chosen and found == 1 for _, loops, found in summary), summary
+    read = [n for n in on_shard if n["Actual Loops"] > 0 and n["Node Type"] != "Index Only Scan"]
+    summary = [
+        (n["Node Type"], n["Actual Loops"], n["Actual Rows"], n.get("Index Cond")) for n in read
+    ]
+    assert read and all(
+        n["Node Type"] == "Index Scan" and "(id = " in n.get("Index Cond", "") for n in read
+    ), summary
+    assert any(
+        n["Actual Loops"] == 1 and n["Actual Rows"] == chosen and "ANY" in n["Index Cond"]
+        for n in read
+    ), summary
 
 
 async def test_a_filtered_search_is_one_call_run_whole_by_the_agents_worker(
