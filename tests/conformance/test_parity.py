@@ -273,3 +273,34 @@ async def test_manager_retrieval_matches_the_reference(other: Store) -> None:
         assert ranks(got_hits) == ranks(want_hits), query
     assert chosen >= 50
     await ref.close()
+
+
+@pytest.mark.parametrize("words", [12, 25])
+async def test_long_queries_rank_as_the_reference(other: Store, words: int) -> None:
+    # _text's queries hold at most nine words. PostgreSQL sums a candidate's BM25 in one
+    # expression for up to 16 query terms that the corpus holds, and by a subquery per candidate
+    # past that (sql/0024_hybrid_search.sql): queries of 12 and of all 25 VOCAB words take each
+    # way. Same scores as the reference, to the bit, and the same rankings, packed or not.
+    reference = InMemoryStore()
+    rng = random.Random(f"parity-long-{words}")
+    records = _dataset(rng, _exact_vector, ["A"], 120)
+    for store in (reference, other):
+        await _load(store, records)
+    for q in range(20):
+        chosen = rng.sample(VOCAB, words)
+        params = RankingParams(
+            rrf_weights=(1.0, 2.0, 0.5),
+            bm25_k1=rng.choice([1.2, 0.9]),
+            bm25_b=rng.choice([0.75, 0.3]),
+        )
+        req = request("A", " ".join(chosen), _exact_vector(rng).tolist(), params=params)
+        assert len(set(req.terms)) >= words
+        want = (await reference.search(req)).hits
+        got = (await other.search(req)).hits
+        assert _ranked(got) == _ranked(want), f"query {q}: {req.query!r}"
+        assert [g.explain.bm25 for g in got] == [w.explain.bm25 for w in want]
+        assert sum(w.explain.bm25 is not None for w in want) >= 10
+        packed = await other.search(replace(req, budget=60))
+        expected = pack_hits(want, stored_tokens, 60, None)
+        assert _ranked(packed.hits) == _ranked(expected.hits), f"query {q}, packed"
+        assert [g.explain.bm25 for g in packed.hits] == [w.explain.bm25 for w in expected.hits]

@@ -186,10 +186,30 @@ term_idf AS MATERIALIZED (
                         SELECT ts.df FROM {schema}.term_stats AS ts
                         WHERE ts.agent_id = p_agent_id AND ts.term = terms.term
                     ), 0) END AS df
+        OFFSET 0  -- one probe per term (flattened, the CASE stood three times: 3 probes)
     ) AS f
     -- 0018: a term no document holds adds 0.0 to every sum; it is not looked up.
     WHERE f.df > 0
     ORDER BY terms.ord
+),
+-- The terms of term_idf in columns, t1..t16 and their IDFs w1..w16 (NULL past the last), so that
+-- a candidate's BM25 is one expression over its row instead of a subquery per candidate (see
+-- the candidates' rows below); terms, n and the subquery serve a query of more terms. Also the
+-- constants of every candidate's BM25, computed once.
+term_slots AS MATERIALIZED (
+    SELECT a.n, a.terms, (SELECT st.avgdl FROM stats AS st) AS avgdl,
+           p_bm25_k1 + 1.0::float8 AS k1_plus_1,
+           a.terms[1] AS t1, a.idfs[1] AS w1, a.terms[2] AS t2, a.idfs[2] AS w2,
+           a.terms[3] AS t3, a.idfs[3] AS w3, a.terms[4] AS t4, a.idfs[4] AS w4,
+           a.terms[5] AS t5, a.idfs[5] AS w5, a.terms[6] AS t6, a.idfs[6] AS w6,
+           a.terms[7] AS t7, a.idfs[7] AS w7, a.terms[8] AS t8, a.idfs[8] AS w8,
+           a.terms[9] AS t9, a.idfs[9] AS w9, a.terms[10] AS t10, a.idfs[10] AS w10,
+           a.terms[11] AS t11, a.idfs[11] AS w11, a.terms[12] AS t12, a.idfs[12] AS w12,
+           a.terms[13] AS t13, a.idfs[13] AS w13, a.terms[14] AS t14, a.idfs[14] AS w14,
+           a.terms[15] AS t15, a.idfs[15] AS w15, a.terms[16] AS t16, a.idfs[16] AS w16
+    FROM (SELECT count(*) AS n, array_agg(ti.term ORDER BY ti.ord) AS terms,
+                 array_agg(ti.idf ORDER BY ti.ord) AS idfs
+          FROM term_idf AS ti) AS a
 ),
 -- The recency and lexical rankings, one sort each. A candidate without a query term has a NULL
 -- BM25 and no lexical rank; those with one sort first (NULLS LAST), so counting them in that
@@ -211,21 +231,42 @@ ranked AS (
         FROM nearest AS n
         -- Each candidate's row, fetched once through the primary key: one index scan with the
         -- candidate ids as an array (PostgreSQL 17+ walks the index once for a sorted array),
-        -- its BM25 computed there (OFFSET 0: once per row, not once per use). Only documents
-        -- sharing a term get a sum; each term's frequency is read once ("->>"), its row of
-        -- term_idf skipped where the document lacks it. The memory's fields are carried only
-        -- for p_content (NULL otherwise), so the sorts below move narrow rows.
+        -- its BM25 computed there (OFFSET 0: once per row, not once per use). Each query term's
+        -- frequency is read once ("->>", NULL where the document lacks the term, and for the
+        -- slots past the last term); a document holding none has no sum (NULL). The sum adds
+        -- the terms in query-term order, 0.0 for a term the document lacks, exactly as
+        -- ranking.bm25 adds them (x + 0.0 = x); past 16 terms, one subquery per candidate sums
+        -- the terms it holds. The memory's fields are carried only for p_content (NULL
+        -- otherwise), so the sorts below move narrow rows.
         JOIN (
             SELECT m.id, m.token_count,
-                   CASE WHEN m.term_freqs ?| ARRAY(SELECT ti.term FROM term_idf AS ti) THEN (
-                       SELECT sum(x.idf * (x.tf * (p_bm25_k1 + 1.0::float8))
-                                  / (x.tf + p_bm25_k1 * ((1.0::float8 - p_bm25_b)
-                                                         + p_bm25_b * m.doc_len::float8
-                                                           / (SELECT st.avgdl FROM stats AS st))))
-                       FROM (SELECT ti.idf, (m.term_freqs ->> ti.term)::integer::float8 AS tf
-                             FROM term_idf AS ti OFFSET 0) AS x
-                       WHERE x.tf IS NOT NULL
-                   ) END AS bm25,
+                   CASE WHEN m.n > 16 THEN
+                       CASE WHEN m.term_freqs ?| m.terms THEN (
+                           SELECT sum(x.idf * (x.tf * m.k1_plus_1) / (x.tf + m.norm))
+                           FROM (SELECT ti.idf, (m.term_freqs ->> ti.term)::integer::float8 AS tf
+                                 FROM term_idf AS ti OFFSET 0) AS x
+                           WHERE x.tf IS NOT NULL
+                       ) END
+                   WHEN COALESCE(m.tf1, m.tf2, m.tf3, m.tf4, m.tf5, m.tf6, m.tf7, m.tf8, m.tf9,
+                                 m.tf10, m.tf11, m.tf12, m.tf13, m.tf14, m.tf15, m.tf16)
+                        IS NOT NULL THEN
+                         COALESCE(m.w1 * (m.tf1 * m.k1_plus_1) / (m.tf1 + m.norm), 0.0::float8)
+                       + COALESCE(m.w2 * (m.tf2 * m.k1_plus_1) / (m.tf2 + m.norm), 0.0::float8)
+                       + COALESCE(m.w3 * (m.tf3 * m.k1_plus_1) / (m.tf3 + m.norm), 0.0::float8)
+                       + COALESCE(m.w4 * (m.tf4 * m.k1_plus_1) / (m.tf4 + m.norm), 0.0::float8)
+                       + COALESCE(m.w5 * (m.tf5 * m.k1_plus_1) / (m.tf5 + m.norm), 0.0::float8)
+                       + COALESCE(m.w6 * (m.tf6 * m.k1_plus_1) / (m.tf6 + m.norm), 0.0::float8)
+                       + COALESCE(m.w7 * (m.tf7 * m.k1_plus_1) / (m.tf7 + m.norm), 0.0::float8)
+                       + COALESCE(m.w8 * (m.tf8 * m.k1_plus_1) / (m.tf8 + m.norm), 0.0::float8)
+                       + COALESCE(m.w9 * (m.tf9 * m.k1_plus_1) / (m.tf9 + m.norm), 0.0::float8)
+                       + COALESCE(m.w10 * (m.tf10 * m.k1_plus_1) / (m.tf10 + m.norm), 0.0::float8)
+                       + COALESCE(m.w11 * (m.tf11 * m.k1_plus_1) / (m.tf11 + m.norm), 0.0::float8)
+                       + COALESCE(m.w12 * (m.tf12 * m.k1_plus_1) / (m.tf12 + m.norm), 0.0::float8)
+                       + COALESCE(m.w13 * (m.tf13 * m.k1_plus_1) / (m.tf13 + m.norm), 0.0::float8)
+                       + COALESCE(m.w14 * (m.tf14 * m.k1_plus_1) / (m.tf14 + m.norm), 0.0::float8)
+                       + COALESCE(m.w15 * (m.tf15 * m.k1_plus_1) / (m.tf15 + m.norm), 0.0::float8)
+                       + COALESCE(m.w16 * (m.tf16 * m.k1_plus_1) / (m.tf16 + m.norm), 0.0::float8)
+                   END AS bm25,
                    CASE WHEN p_content THEN m.session_id END AS session_id,
                    CASE WHEN p_content THEN m.content END AS content,
                    CASE WHEN p_content THEN m.content_type END AS content_type,
@@ -235,8 +276,36 @@ ranked AS (
                    CASE WHEN p_content THEN m.sensitivity END AS sensitivity,
                    CASE WHEN p_content THEN m.metadata END AS metadata,
                    CASE WHEN p_content THEN m.embedder END AS embedder
-            FROM {schema}.memories AS m
-            WHERE m.agent_id = p_agent_id AND m.id = ANY (ARRAY(SELECT c.id FROM nearest AS c))
+            FROM (
+                SELECT m.id, m.token_count, m.term_freqs, m.session_id, m.content,
+                       m.content_type, m.importance, m.tags, m.source, m.sensitivity, m.metadata,
+                       m.embedder, k.n, k.terms, k.k1_plus_1,
+                       p_bm25_k1 * ((1.0::float8 - p_bm25_b)
+                                    + p_bm25_b * m.doc_len::float8 / k.avgdl) AS norm,
+                       (m.term_freqs ->> k.t1)::integer::float8 AS tf1,
+                       (m.term_freqs ->> k.t2)::integer::float8 AS tf2,
+                       (m.term_freqs ->> k.t3)::integer::float8 AS tf3,
+                       (m.term_freqs ->> k.t4)::integer::float8 AS tf4,
+                       (m.term_freqs ->> k.t5)::integer::float8 AS tf5,
+                       (m.term_freqs ->> k.t6)::integer::float8 AS tf6,
+                       (m.term_freqs ->> k.t7)::integer::float8 AS tf7,
+                       (m.term_freqs ->> k.t8)::integer::float8 AS tf8,
+                       (m.term_freqs ->> k.t9)::integer::float8 AS tf9,
+                       (m.term_freqs ->> k.t10)::integer::float8 AS tf10,
+                       (m.term_freqs ->> k.t11)::integer::float8 AS tf11,
+                       (m.term_freqs ->> k.t12)::integer::float8 AS tf12,
+                       (m.term_freqs ->> k.t13)::integer::float8 AS tf13,
+                       (m.term_freqs ->> k.t14)::integer::float8 AS tf14,
+                       (m.term_freqs ->> k.t15)::integer::float8 AS tf15,
+                       (m.term_freqs ->> k.t16)::integer::float8 AS tf16,
+                       k.w1, k.w2, k.w3, k.w4, k.w5, k.w6, k.w7, k.w8,
+                       k.w9, k.w10, k.w11, k.w12, k.w13, k.w14, k.w15, k.w16
+                FROM {schema}.memories AS m
+                CROSS JOIN term_slots AS k
+                WHERE m.agent_id = p_agent_id
+                  AND m.id = ANY (ARRAY(SELECT c.id FROM nearest AS c))
+                OFFSET 0
+            ) AS m
             OFFSET 0
         ) AS d ON d.id = n.id
     ) AS s

@@ -103,10 +103,10 @@ LANGUAGE plpgsql VOLATILE
 SET jit = off
 -- as hybrid_search (0005): joins between CTEs of at most p_limit rows, never nested loops
 SET enable_nestloop = off
--- The ranking's statement is planned once per session with a generic plan (as 0009's
--- hybrid_search), set around it below: not on a distributed schema's coordinator, where Citus
--- plans no generic plan of distributed tables. The filtered set's and the HNSW scan's statements
--- are EXECUTEd, each planned for its call's values.
+-- The ranking's statement and the look-ups before it are planned once per session with a
+-- generic plan (as 0009's hybrid_search), set around them below: not on a distributed schema's
+-- coordinator, where Citus plans no generic plan of distributed tables. The filtered set's and
+-- the HNSW scan's statements are EXECUTEd, each planned for its call's values.
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -142,6 +142,13 @@ BEGIN
                 v_memories := NULL;  -- not this node's: the distributed statements
             END IF;
         END IF;
+    END IF;
+    -- From here on, off Citus, every statement of the function keeps its first plan: left to
+    -- choose, the server planned the expired ids' look-up afresh at every call
+    -- (docs/notes/2026-12-05-one-read-path.md, "The fixed cost, server side").
+    v_plans := current_setting('plan_cache_mode');
+    IF NOT v_distributed THEN
+        PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
     END IF;
     -- 1. The embedder's dimension (embedders is a reference table on Citus: on every node).
     IF v_memories IS NULL THEN
@@ -330,7 +337,7 @@ $filtered$, v_where,
                                pg_catalog.shard_name('{schema}.memories'::regclass, v_memories))
                     INTO p_excluded USING p_agent_id, p_now;
             END IF;
-            v_statement := 'actrone_c63a7c54de30_' || v_memories;
+            v_statement := 'actrone_35e24141fcea_' || v_memories;
             v_call := format('EXECUTE %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L)', v_statement, p_agent_id, p_session_id, p_turn_limit, p_session_ttl, p_embedder, p_terms, p_vector, p_threshold, p_limit, p_hybrid, p_rrf_k, p_rrf_weights, p_relevance_weight, p_recency_weight, p_now, p_bm25_k1, p_bm25_b, p_budget, p_max_hits, p_filters, p_ann_ef_search, p_content, p_candidates, p_excluded, p_n_docs, p_total_length, p_doc_freqs);
             -- A generic plan, made once (the statement's values change at every call).
             v_plans := current_setting('plan_cache_mode');
@@ -354,8 +361,20 @@ $prepare$PREPARE %1$I (text, text, integer, double precision, text, text[], {vec
         ORDER BY t.seq DESC
         LIMIT $3)
 UNION ALL
-(WITH h AS MATERIALIZED (
-        SELECT b."position", b.cosine, b.bm25, b.ranks, b.fused_score, b.id, b.token_count
+-- The ranking's rows in its order (its own final order, so no sort of their own): their costs
+-- packed, and the columns of the chosen ones as arrays, read below by position.
+(WITH p AS MATERIALIZED (
+        SELECT {schema}.pack_positions(
+                   array_agg(b.token_count ORDER BY b.fused_score DESC, b.created_at DESC, b.id),
+                   $18, $19) AS taken,
+               count(*)::integer AS n,
+               array_agg(b.id ORDER BY b.fused_score DESC, b.created_at DESC, b.id) AS ids,
+               array_agg(b.cosine ORDER BY b.fused_score DESC, b.created_at DESC, b.id)
+                   AS cosines,
+               array_agg(b.bm25 ORDER BY b.fused_score DESC, b.created_at DESC, b.id) AS bm25s,
+               array_agg(b.fused_score ORDER BY b.fused_score DESC, b.created_at DESC, b.id)
+                   AS fused_scores,
+               array_agg(b.ranks ORDER BY b.fused_score DESC, b.created_at DESC, b.id) AS ranks
         FROM (
 -- ranking: hybrid_search's body, as python -m actrone_pg.migrations._render copies it
 WITH
@@ -439,10 +458,30 @@ term_idf AS MATERIALIZED (
                         SELECT ts.df FROM %6$s AS ts
                         WHERE ts.agent_id = $1 AND ts.term = terms.term
                     ), 0) END AS df
+        OFFSET 0  -- one probe per term (flattened, the CASE stood three times: 3 probes)
     ) AS f
     -- 0018: a term no document holds adds 0.0 to every sum; it is not looked up.
     WHERE f.df > 0
     ORDER BY terms.ord
+),
+-- The terms of term_idf in columns, t1..t16 and their IDFs w1..w16 (NULL past the last), so that
+-- a candidate's BM25 is one expression over its row instead of a subquery per candidate (see
+-- the candidates' rows below); terms, n and the subquery serve a query of more terms. Also the
+-- constants of every candidate's BM25, computed once.
+term_slots AS MATERIALIZED (
+    SELECT a.n, a.terms, (SELECT st.avgdl FROM stats AS st) AS avgdl,
+           $16 + 1.0::float8 AS k1_plus_1,
+           a.terms[1] AS t1, a.idfs[1] AS w1, a.terms[2] AS t2, a.idfs[2] AS w2,
+           a.terms[3] AS t3, a.idfs[3] AS w3, a.terms[4] AS t4, a.idfs[4] AS w4,
+           a.terms[5] AS t5, a.idfs[5] AS w5, a.terms[6] AS t6, a.idfs[6] AS w6,
+           a.terms[7] AS t7, a.idfs[7] AS w7, a.terms[8] AS t8, a.idfs[8] AS w8,
+           a.terms[9] AS t9, a.idfs[9] AS w9, a.terms[10] AS t10, a.idfs[10] AS w10,
+           a.terms[11] AS t11, a.idfs[11] AS w11, a.terms[12] AS t12, a.idfs[12] AS w12,
+           a.terms[13] AS t13, a.idfs[13] AS w13, a.terms[14] AS t14, a.idfs[14] AS w14,
+           a.terms[15] AS t15, a.idfs[15] AS w15, a.terms[16] AS t16, a.idfs[16] AS w16
+    FROM (SELECT count(*) AS n, array_agg(ti.term ORDER BY ti.ord) AS terms,
+                 array_agg(ti.idf ORDER BY ti.ord) AS idfs
+          FROM term_idf AS ti) AS a
 ),
 -- The recency and lexical rankings, one sort each. A candidate without a query term has a NULL
 -- BM25 and no lexical rank; those with one sort first (NULLS LAST), so counting them in that
@@ -464,21 +503,42 @@ ranked AS (
         FROM nearest AS n
         -- Each candidate's row, fetched once through the primary key: one index scan with the
         -- candidate ids as an array (PostgreSQL 17+ walks the index once for a sorted array),
-        -- its BM25 computed there (OFFSET 0: once per row, not once per use). Only documents
-        -- sharing a term get a sum; each term's frequency is read once ("->>"), its row of
-        -- term_idf skipped where the document lacks it. The memory's fields are carried only
-        -- for $22 (NULL otherwise), so the sorts below move narrow rows.
+        -- its BM25 computed there (OFFSET 0: once per row, not once per use). Each query term's
+        -- frequency is read once ("->>", NULL where the document lacks the term, and for the
+        -- slots past the last term); a document holding none has no sum (NULL). The sum adds
+        -- the terms in query-term order, 0.0 for a term the document lacks, exactly as
+        -- ranking.bm25 adds them (x + 0.0 = x); past 16 terms, one subquery per candidate sums
+        -- the terms it holds. The memory's fields are carried only for $22 (NULL
+        -- otherwise), so the sorts below move narrow rows.
         JOIN (
             SELECT m.id, m.token_count,
-                   CASE WHEN m.term_freqs ?| ARRAY(SELECT ti.term FROM term_idf AS ti) THEN (
-                       SELECT sum(x.idf * (x.tf * ($16 + 1.0::float8))
-                                  / (x.tf + $16 * ((1.0::float8 - $17)
-                                                         + $17 * m.doc_len::float8
-                                                           / (SELECT st.avgdl FROM stats AS st))))
-                       FROM (SELECT ti.idf, (m.term_freqs ->> ti.term)::integer::float8 AS tf
-                             FROM term_idf AS ti OFFSET 0) AS x
-                       WHERE x.tf IS NOT NULL
-                   ) END AS bm25,
+                   CASE WHEN m.n > 16 THEN
+                       CASE WHEN m.term_freqs ?| m.terms THEN (
+                           SELECT sum(x.idf * (x.tf * m.k1_plus_1) / (x.tf + m.norm))
+                           FROM (SELECT ti.idf, (m.term_freqs ->> ti.term)::integer::float8 AS tf
+                                 FROM term_idf AS ti OFFSET 0) AS x
+                           WHERE x.tf IS NOT NULL
+                       ) END
+                   WHEN COALESCE(m.tf1, m.tf2, m.tf3, m.tf4, m.tf5, m.tf6, m.tf7, m.tf8, m.tf9,
+                                 m.tf10, m.tf11, m.tf12, m.tf13, m.tf14, m.tf15, m.tf16)
+                        IS NOT NULL THEN
+                         COALESCE(m.w1 * (m.tf1 * m.k1_plus_1) / (m.tf1 + m.norm), 0.0::float8)
+                       + COALESCE(m.w2 * (m.tf2 * m.k1_plus_1) / (m.tf2 + m.norm), 0.0::float8)
+                       + COALESCE(m.w3 * (m.tf3 * m.k1_plus_1) / (m.tf3 + m.norm), 0.0::float8)
+                       + COALESCE(m.w4 * (m.tf4 * m.k1_plus_1) / (m.tf4 + m.norm), 0.0::float8)
+                       + COALESCE(m.w5 * (m.tf5 * m.k1_plus_1) / (m.tf5 + m.norm), 0.0::float8)
+                       + COALESCE(m.w6 * (m.tf6 * m.k1_plus_1) / (m.tf6 + m.norm), 0.0::float8)
+                       + COALESCE(m.w7 * (m.tf7 * m.k1_plus_1) / (m.tf7 + m.norm), 0.0::float8)
+                       + COALESCE(m.w8 * (m.tf8 * m.k1_plus_1) / (m.tf8 + m.norm), 0.0::float8)
+                       + COALESCE(m.w9 * (m.tf9 * m.k1_plus_1) / (m.tf9 + m.norm), 0.0::float8)
+                       + COALESCE(m.w10 * (m.tf10 * m.k1_plus_1) / (m.tf10 + m.norm), 0.0::float8)
+                       + COALESCE(m.w11 * (m.tf11 * m.k1_plus_1) / (m.tf11 + m.norm), 0.0::float8)
+                       + COALESCE(m.w12 * (m.tf12 * m.k1_plus_1) / (m.tf12 + m.norm), 0.0::float8)
+                       + COALESCE(m.w13 * (m.tf13 * m.k1_plus_1) / (m.tf13 + m.norm), 0.0::float8)
+                       + COALESCE(m.w14 * (m.tf14 * m.k1_plus_1) / (m.tf14 + m.norm), 0.0::float8)
+                       + COALESCE(m.w15 * (m.tf15 * m.k1_plus_1) / (m.tf15 + m.norm), 0.0::float8)
+                       + COALESCE(m.w16 * (m.tf16 * m.k1_plus_1) / (m.tf16 + m.norm), 0.0::float8)
+                   END AS bm25,
                    CASE WHEN $22 THEN m.session_id END AS session_id,
                    CASE WHEN $22 THEN m.content END AS content,
                    CASE WHEN $22 THEN m.content_type END AS content_type,
@@ -488,8 +548,36 @@ ranked AS (
                    CASE WHEN $22 THEN m.sensitivity END AS sensitivity,
                    CASE WHEN $22 THEN m.metadata END AS metadata,
                    CASE WHEN $22 THEN m.embedder END AS embedder
-            FROM %2$s AS m
-            WHERE m.agent_id = $1 AND m.id = ANY (ARRAY(SELECT c.id FROM nearest AS c))
+            FROM (
+                SELECT m.id, m.token_count, m.term_freqs, m.session_id, m.content,
+                       m.content_type, m.importance, m.tags, m.source, m.sensitivity, m.metadata,
+                       m.embedder, k.n, k.terms, k.k1_plus_1,
+                       $16 * ((1.0::float8 - $17)
+                                    + $17 * m.doc_len::float8 / k.avgdl) AS norm,
+                       (m.term_freqs ->> k.t1)::integer::float8 AS tf1,
+                       (m.term_freqs ->> k.t2)::integer::float8 AS tf2,
+                       (m.term_freqs ->> k.t3)::integer::float8 AS tf3,
+                       (m.term_freqs ->> k.t4)::integer::float8 AS tf4,
+                       (m.term_freqs ->> k.t5)::integer::float8 AS tf5,
+                       (m.term_freqs ->> k.t6)::integer::float8 AS tf6,
+                       (m.term_freqs ->> k.t7)::integer::float8 AS tf7,
+                       (m.term_freqs ->> k.t8)::integer::float8 AS tf8,
+                       (m.term_freqs ->> k.t9)::integer::float8 AS tf9,
+                       (m.term_freqs ->> k.t10)::integer::float8 AS tf10,
+                       (m.term_freqs ->> k.t11)::integer::float8 AS tf11,
+                       (m.term_freqs ->> k.t12)::integer::float8 AS tf12,
+                       (m.term_freqs ->> k.t13)::integer::float8 AS tf13,
+                       (m.term_freqs ->> k.t14)::integer::float8 AS tf14,
+                       (m.term_freqs ->> k.t15)::integer::float8 AS tf15,
+                       (m.term_freqs ->> k.t16)::integer::float8 AS tf16,
+                       k.w1, k.w2, k.w3, k.w4, k.w5, k.w6, k.w7, k.w8,
+                       k.w9, k.w10, k.w11, k.w12, k.w13, k.w14, k.w15, k.w16
+                FROM %2$s AS m
+                CROSS JOIN term_slots AS k
+                WHERE m.agent_id = $1
+                  AND m.id = ANY (ARRAY(SELECT c.id FROM nearest AS c))
+                OFFSET 0
+            ) AS m
             OFFSET 0
         ) AS d ON d.id = n.id
     ) AS s
@@ -537,28 +625,26 @@ ORDER BY f.fused_score DESC, f.created_at DESC, f.id
                 fused_score, session_id, content, content_type, importance, tags, source,
                 sensitivity, created_at, metadata, embedder, token_count, ranks)
     ),
-    p AS MATERIALIZED (
-        SELECT {schema}.pack_positions(array_agg(h.token_count ORDER BY h.position), $18,
-                                       $19) AS taken,
-               count(*)::integer AS n
-        FROM h
-    ),
     c AS MATERIALIZED (
-        SELECT h.* FROM h WHERE h.position = ANY ((SELECT p.taken FROM p)::integer[])
+        SELECT t.pos AS "position", p.ids[t.pos] AS id, p.cosines[t.pos] AS cosine,
+               p.bm25s[t.pos] AS bm25, p.fused_scores[t.pos] AS fused_score,
+               ARRAY(SELECT unnest(p.ranks[t.pos:t.pos][:])) AS ranks
+        FROM p CROSS JOIN unnest(p.taken) AS t(pos)
     )
     SELECT CASE WHEN c.id IS NULL THEN 'ranked' ELSE 'memory' END, p.n, c.cosine, c.bm25,
            c.ranks, c.fused_score, f.id::text, f.session_id::text, f.content, f.content_type,
            f.importance, f.tags, f.source, f.sensitivity, f.created_at, f.metadata::text,
            f.embedder::text, f.token_count, f.expires_at, f.source_turn_ids, f.version,
            f.valid_from, f.valid_to, NULL::text, NULL::text, NULL::jsonb
-    -- One primary-key probe per chosen memory (LATERAL, OFFSET 0 so that it stays a probe).
+    -- The chosen memories' rows, in one index scan of their ids (as the candidates' above).
     FROM p
-    LEFT JOIN (c CROSS JOIN LATERAL (
+    LEFT JOIN (c JOIN (
         SELECT m.id, m.session_id, m.content, m.content_type, m.importance, m.tags, m.source,
                m.sensitivity, m.created_at, m.metadata, m.embedder, m.token_count, m.expires_at,
                m.source_turn_ids, m.version, m.valid_from, m.valid_to
         FROM %2$s AS m
-        WHERE m.agent_id = $1 AND m.id = c.id OFFSET 0) AS f) ON true
+        WHERE m.agent_id = $1 AND m.id = ANY (ARRAY(SELECT c.id FROM c))
+        OFFSET 0) AS f ON f.id = c.id) ON true
     ORDER BY c.position)
 $prepare$,
                     v_statement,
@@ -594,10 +680,6 @@ $prepare$,
         p_excluded := (SELECT array_agg(e.id) FROM {schema}.memories AS e
                        WHERE e.agent_id = p_agent_id AND e.expires_at <= p_now);
     END IF;
-    v_plans := current_setting('plan_cache_mode');
-    IF NOT v_distributed THEN
-        PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
-    END IF;
     RETURN QUERY
 -- statement: prepared above as python -m actrone_pg.migrations._render writes it
 (SELECT 'turn'::text, NULL::integer, NULL::float8, NULL::float8, NULL::integer[],
@@ -613,8 +695,20 @@ $prepare$,
         ORDER BY t.seq DESC
         LIMIT p_turn_limit)
 UNION ALL
-(WITH h AS MATERIALIZED (
-        SELECT b."position", b.cosine, b.bm25, b.ranks, b.fused_score, b.id, b.token_count
+-- The ranking's rows in its order (its own final order, so no sort of their own): their costs
+-- packed, and the columns of the chosen ones as arrays, read below by position.
+(WITH p AS MATERIALIZED (
+        SELECT {schema}.pack_positions(
+                   array_agg(b.token_count ORDER BY b.fused_score DESC, b.created_at DESC, b.id),
+                   p_budget, p_max_hits) AS taken,
+               count(*)::integer AS n,
+               array_agg(b.id ORDER BY b.fused_score DESC, b.created_at DESC, b.id) AS ids,
+               array_agg(b.cosine ORDER BY b.fused_score DESC, b.created_at DESC, b.id)
+                   AS cosines,
+               array_agg(b.bm25 ORDER BY b.fused_score DESC, b.created_at DESC, b.id) AS bm25s,
+               array_agg(b.fused_score ORDER BY b.fused_score DESC, b.created_at DESC, b.id)
+                   AS fused_scores,
+               array_agg(b.ranks ORDER BY b.fused_score DESC, b.created_at DESC, b.id) AS ranks
         FROM (
 -- ranking: hybrid_search's body, as python -m actrone_pg.migrations._render copies it
 WITH
@@ -698,10 +792,30 @@ term_idf AS MATERIALIZED (
                         SELECT ts.df FROM {schema}.term_stats AS ts
                         WHERE ts.agent_id = p_agent_id AND ts.term = terms.term
                     ), 0) END AS df
+        OFFSET 0  -- one probe per term (flattened, the CASE stood three times: 3 probes)
     ) AS f
     -- 0018: a term no document holds adds 0.0 to every sum; it is not looked up.
     WHERE f.df > 0
     ORDER BY terms.ord
+),
+-- The terms of term_idf in columns, t1..t16 and their IDFs w1..w16 (NULL past the last), so that
+-- a candidate's BM25 is one expression over its row instead of a subquery per candidate (see
+-- the candidates' rows below); terms, n and the subquery serve a query of more terms. Also the
+-- constants of every candidate's BM25, computed once.
+term_slots AS MATERIALIZED (
+    SELECT a.n, a.terms, (SELECT st.avgdl FROM stats AS st) AS avgdl,
+           p_bm25_k1 + 1.0::float8 AS k1_plus_1,
+           a.terms[1] AS t1, a.idfs[1] AS w1, a.terms[2] AS t2, a.idfs[2] AS w2,
+           a.terms[3] AS t3, a.idfs[3] AS w3, a.terms[4] AS t4, a.idfs[4] AS w4,
+           a.terms[5] AS t5, a.idfs[5] AS w5, a.terms[6] AS t6, a.idfs[6] AS w6,
+           a.terms[7] AS t7, a.idfs[7] AS w7, a.terms[8] AS t8, a.idfs[8] AS w8,
+           a.terms[9] AS t9, a.idfs[9] AS w9, a.terms[10] AS t10, a.idfs[10] AS w10,
+           a.terms[11] AS t11, a.idfs[11] AS w11, a.terms[12] AS t12, a.idfs[12] AS w12,
+           a.terms[13] AS t13, a.idfs[13] AS w13, a.terms[14] AS t14, a.idfs[14] AS w14,
+           a.terms[15] AS t15, a.idfs[15] AS w15, a.terms[16] AS t16, a.idfs[16] AS w16
+    FROM (SELECT count(*) AS n, array_agg(ti.term ORDER BY ti.ord) AS terms,
+                 array_agg(ti.idf ORDER BY ti.ord) AS idfs
+          FROM term_idf AS ti) AS a
 ),
 -- The recency and lexical rankings, one sort each. A candidate without a query term has a NULL
 -- BM25 and no lexical rank; those with one sort first (NULLS LAST), so counting them in that
@@ -723,21 +837,42 @@ ranked AS (
         FROM nearest AS n
         -- Each candidate's row, fetched once through the primary key: one index scan with the
         -- candidate ids as an array (PostgreSQL 17+ walks the index once for a sorted array),
-        -- its BM25 computed there (OFFSET 0: once per row, not once per use). Only documents
-        -- sharing a term get a sum; each term's frequency is read once ("->>"), its row of
-        -- term_idf skipped where the document lacks it. The memory's fields are carried only
-        -- for p_content (NULL otherwise), so the sorts below move narrow rows.
+        -- its BM25 computed there (OFFSET 0: once per row, not once per use). Each query term's
+        -- frequency is read once ("->>", NULL where the document lacks the term, and for the
+        -- slots past the last term); a document holding none has no sum (NULL). The sum adds
+        -- the terms in query-term order, 0.0 for a term the document lacks, exactly as
+        -- ranking.bm25 adds them (x + 0.0 = x); past 16 terms, one subquery per candidate sums
+        -- the terms it holds. The memory's fields are carried only for p_content (NULL
+        -- otherwise), so the sorts below move narrow rows.
         JOIN (
             SELECT m.id, m.token_count,
-                   CASE WHEN m.term_freqs ?| ARRAY(SELECT ti.term FROM term_idf AS ti) THEN (
-                       SELECT sum(x.idf * (x.tf * (p_bm25_k1 + 1.0::float8))
-                                  / (x.tf + p_bm25_k1 * ((1.0::float8 - p_bm25_b)
-                                                         + p_bm25_b * m.doc_len::float8
-                                                           / (SELECT st.avgdl FROM stats AS st))))
-                       FROM (SELECT ti.idf, (m.term_freqs ->> ti.term)::integer::float8 AS tf
-                             FROM term_idf AS ti OFFSET 0) AS x
-                       WHERE x.tf IS NOT NULL
-                   ) END AS bm25,
+                   CASE WHEN m.n > 16 THEN
+                       CASE WHEN m.term_freqs ?| m.terms THEN (
+                           SELECT sum(x.idf * (x.tf * m.k1_plus_1) / (x.tf + m.norm))
+                           FROM (SELECT ti.idf, (m.term_freqs ->> ti.term)::integer::float8 AS tf
+                                 FROM term_idf AS ti OFFSET 0) AS x
+                           WHERE x.tf IS NOT NULL
+                       ) END
+                   WHEN COALESCE(m.tf1, m.tf2, m.tf3, m.tf4, m.tf5, m.tf6, m.tf7, m.tf8, m.tf9,
+                                 m.tf10, m.tf11, m.tf12, m.tf13, m.tf14, m.tf15, m.tf16)
+                        IS NOT NULL THEN
+                         COALESCE(m.w1 * (m.tf1 * m.k1_plus_1) / (m.tf1 + m.norm), 0.0::float8)
+                       + COALESCE(m.w2 * (m.tf2 * m.k1_plus_1) / (m.tf2 + m.norm), 0.0::float8)
+                       + COALESCE(m.w3 * (m.tf3 * m.k1_plus_1) / (m.tf3 + m.norm), 0.0::float8)
+                       + COALESCE(m.w4 * (m.tf4 * m.k1_plus_1) / (m.tf4 + m.norm), 0.0::float8)
+                       + COALESCE(m.w5 * (m.tf5 * m.k1_plus_1) / (m.tf5 + m.norm), 0.0::float8)
+                       + COALESCE(m.w6 * (m.tf6 * m.k1_plus_1) / (m.tf6 + m.norm), 0.0::float8)
+                       + COALESCE(m.w7 * (m.tf7 * m.k1_plus_1) / (m.tf7 + m.norm), 0.0::float8)
+                       + COALESCE(m.w8 * (m.tf8 * m.k1_plus_1) / (m.tf8 + m.norm), 0.0::float8)
+                       + COALESCE(m.w9 * (m.tf9 * m.k1_plus_1) / (m.tf9 + m.norm), 0.0::float8)
+                       + COALESCE(m.w10 * (m.tf10 * m.k1_plus_1) / (m.tf10 + m.norm), 0.0::float8)
+                       + COALESCE(m.w11 * (m.tf11 * m.k1_plus_1) / (m.tf11 + m.norm), 0.0::float8)
+                       + COALESCE(m.w12 * (m.tf12 * m.k1_plus_1) / (m.tf12 + m.norm), 0.0::float8)
+                       + COALESCE(m.w13 * (m.tf13 * m.k1_plus_1) / (m.tf13 + m.norm), 0.0::float8)
+                       + COALESCE(m.w14 * (m.tf14 * m.k1_plus_1) / (m.tf14 + m.norm), 0.0::float8)
+                       + COALESCE(m.w15 * (m.tf15 * m.k1_plus_1) / (m.tf15 + m.norm), 0.0::float8)
+                       + COALESCE(m.w16 * (m.tf16 * m.k1_plus_1) / (m.tf16 + m.norm), 0.0::float8)
+                   END AS bm25,
                    CASE WHEN p_content THEN m.session_id END AS session_id,
                    CASE WHEN p_content THEN m.content END AS content,
                    CASE WHEN p_content THEN m.content_type END AS content_type,
@@ -747,8 +882,36 @@ ranked AS (
                    CASE WHEN p_content THEN m.sensitivity END AS sensitivity,
                    CASE WHEN p_content THEN m.metadata END AS metadata,
                    CASE WHEN p_content THEN m.embedder END AS embedder
-            FROM {schema}.memories AS m
-            WHERE m.agent_id = p_agent_id AND m.id = ANY (ARRAY(SELECT c.id FROM nearest AS c))
+            FROM (
+                SELECT m.id, m.token_count, m.term_freqs, m.session_id, m.content,
+                       m.content_type, m.importance, m.tags, m.source, m.sensitivity, m.metadata,
+                       m.embedder, k.n, k.terms, k.k1_plus_1,
+                       p_bm25_k1 * ((1.0::float8 - p_bm25_b)
+                                    + p_bm25_b * m.doc_len::float8 / k.avgdl) AS norm,
+                       (m.term_freqs ->> k.t1)::integer::float8 AS tf1,
+                       (m.term_freqs ->> k.t2)::integer::float8 AS tf2,
+                       (m.term_freqs ->> k.t3)::integer::float8 AS tf3,
+                       (m.term_freqs ->> k.t4)::integer::float8 AS tf4,
+                       (m.term_freqs ->> k.t5)::integer::float8 AS tf5,
+                       (m.term_freqs ->> k.t6)::integer::float8 AS tf6,
+                       (m.term_freqs ->> k.t7)::integer::float8 AS tf7,
+                       (m.term_freqs ->> k.t8)::integer::float8 AS tf8,
+                       (m.term_freqs ->> k.t9)::integer::float8 AS tf9,
+                       (m.term_freqs ->> k.t10)::integer::float8 AS tf10,
+                       (m.term_freqs ->> k.t11)::integer::float8 AS tf11,
+                       (m.term_freqs ->> k.t12)::integer::float8 AS tf12,
+                       (m.term_freqs ->> k.t13)::integer::float8 AS tf13,
+                       (m.term_freqs ->> k.t14)::integer::float8 AS tf14,
+                       (m.term_freqs ->> k.t15)::integer::float8 AS tf15,
+                       (m.term_freqs ->> k.t16)::integer::float8 AS tf16,
+                       k.w1, k.w2, k.w3, k.w4, k.w5, k.w6, k.w7, k.w8,
+                       k.w9, k.w10, k.w11, k.w12, k.w13, k.w14, k.w15, k.w16
+                FROM {schema}.memories AS m
+                CROSS JOIN term_slots AS k
+                WHERE m.agent_id = p_agent_id
+                  AND m.id = ANY (ARRAY(SELECT c.id FROM nearest AS c))
+                OFFSET 0
+            ) AS m
             OFFSET 0
         ) AS d ON d.id = n.id
     ) AS s
@@ -796,28 +959,26 @@ ORDER BY f.fused_score DESC, f.created_at DESC, f.id
                 fused_score, session_id, content, content_type, importance, tags, source,
                 sensitivity, created_at, metadata, embedder, token_count, ranks)
     ),
-    p AS MATERIALIZED (
-        SELECT {schema}.pack_positions(array_agg(h.token_count ORDER BY h.position), p_budget,
-                                       p_max_hits) AS taken,
-               count(*)::integer AS n
-        FROM h
-    ),
     c AS MATERIALIZED (
-        SELECT h.* FROM h WHERE h.position = ANY ((SELECT p.taken FROM p)::integer[])
+        SELECT t.pos AS "position", p.ids[t.pos] AS id, p.cosines[t.pos] AS cosine,
+               p.bm25s[t.pos] AS bm25, p.fused_scores[t.pos] AS fused_score,
+               ARRAY(SELECT unnest(p.ranks[t.pos:t.pos][:])) AS ranks
+        FROM p CROSS JOIN unnest(p.taken) AS t(pos)
     )
     SELECT CASE WHEN c.id IS NULL THEN 'ranked' ELSE 'memory' END, p.n, c.cosine, c.bm25,
            c.ranks, c.fused_score, f.id::text, f.session_id::text, f.content, f.content_type,
            f.importance, f.tags, f.source, f.sensitivity, f.created_at, f.metadata::text,
            f.embedder::text, f.token_count, f.expires_at, f.source_turn_ids, f.version,
            f.valid_from, f.valid_to, NULL::text, NULL::text, NULL::jsonb
-    -- One primary-key probe per chosen memory (LATERAL, OFFSET 0 so that it stays a probe).
+    -- The chosen memories' rows, in one index scan of their ids (as the candidates' above).
     FROM p
-    LEFT JOIN (c CROSS JOIN LATERAL (
+    LEFT JOIN (c JOIN (
         SELECT m.id, m.session_id, m.content, m.content_type, m.importance, m.tags, m.source,
                m.sensitivity, m.created_at, m.metadata, m.embedder, m.token_count, m.expires_at,
                m.source_turn_ids, m.version, m.valid_from, m.valid_to
         FROM {schema}.memories AS m
-        WHERE m.agent_id = p_agent_id AND m.id = c.id OFFSET 0) AS f) ON true
+        WHERE m.agent_id = p_agent_id AND m.id = ANY (ARRAY(SELECT c.id FROM c))
+        OFFSET 0) AS f ON f.id = c.id) ON true
     ORDER BY c.position)
 -- statement: end
     ;
