@@ -84,13 +84,16 @@ async def l1_l2_one_round_trip(
             store.db.compose(SELECT_RECENT_TURNS),
             {"agent": req.agent_id, "session": session_id, "ttl": 3600.0, "limit": 50},
         )
-        l2 = conn.cursor(row_factory=dict_row, binary=True)
+        l2 = conn.cursor(binary=True)
         await l2.execute(statement, params)
         await pipe.sync()
         turn_rows = await l1.fetchall()
         l2_rows = await l2.fetchall()
+        assert l2.description is not None
+        columns = [c.name for c in l2.description]
     # The rows become objects as recent_turns and search make them.
-    return rows.turns(req.agent_id, session_id, turn_rows), rows.packed(req.agent_id, l2_rows)
+    turns = rows.turns(req.agent_id, session_id, turn_rows)
+    return turns, rows.retrieved(req.agent_id, None, columns, l2_rows)[1]
 
 
 async def main() -> None:

@@ -525,3 +525,22 @@ class Database:
         cur = conn.cursor(row_factory=dict_row, binary=binary)
         await cur.execute(statement, params, prepare=prepare)
         return await cur.fetchall()
+
+    async def fetch_tuples(
+        self,
+        conn: _Conn,
+        statement: sql.Composed | str,
+        params: Sequence[Any] | Mapping[str, Any],
+        *,
+        binary: bool = False,
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Run ``statement`` and return its column names and its rows as tuples, for a decoder
+        that finds each column by its name once per column list (:func:`.rows.retrieved`)."""
+        cur = conn.cursor(binary=binary)
+        await cur.execute(statement, params)
+        found = await cur.fetchall()
+        result = cur.pgresult
+        if result is None:  # pragma: no cover - a statement that returns no rows
+            return [], found
+        encoding = conn.info.encoding
+        return [(result.fname(i) or b"").decode(encoding) for i in range(result.nfields)], found
