@@ -105,8 +105,12 @@ def serving(
     async def call(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
         first: Any = args[0] if args else kwargs.get("agent_id", "")
         agent = first if isinstance(first, str) else str(getattr(first, "agent_id", ""))
-        with self.db.serving(agent):
+        # Database.serving's work, without a generator-based context manager on every call.
+        token = _SERVING.set(agent)
+        try:
             return await inner(self, *args, **kwargs)
+        finally:
+            _SERVING.reset(token)
 
     functools.update_wrapper(call, method)
     return call
@@ -261,7 +265,8 @@ class Database:
                 severance = Severance(conn, deadline)
                 try:
                     # Every checkout: a pooled connection never keeps the last call's agent.
-                    await self.serve(conn, _SERVING.get())
+                    if self.settings.row_security:
+                        await self.serve(conn, _SERVING.get())
                     yield conn
                     if not severance.fired:
                         self.used_at[conn] = self.answered_at = loop.time()
