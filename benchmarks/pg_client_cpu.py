@@ -10,7 +10,9 @@ query runs every part back to back), the CPU time of this process (``time.proces
 - ``retrieve()`` sent through the store's pool with its parameters built beforehand and its rows
   left as psycopg returns them: what any Python client of this statement pays (checkout, the
   parameters' adaptation, one round trip, 65 rows of 26 columns parsed), before any record exists;
-- an empty query through the pool (checkout and one round trip, nothing else);
+- an empty query through the pool (checkout and one round trip, nothing else), and a one-row
+  query without server work and with about 4 ms of it (the same client work: the difference is
+  what the server's run on the same machine costs the client, its caches taken meanwhile);
 - without I/O: the request's build (its terms and vector from the query cache),
   the parameters' adaptation (psycopg's query conversion) and the rows' decoding
   (:func:`actrone_pg.stores.postgres.rows.retrieved`).
@@ -58,6 +60,12 @@ from actrone_pg.budget import split_budget
 from actrone_pg.stores.postgres import PostgresStore, builders, lookups, maintenance, rows
 
 Call = Callable[[AgentData, int], Awaitable[Any]]
+
+#: The same client work twice, one row of one integer: without server work, and while the server
+#: computes (about 4 ms here, the time retrieve() takes at 5 × 1,000): what a round trip costs the
+#: client in CPU when the server runs on the same machine meanwhile.
+ONE_ROW = "SELECT 1"
+ONE_ROW_BUSY = "SELECT count(*) FROM generate_series(1, 120000)"
 
 
 async def main() -> None:
@@ -148,6 +156,14 @@ async def _measure(mm: MemoryManager, store: PostgresStore, dataset: Any, args: 
         async with db.conn() as conn:
             await conn.execute("")
 
+    async def one_row(agent: AgentData, q: int) -> Any:
+        async with db.conn() as conn:
+            return await (await conn.execute(ONE_ROW)).fetchall()
+
+    async def one_row_busy(agent: AgentData, q: int) -> Any:
+        async with db.conn() as conn:
+            return await (await conn.execute(ONE_ROW_BUSY)).fetchall()
+
     async def build_request(agent: AgentData, q: int) -> Any:
         return await mm._retrieval._request(agent.agent_id, agent.query_texts[q], share, None, None)
 
@@ -168,6 +184,8 @@ async def _measure(mm: MemoryManager, store: PostgresStore, dataset: Any, args: 
         ("plain ORDER BY embedding <=> q LIMIT 500 (the bench's call)", nearest.call, False),
         ("retrieve(), parameters built before, rows as psycopg returns them", statement, False),
         ("empty query (checkout, one round trip)", empty, False),
+        ("one row, no server work (SELECT 1)", one_row, False),
+        ("one row, the server busy for about 4 ms meanwhile", one_row_busy, False),
         ("  request build: SearchRequest, query cache hit (no I/O)", build_request, False),
         ("  parameter adaptation (no I/O)", adapt, True),
         ("  decoding the rows: rows.retrieved (no I/O)", decode, True),
