@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,8 @@ MAX_TTL_SECONDS = 365 * 24 * 3600
 MIN_JSON_INT, MAX_JSON_INT = -(2**63), 2**63 - 1
 #: Lists and objects nested inside metadata and tool results (``{"a": [1]}`` is depth 2).
 MAX_JSON_DEPTH = 32
+#: NUL and the other control characters an id may not hold (C0 and DEL).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def check_id(name: str, value: object) -> str:
@@ -41,7 +44,7 @@ def check_id(name: str, value: object) -> str:
         raise ValidationError(
             f"{name} is {len(value)} characters long; the limit is {MAX_ID_CHARS}"
         )
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+    if _CONTROL.search(value):
         raise ValidationError(f"{name} must not contain NUL or other control characters")
     _check_surrogates(name, value)
     return value

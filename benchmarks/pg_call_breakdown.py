@@ -11,7 +11,7 @@ moment of the machine slows them all alike), and reported as p50 / p99 in millis
 - the client's pieces: one pool checkout with its connection check (``_conn``), an empty query
   (one round trip), ``retrieve()`` (migration 0024, the one statement of every read) sent on a
   connection already held with and without the session's turns, the parameters' adaptation
-  (psycopg's query conversion, no I/O) and the rows' decoding (``rows.packed``);
+  (psycopg's query conversion, no I/O) and the rows' decoding (``rows.retrieved``);
 - the server's pieces: ``retrieve()``, ``hybrid_search`` alone (and migration 0013's copy of
   it, installed beside it as ``hybrid_search_0013`` for an A/B in one run), and
   its body run as a prepared statement cut after each step (candidate scan and dense rank, BM25
@@ -48,7 +48,6 @@ from typing import Any
 from psycopg import sql
 from psycopg._queries import PostgresQuery
 from psycopg.adapt import Transformer
-from psycopg.rows import dict_row
 
 from actrone_pg import MemoryConfig, MemoryManager
 from actrone_pg._embedded import given_or_temporary_server
@@ -253,11 +252,11 @@ async def _measure(
         nearest_sql = sql.SQL(PLAIN_NEAREST).format(s=s_id, vs=sql.Identifier(vs))
         bare_sql = sql.SQL(BARE_READ).format(s=s_id, vs=sql.Identifier(vs))
         packed_params = {key: built[1] for key, built in prepared.items()}
-        sample_rows: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        sample_rows: dict[tuple[str, int], tuple[list[str], list[tuple[Any, ...]]]] = {}
         for key in list(prepared)[:20]:
-            cur = held.cursor(row_factory=dict_row, binary=True)
-            await cur.execute(search_sql, packed_params[key])
-            sample_rows[key] = await cur.fetchall()
+            sample_rows[key] = await store.db.fetch_tuples(
+                held, search_sql, packed_params[key], binary=True
+            )
 
         async def whole(agent: AgentData, q: int) -> Any:
             return await mm.retrieve_context(
@@ -288,12 +287,12 @@ async def _measure(
             await held.execute("")
 
         async def statement(agent: AgentData, q: int) -> Any:
-            cur = held.cursor(row_factory=dict_row, binary=True)
+            cur = held.cursor(binary=True)
             await cur.execute(search_sql, packed_params[(agent.agent_id, q)])
             return await cur.fetchall()
 
         async def retrieve(agent: AgentData, q: int) -> Any:
-            cur = held.cursor(row_factory=dict_row, binary=True)
+            cur = held.cursor(binary=True)
             await cur.execute(*entry[(agent.agent_id, q)])
             return await cur.fetchall()
 
@@ -305,7 +304,7 @@ async def _measure(
 
         async def decode(agent: AgentData, q: int) -> Any:
             key = keys[q % len(keys)]
-            return rows.packed(key[0], sample_rows[key])
+            return rows.retrieved(key[0], None, *sample_rows[key])
 
         async def function(agent: AgentData, q: int) -> Any:
             args = tuple(body_args((agent.agent_id, q)).values())
@@ -342,7 +341,7 @@ async def _measure(
             ("retrieve() on a held connection, L2 alone (search)", statement),
             ("  parameter adaptation (no I/O)", adapt),
             ("retrieve() on a held connection (L1 + L2, retrieve_context)", retrieve),
-            ("  decoding the rows (rows.packed, no I/O)", decode),
+            ("  decoding the rows (rows.retrieved, no I/O)", decode),
             ("hybrid_search alone, count(*)", function),
             *((f"body: {label}", step(i)) for i, (label, _) in enumerate(_STEPS)),
             ("plain ORDER BY embedding <=> q LIMIT 500", nearest),

@@ -38,8 +38,9 @@ class Retrieval:
 
     def __init__(self, ctx: ManagerContext) -> None:
         self.ctx = ctx
-        # Query text -> its vector, least recently used first (``query_cache_size`` at most).
-        self._query_cache: OrderedDict[str, Vector] = OrderedDict()
+        # Query text -> its BM25 terms and its vector, least recently used first
+        # (``query_cache_size`` at most).
+        self._query_cache: OrderedDict[str, tuple[tuple[str, ...], Vector]] = OrderedDict()
         # Asked once: a runtime protocol check walks the protocol's members on every call.
         self._together = isinstance(ctx.store, ContextStore)
 
@@ -266,17 +267,12 @@ class Retrieval:
         max_hits: int | None,
         flt: MemoryFilter | None,
     ) -> SearchRequest:
+        terms, vector = await self._query(query)
         return SearchRequest(
             agent_id=agent_id,
             query=query,
-            terms=tuple(
-                query_terms(
-                    query,
-                    self.ctx.config.text_analyzer,
-                    drop_question_words=self.ctx.config.drop_question_words,
-                )
-            ),
-            vector=await self._embed_query(query),
+            terms=terms,
+            vector=vector,
             embedder=self.ctx.embedder.name,
             threshold=self.ctx.threshold,
             limit=self.ctx.config.max_episodic_memories,
@@ -305,13 +301,18 @@ class Retrieval:
             )
         return rerank(top, scores)
 
-    async def _embed_query(self, query: str) -> Vector:
+    async def _query(self, query: str) -> tuple[tuple[str, ...], Vector]:
+        """``query``'s BM25 terms and its vector, kept together for a query asked again."""
         cached = self._query_cache.get(query)
         if cached is not None:
             self._query_cache.move_to_end(query)
             return cached
+        config = self.ctx.config
+        terms = tuple(
+            query_terms(query, config.text_analyzer, drop_question_words=config.drop_question_words)
+        )
         (vector,) = await self.ctx.embed([query])
-        self._query_cache[query] = vector
-        if len(self._query_cache) > self.ctx.config.query_cache_size:
+        found = self._query_cache[query] = (terms, vector)
+        if len(self._query_cache) > config.query_cache_size:
             self._query_cache.popitem(last=False)
-        return vector
+        return found

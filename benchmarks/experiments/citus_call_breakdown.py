@@ -56,13 +56,14 @@ async def _load_and_capture(dsn: str, agents: list[str], per_agent: int) -> tupl
                 await mm.inject_memories(agent, items[i : i + 100])
         store: Any = mm.store
         calls: list[tuple[Any, Any]] = []
-        fetch = store.db.fetch
+        fetch_tuples = store.db.fetch_tuples
 
         async def spy(conn: Any, statement: Any, params: Any, **kw: Any) -> Any:
             calls.append((statement, params))
-            return await fetch(conn, statement, params, **kw)
+            return await fetch_tuples(conn, statement, params, **kw)
 
-        store.db.fetch = spy
+        # The read path's statement (rows as tuples, decoded by rows.retrieved).
+        store.db.fetch_tuples = spy
         await mm.retrieve_context(agents[0], "s", "river stone garden", 2000)
         return calls[-1]
     finally:

@@ -81,14 +81,20 @@ async def _seed(store: PostgresStore) -> None:
 
 
 def _captured(store: PostgresStore, calls: list[tuple[Any, Any]]) -> None:
-    """Record every statement the store fetches with, and its parameters."""
-    fetch = store.db.fetch
+    """Record every statement the store fetches with (rows as dicts or as tuples, the read
+    path's), and its parameters."""
+    fetch, fetch_tuples = store.db.fetch, store.db.fetch_tuples
 
     async def spy(conn: Any, statement: Any, params: Any, **kw: Any) -> Any:
         calls.append((statement, params))
         return await fetch(conn, statement, params, **kw)
 
+    async def spy_tuples(conn: Any, statement: Any, params: Any, **kw: Any) -> Any:
+        calls.append((statement, params))
+        return await fetch_tuples(conn, statement, params, **kw)
+
     store.db.fetch = spy  # type: ignore[method-assign]
+    store.db.fetch_tuples = spy_tuples  # type: ignore[method-assign]
 
 
 def _explain(dsn: str, statement: Any, params: Any) -> str:

@@ -25,7 +25,7 @@ from actrone_pg.errors import (
 )
 from actrone_pg.ranking import CorpusStats, tokenize
 from actrone_pg.stores.base import FENCED_LOCK
-from actrone_pg.stores.postgres import PostgresSettings, PostgresStore
+from actrone_pg.stores.postgres import PostgresSettings, PostgresStore, builders
 from tests.factories import NOW, ago, record, request, turn
 from tests.helpers import FixedEmbedder
 from tests.oracle import bm25_score
@@ -299,6 +299,26 @@ def test_pack_positions_chooses_as_pack_costs_does(postgres_dsn: str, postgres_s
             assert row is not None
             taken, _ = pack_costs(costs, budget, max_items)
             assert row[0] == [i + 1 for i in taken], (costs, budget, max_items)
+
+
+def test_array_literals_read_back_as_the_values_they_were_made_of(postgres_dsn: str) -> None:
+    # retrieve()'s terms and weights travel as array literals (builders.array_literal): whatever
+    # a term holds (a lexeme of a non-'simple' configuration may hold anything but NUL), the
+    # server must read the same array back, and every float bit for bit.
+    terms = ["plain", 'q"uote', "back\\slash", "{br,ace}", "NULL", "", " sp ", "ünï", "x'y", "\t"]
+    weights = [1.0, 0.1, 4.0, 1e-300, 2.0**60, 1 / 3, 0.0]
+    with psycopg.connect(postgres_dsn) as conn:
+        for prepare in (False, True):
+            row = conn.execute(
+                "SELECT %s::text[], %s::float8[], %s::text[]",
+                (
+                    builders.array_literal(terms),
+                    builders.array_literal(weights),
+                    builders.array_literal([]),
+                ),
+                prepare=prepare,
+            ).fetchone()
+            assert row == (terms, weights, [])
 
 
 async def test_hybrid_search_is_callable_from_plain_sql(

@@ -81,7 +81,8 @@ def test_retrieve_names_the_agent_first_and_binds_every_value_once(
     assert text.startswith('SELECT * FROM "mem".retrieve(')
     assert text.index("%(agent)s") < text.index("%(session)s") < text.index("%(embedder)s")
     assert params["agent"] == _AGENT and params["embedder"] == _EMBEDDER
-    assert params["terms"] == ["green", "tea"] and params["limit"] == 25
+    assert params["terms"] == '{"green","tea"}' and params["limit"] == 25
+    assert params["rrf_weights"] == '{"1.0","1.0","1.0"}'
     assert params["threshold"] == 0.4 and params["now"] == _NOW and params["ef_search"] == 800
     assert (params["budget"], params["max_hits"]) == ((300, 7) if packed else (None, None))
     assert (params["session"], params["turn_limit"], params["session_ttl"]) == (
@@ -149,3 +150,12 @@ def test_list_memories_builds_its_keyset_and_filter_by_name() -> None:
         "f_session_id": "s1",
     }
     assert 'FROM "mem".memories AS m' in text and _AGENT not in text
+
+
+def test_array_literals_quote_every_element_and_escape_quotes_and_backslashes() -> None:
+    assert builders.array_literal([]) == "{}"
+    assert builders.array_literal(["tea", ""]) == '{"tea",""}'
+    assert builders.array_literal(['a"b', "c\\d", "{x,y}", "NULL"]) == (
+        '{"a\\"b","c\\\\d","{x,y}","NULL"}'
+    )
+    assert builders.array_literal([0.1, 2.0**60, 4.0]) == '{"0.1","1.152921504606847e+18","4.0"}'

@@ -114,8 +114,12 @@ def serving(
     async def call(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
         first: Any = args[0] if args else kwargs.get("agent_id", "")
         agent = first if isinstance(first, str) else str(getattr(first, "agent_id", ""))
-        with self.db.serving(agent):
+        # Database.serving's work, without a generator-based context manager on every call.
+        token = _SERVING.set(agent)
+        try:
             return await inner(self, *args, **kwargs)
+        finally:
+            _SERVING.reset(token)
 
     functools.update_wrapper(call, method)
     return call
@@ -303,7 +307,8 @@ class Database:
                 severance = Severance(conn, deadline)
                 try:
                     # Every checkout: a pooled connection never keeps the last call's agent.
-                    await self.serve(conn, _SERVING.get(), alone=alone)
+                    if self.settings.row_security:
+                        await self.serve(conn, _SERVING.get(), alone=alone)
                     yield conn
                     if self.in_call_transaction(conn):
                         await conn.execute("COMMIT")
@@ -575,3 +580,22 @@ class Database:
         cur = conn.cursor(row_factory=dict_row, binary=binary)
         await cur.execute(statement, params, prepare=prepare)
         return await cur.fetchall()
+
+    async def fetch_tuples(
+        self,
+        conn: _Conn,
+        statement: sql.Composed | str,
+        params: Sequence[Any] | Mapping[str, Any],
+        *,
+        binary: bool = False,
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Run ``statement`` and return its column names and its rows as tuples, for a decoder
+        that finds each column by its name once per column list (:func:`.rows.retrieved`)."""
+        cur = conn.cursor(binary=binary)
+        await cur.execute(statement, params)
+        found = await cur.fetchall()
+        result = cur.pgresult
+        if result is None:  # pragma: no cover - a statement that returns no rows
+            return [], found
+        encoding = conn.info.encoding
+        return [(result.fname(i) or b"").decode(encoding) for i in range(result.nfields)], found

@@ -8,8 +8,10 @@ those of :mod:`~actrone_pg.stores.postgres.statements`, derived from the fields 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
@@ -33,11 +35,10 @@ __all__ = [
     "jsonb",
     "Removed",
     "dimensions",
-    "hits",
     "lexemes",
     "memory",
-    "packed",
     "removed",
+    "retrieved",
     "session",
     "turns",
 ]
@@ -113,28 +114,115 @@ def _utc_or_none(value: datetime | None) -> datetime | None:
     return None if value is None else value.astimezone(UTC)
 
 
-def hits(agent_id: str, rows: Sequence[Row]) -> list[ScoredMemory]:
-    """Ranked memories from ``RETRIEVE``'s rows of kind ``memory``."""
+def retrieved(
+    agent_id: str, session_id: str | None, columns: Sequence[str], found: Sequence[Sequence[Any]]
+) -> tuple[list[Turn], PackedSearch]:
+    """``RETRIEVE``'s rows, given as tuples with their column names: the session's turns (kind
+    ``turn``, newest first; returned oldest first; none without ``session_id``) and the search
+    packed from the other rows (the candidates considered on each, the chosen memories where
+    ``id`` is set).
+
+    Each column is found by its name once per column list (:func:`_retrieve_layout`), then read
+    by position: a dict per row and a function per field were most of the client's CPU of a
+    ``retrieve_context`` (docs/benchmarks.md, "The client's CPU per call")."""
+    at = _retrieve_layout(tuple(columns))
+    kind = at.kind
+    if session_id is None:
+        ranked = found
+        turn_rows: Sequence[Sequence[Any]] = ()
+    else:
+        ranked = [r for r in found if r[kind] != "turn"]
+        turn_rows = [r for r in found if r[kind] == "turn"]
+    key = at.id
+    chosen = [r for r in ranked if r[key] is not None]
+    memories = at.memories(agent_id, chosen)
+    ranks = at.ranks
     explained = explains(
-        cosine=[float(r["cosine"]) for r in rows],
-        bm25=[None if r["bm25"] is None else float(r["bm25"]) for r in rows],
+        cosine=[float(r[at.cosine]) for r in chosen],
+        bm25=[None if r[at.bm25] is None else float(r[at.bm25]) for r in chosen],
         # ranks: an array in the order of CHANNELS (migration 0019).
-        ranks={c.name: [r["ranks"][i] for r in rows] for i, c in enumerate(CHANNELS)},
-        fused_score=[float(r["fused_score"]) for r in rows],
+        ranks={c.name: [r[ranks][i] for r in chosen] for i, c in enumerate(CHANNELS)},
+        fused_score=[float(r[at.fused_score]) for r in chosen],
     )
-    return [
-        ScoredMemory(memory=memory(agent_id, r), explain=e)
-        for r, e in zip(rows, explained, strict=True)
-    ]
+    packed = PackedSearch(
+        hits=[ScoredMemory(m, e) for m, e in zip(memories, explained, strict=True)],
+        candidates_considered=ranked[0][at.candidates_considered],
+        tokens=sum(m.token_count for m in memories),
+    )
+    if session_id is None:
+        return [], packed
+    return at.turns(agent_id, session_id, turn_rows), packed
 
 
-def packed(agent_id: str, rows: Sequence[Row]) -> PackedSearch:
-    """``RETRIEVE``'s rows but its turns: the candidates considered on each, and the chosen
-    memories (if any)."""
-    found = hits(agent_id, [r for r in rows if r["id"] is not None])
-    return PackedSearch(
-        hits=found, candidates_considered=rows[0]["candidates_considered"], tokens=_tokens(found)
+@dataclass(frozen=True, slots=True)
+class _RetrieveLayout:
+    """Where each of ``RETRIEVE``'s columns is in its rows, and how a row becomes a record."""
+
+    kind: int
+    candidates_considered: int
+    cosine: int
+    bm25: int
+    ranks: int
+    fused_score: int
+    id: int
+    #: A memory's stored fields but ``agent_id`` (the caller's), in :class:`Memory`'s order.
+    memory_values: Callable[[Sequence[Any]], tuple[Any, ...]]
+    #: (position in :class:`Memory`'s order, reader) of each field read by a function.
+    memory_reads: tuple[tuple[int, Callable[[Any], Any]], ...]
+    #: A turn's fields but ``agent_id`` and ``session_id`` (the caller's), in :class:`Turn`'s order.
+    turn_values: Callable[[Sequence[Any]], tuple[Any, ...]]
+
+    def memories(self, agent_id: str, chosen: Sequence[Sequence[Any]]) -> list[Memory]:
+        """The memories of ``chosen``'s rows (each with an ``id``), in order."""
+        out = []
+        for r in chosen:
+            values = list(self.memory_values(r))
+            values.insert(1, agent_id)
+            for i, read in self.memory_reads:
+                values[i] = read(values[i])
+            out.append(Memory(*values))
+        return out
+
+    def turns(self, agent_id: str, session_id: str, found: Sequence[Sequence[Any]]) -> list[Turn]:
+        """The turns of ``found``'s rows (newest first), oldest first."""
+        out = []
+        for r in reversed(found):
+            values = list(self.turn_values(r))
+            values[1:1] = agent_id, session_id
+            values[_TURN_CREATED_AT] = values[_TURN_CREATED_AT].astimezone(UTC)
+            out.append(Turn(*values))
+        return out
+
+
+@functools.lru_cache(maxsize=16)
+def _retrieve_layout(columns: tuple[str, ...]) -> _RetrieveLayout:
+    at = {name: i for i, name in enumerate(columns)}
+    return _RetrieveLayout(
+        kind=at["kind"],
+        candidates_considered=at["candidates_considered"],
+        cosine=at["cosine"],
+        bm25=at["bm25"],
+        ranks=at["ranks"],
+        fused_score=at["fused_score"],
+        id=at["id"],
+        memory_values=operator.itemgetter(
+            *[at[name] for name in STORED_MEMORY_FIELDS if name != "agent_id"]
+        ),
+        memory_reads=tuple(
+            (i, read)
+            for i, name in enumerate(STORED_MEMORY_FIELDS)
+            if (read := _field(name)) is not None and read is not _same
+        ),
+        turn_values=operator.itemgetter(
+            *[at[name] for name in _TURN_FIELDS if name not in ("agent_id", "session_id")]
+        ),
     )
+
+
+_TURN_FIELDS = tuple(f.name for f in fields(Turn))
+_TURN_CREATED_AT = _TURN_FIELDS.index("created_at")
+# Where the caller's values go in (see _RetrieveLayout.memories and .turns).
+assert STORED_MEMORY_FIELDS[1] == "agent_id" and _TURN_FIELDS[1:3] == ("agent_id", "session_id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,10 +246,6 @@ def dimensions(rows: Sequence[Row]) -> dict[str, int]:
 def lexemes(rows: Sequence[Row]) -> dict[str, str | None]:
     """``NORMALISE``'s rows: each token's lexeme (``None`` for a stop word)."""
     return {str(r["token"]): r["lexeme"] for r in rows}
-
-
-def _tokens(found: Sequence[ScoredMemory]) -> int:
-    return sum(h.memory.token_count for h in found)
 
 
 def _metadata(value: Any) -> dict[str, Any]:

@@ -5,7 +5,7 @@ embedder's dimension, a filter's candidates and statistics, an agent's own HNSW 
 expired memories left out, Citus's shard tables) and runs it, L1's turns included, in one round
 trip (docs/postgres.md, "One read path"). The store builds its arguments
 (:func:`.builders.retrieve`), sends the one statement and decodes the rows
-(:func:`.rows.packed`); the TypeScript package sends the same statement and gets the same rows.
+(:func:`.rows.retrieved`); the TypeScript package sends the same statement and gets the same rows.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ __all__ = ["fetch_context", "list_memories", "search"]
 async def search(db: Database, request: SearchRequest) -> PackedSearch:
     """``request``'s ranked memories: every one without a budget and a hit limit, else the
     ones chosen in SQL (``pack_positions``), read in the snapshot that ranked them."""
-    return rows.packed(request.agent_id, await _retrieve(db, request, None))
+    columns, found = await _retrieve(db, request, None)
+    return rows.retrieved(request.agent_id, None, columns, found)[1]
 
 
 async def fetch_context(
@@ -42,15 +43,13 @@ async def fetch_context(
 ) -> tuple[list[Turn], PackedSearch]:
     """The session's recent turns (as :func:`.sessions.recent_turns`) and ``request``'s search
     (as :func:`search`), in one round trip."""
-    found = await _retrieve(db, request, (session_id, limit, ttl_seconds))
-    turns = [r for r in found if r["kind"] == "turn"]
-    ranked = [r for r in found if r["kind"] != "turn"]
-    return rows.turns(agent_id, session_id, turns), rows.packed(agent_id, ranked)
+    columns, found = await _retrieve(db, request, (session_id, limit, ttl_seconds))
+    return rows.retrieved(agent_id, session_id, columns, found)
 
 
 async def _retrieve(
     db: Database, request: SearchRequest, session: tuple[str, int, float] | None
-) -> list[dict[str, Any]]:
+) -> tuple[list[str], list[tuple[Any, ...]]]:
     terms = await lookups.query_terms(db, request.query, request.terms)
     statement, params = builders.retrieve(
         request, schema=db.schema, terms=terms, session=session, ef_search=db.ann_ef_search
@@ -58,7 +57,7 @@ async def _retrieve(
     try:
         async with db.conn() as conn:
             # Binary results parse an order of magnitude faster than text (docs/benchmarks.md).
-            return await db.fetch(conn, statement, params, binary=True)
+            return await db.fetch_tuples(conn, statement, params, binary=True)
     except StoreError as exc:
         cause = exc.__cause__
         if getattr(cause, "sqlstate", None) == DIMENSION_MISMATCH:
