@@ -295,6 +295,10 @@ async def _update_locked(
         earlier.append(payload)
         await _upsert(sv, [record], {(agent_id, memory_id): earlier}, fence)
         return m
+    except LockLostError:
+        # The agent was erased: the index marker that the read above set since goes too.
+        await _forget_empty_index(sv, agent_id)
+        raise
     finally:
         await sv.script("release", lock_keys, [holder, "l:" + n])
 
