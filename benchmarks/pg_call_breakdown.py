@@ -41,7 +41,6 @@ import os
 import re
 import statistics
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -49,23 +48,21 @@ from psycopg import sql
 from psycopg._queries import PostgresQuery
 from psycopg.adapt import Transformer
 
-from actrone_pg import MemoryConfig, MemoryManager
+from actrone_pg import MemoryManager
 from actrone_pg._embedded import given_or_temporary_server
 from actrone_pg.bench.floor import BARE_READ, PLAIN_NEAREST
+from actrone_pg.bench.loaded import loaded_schema
 from actrone_pg.bench.workload import (
     SESSION_ID,
     TOKEN_BUDGET,
     AgentData,
     DatasetSpec,
-    FixedVectorEmbedder,
-    build_dataset,
-    ingest,
     schedule,
     unit_rows,
 )
 from actrone_pg.budget import split_budget
 from actrone_pg.migrations import _files, _render
-from actrone_pg.stores.postgres import PostgresStore, builders, maintenance, rows
+from actrone_pg.stores.postgres import PostgresStore, builders, rows
 
 #: hybrid_search's parameters (migrations 0013 and 0015) in order, with their types.
 _PARAMS = [
@@ -145,37 +142,9 @@ async def main() -> None:
     stack = contextlib.ExitStack()
     atexit.register(stack.close)
     dsn = stack.enter_context(given_or_temporary_server(args.dsn, prefix="actrone-bench-"))
-    schema = f"breakdown_{uuid.uuid4().hex[:8]}"
     spec = DatasetSpec(agents=args.agents, per_agent=args.per_agent, queries=args.queries)
-    dataset = build_dataset(spec)
-    embedder = FixedVectorEmbedder(spec.dimensions)
-    config = MemoryConfig(
-        backend="postgres",
-        postgres_dsn=dsn,
-        postgres_schema=schema,
-        relevance_threshold=dataset.threshold,
-        embedding_batch_size=1000,
-    )
-    mm = await MemoryManager.create(config, embedder=embedder)
-    store = mm.store
-    assert isinstance(store, PostgresStore)
-    try:
-        for agent in dataset.agents:
-            embedder.add(agent.texts, agent.vectors)
-            embedder.add(agent.query_texts, agent.query_vectors)
-        await ingest(mm, dataset)
-        for agent in dataset.agents:
-            for j, (user, assistant) in enumerate(agent.turns):
-                await mm.store_turn(
-                    agent.agent_id, SESSION_ID, user, assistant, turn_id=f"{agent.agent_id}-t{j}"
-                )
-        await store.wait_for_indexes()
-        await maintenance.analyze(store.db)
+    async with loaded_schema(dsn, "breakdown", spec) as (mm, store, dataset):
         await _measure(mm, store, dataset.agents, args, dataset)
-    finally:
-        async with store.db.conn() as conn:
-            await conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-        await mm.close()
 
 
 async def _measure(

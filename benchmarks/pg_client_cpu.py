@@ -34,30 +34,26 @@ import gc
 import os
 import statistics
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from psycopg import sql
 from psycopg._queries import PostgresQuery
 from psycopg.adapt import Transformer
 
-from actrone_pg import MemoryConfig, MemoryManager
+from actrone_pg import MemoryManager
 from actrone_pg._embedded import given_or_temporary_server
 from actrone_pg.bench.floor import nearest_for
+from actrone_pg.bench.loaded import loaded_schema
 from actrone_pg.bench.workload import (
     SESSION_ID,
     TOKEN_BUDGET,
     AgentData,
     DatasetSpec,
-    FixedVectorEmbedder,
     agents_of,
-    build_dataset,
-    ingest,
     schedule,
 )
 from actrone_pg.budget import split_budget
-from actrone_pg.stores.postgres import PostgresStore, builders, lookups, maintenance, rows
+from actrone_pg.stores.postgres import PostgresStore, builders, lookups, rows
 
 Call = Callable[[AgentData, int], Awaitable[Any]]
 
@@ -78,41 +74,9 @@ async def main() -> None:
     args = ap.parse_args()
     with given_or_temporary_server(args.dsn, prefix="actrone-bench-") as dsn:
         spec = DatasetSpec(agents=args.agents, per_agent=args.per_agent, queries=args.queries)
-        dataset = build_dataset(spec)
-        embedder = FixedVectorEmbedder(spec.dimensions)
-        schema = f"client_{uuid.uuid4().hex[:8]}"
-        config = MemoryConfig(
-            backend="postgres",
-            postgres_dsn=dsn,
-            postgres_schema=schema,
-            relevance_threshold=dataset.threshold,
-            embedding_batch_size=1000,
-            consolidate_after_turns=0,
-        )
-        mm = await MemoryManager.create(config, embedder=embedder)
-        store = mm.store
-        assert isinstance(store, PostgresStore)
-        try:
-            for agent in dataset.agents:
-                embedder.add(agent.texts, agent.vectors)
-                embedder.add(agent.query_texts, agent.query_vectors)
-            await ingest(mm, dataset)
-            for agent in dataset.agents:
-                for j, (user, assistant) in enumerate(agent.turns):
-                    await mm.store_turn(
-                        agent.agent_id,
-                        SESSION_ID,
-                        user,
-                        assistant,
-                        turn_id=f"{agent.agent_id}-t{j}",
-                    )
-            await store.wait_for_indexes()
-            await maintenance.analyze(store.db)
+        async with loaded_schema(dsn, "client", spec, consolidate_after_turns=0) as loaded:
+            mm, store, dataset = loaded
             await _measure(mm, store, dataset, args)
-        finally:
-            async with store.db.conn() as conn:
-                await conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-            await mm.close()
 
 
 async def _measure(mm: MemoryManager, store: PostgresStore, dataset: Any, args: Any) -> None:
