@@ -1060,6 +1060,31 @@ async def survivors(mm: MemoryManager, agent: str) -> int:
     )
 
 
+def _erase_row(backend: str, fault: str, stats: Stats, **counts: Any) -> dict[str, Any]:
+    """The report row of an erase scenario: ``counts`` (erased, survived, the kept agent's
+    acknowledged and missing writes, the scenario's own counters) in the harness's columns,
+    those no erase scenario measures at 0 or None."""
+    row: dict[str, Any] = {"backend": backend, "fault": fault, "bound_s": None, **counts}
+    row |= {
+        "memories_duplicated": 0,
+        "turns_missing": 0,
+        "turns_duplicated": 0,
+        "turns_lost_no_persistence": 0,
+        "cross_tenant": 0,
+        "calls": stats.calls,
+        "cancelled": 0,
+        "read_misses": 0,
+        "errors": dict(stats.errors),
+        "untyped": dict(stats.untyped),
+        "error_messages": dict(stats.messages.most_common()),
+        "longest_failure_s": round(stats.longest_failure, 2),
+        "time_to_fail_s": None,
+        "time_to_recover_s": None,
+    }
+    row["violations"] = _violations(row, fault)
+    return row
+
+
 async def erase_scenario(
     backend: str,
     pg: EmbeddedPostgres | None,
@@ -1121,32 +1146,16 @@ async def erase_scenario(
     finally:
         await other.close()
         await mm.close()
-    row: dict[str, Any] = {
-        "backend": backend,
-        "fault": "erase_consolidation",
-        "bound_s": None,
-        "erased": len(erased),
-        "survived": survived,
-        "memories_acked": kept_memories,
-        "turns_acked": kept_turns,
-        "memories_missing": missing,
-        "memories_duplicated": 0,
-        "turns_missing": 0,
-        "turns_duplicated": 0,
-        "turns_lost_no_persistence": 0,
-        "cross_tenant": 0,
-        "calls": stats.calls,
-        "cancelled": 0,
-        "read_misses": 0,
-        "errors": dict(stats.errors),
-        "untyped": dict(stats.untyped),
-        "error_messages": dict(stats.messages.most_common()),
-        "longest_failure_s": round(stats.longest_failure, 2),
-        "time_to_fail_s": None,
-        "time_to_recover_s": None,
-    }
-    row["violations"] = _violations(row, "erase_consolidation")
-    return row
+    return _erase_row(
+        backend,
+        "erase_consolidation",
+        stats,
+        erased=len(erased),
+        survived=survived,
+        memories_acked=kept_memories,
+        turns_acked=kept_turns,
+        memories_missing=missing,
+    )
 
 
 # -- erase during import ----------------------------------------------------------------------
@@ -1265,35 +1274,19 @@ async def erase_import_scenario(
     finally:
         await other.close()
         await mm.close()
-    row: dict[str, Any] = {
-        "backend": backend,
-        "fault": "erase_import",
-        "bound_s": None,
-        "erased": len(erased),
-        "survived": survived,
-        "imports_refused": refused,
-        "imports_finished_first": finished_first,
-        "imports_failed_otherwise": dict(otherwise),
-        "memories_acked": kept_memories,
-        "turns_acked": kept_memories,
-        "memories_missing": missing,
-        "memories_duplicated": 0,
-        "turns_missing": 0,
-        "turns_duplicated": 0,
-        "turns_lost_no_persistence": 0,
-        "cross_tenant": 0,
-        "calls": stats.calls,
-        "cancelled": 0,
-        "read_misses": 0,
-        "errors": dict(stats.errors),
-        "untyped": dict(stats.untyped),
-        "error_messages": dict(stats.messages.most_common()),
-        "longest_failure_s": round(stats.longest_failure, 2),
-        "time_to_fail_s": None,
-        "time_to_recover_s": None,
-    }
-    row["violations"] = _violations(row, "erase_import")
-    return row
+    return _erase_row(
+        backend,
+        "erase_import",
+        stats,
+        erased=len(erased),
+        survived=survived,
+        imports_refused=refused,
+        imports_finished_first=finished_first,
+        imports_failed_otherwise=dict(otherwise),
+        memories_acked=kept_memories,
+        turns_acked=kept_memories,
+        memories_missing=missing,
+    )
 
 
 def _down_for(fault: str, down: float, bound: float) -> float:

@@ -331,32 +331,7 @@ def free_port() -> int:
 @pytest.fixture
 def http_server(tmp_path: Path) -> Iterator[str]:
     """``actrone-pg mcp --transport http`` on a free loopback port; yields its URL."""
-    port = free_port()
-    log = (tmp_path / "server.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "actrone_pg.cli", "mcp", "--transport", "http"]
-        + ["--port", str(port), "--agent", "a1", "--agent", "a2"],
-        env={**os.environ, **SERVER_ENV, "ACTRONE_MCP_TOKEN": TOKEN},
-        cwd=ROOT,
-        stderr=log,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise AssertionError((tmp_path / "server.log").read_text())
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
+    yield from _http_server(tmp_path, "--agent", "a2")
 
 
 @pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER"])
