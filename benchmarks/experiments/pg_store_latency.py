@@ -75,6 +75,11 @@ async def main() -> None:
     )
     ap.add_argument("--reuse", metavar="SCHEMA", help="search an earlier run's schema (no ingest)")
     args = ap.parse_args()
+    if args.admit > args.per_agent:
+        ap.error(
+            f"--admit {args.admit} exceeds --per-agent {args.per_agent}: a query can admit at"
+            " most the agent's memories (--admit 0 admits them all)"
+        )
     # Closed at exit, like the embedded server's own cleanup: deletes a throw-away server.
     stack = contextlib.ExitStack()
     atexit.register(stack.close)
