@@ -126,7 +126,8 @@ ANALYZE_L2 = "VACUUM (ANALYZE) {s}.memories, {s}.term_stats, {s}.agent_stats"
 # shards that take less time to vacuum than a connection takes to open, closed again after it.
 # Around the VACUUM the store lets a connection wait longer before another is opened, so a
 # VACUUM of small shards runs over the connections the session holds and one of large shards
-# still fans out (docs/notes/scale-out.md, "The VACUUM after a bulk write").
+# still fans out (docs/notes/scale-out.md, "The VACUUM after a bulk write, and the lock with
+# the call").
 ANALYZE_L2_CITUS = (
     "SET citus.executor_slow_start_interval = 200",
     "RESET citus.executor_slow_start_interval",
