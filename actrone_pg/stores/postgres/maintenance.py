@@ -20,6 +20,7 @@ from actrone_pg.stores.postgres.statements import (
     ANALYZE_FIRST,
     ANALYZE_GROWTH,
     ANALYZE_L2,
+    ANALYZE_L2_CITUS,
     ANN_BUILD_MEMORY,
     ANN_INDEX_STATE,
     ANN_LOCK,
@@ -153,7 +154,16 @@ async def vacuum_analyze(db: Database) -> None:
     m = db.maintenance
     unmaintained = m.unmaintained
     async with db.conn(alone=True) as conn:
-        await conn.execute(db.compose(ANALYZE_L2))
+        if not db.distributed:
+            await conn.execute(db.compose(ANALYZE_L2))
+        else:
+            slow_start, reset = ANALYZE_L2_CITUS
+            await conn.execute(slow_start)
+            try:
+                await conn.execute(db.compose(ANALYZE_L2))
+            finally:
+                if not (conn.closed or conn.broken):  # else the pool drops it, setting and all
+                    await conn.execute(reset)
     m.unmaintained -= unmaintained
 
 

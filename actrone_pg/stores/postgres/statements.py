@@ -121,6 +121,17 @@ REGISTER_EMBEDDERS = (
 )
 SELECT_EMBEDDERS = "SELECT name, dimensions FROM {s}.embedders WHERE name = ANY(%s::text[])"
 ANALYZE_L2 = "VACUUM (ANALYZE) {s}.memories, {s}.term_stats, {s}.agent_stats"
+# On Citus that VACUUM is one command per shard, and while commands wait Citus opens more
+# connections to each worker at its slow-start pace: at its default, many per VACUUM, each for
+# shards that take less time to vacuum than a connection takes to open, closed again after it.
+# Around the VACUUM the store lets a connection wait longer before another is opened, so a
+# VACUUM of small shards runs over the connections the session holds and one of large shards
+# still fans out (docs/notes/scale-out.md, "The VACUUM after a bulk write, and the lock with
+# the call").
+ANALYZE_L2_CITUS = (
+    "SET citus.executor_slow_start_interval = 200",
+    "RESET citus.executor_slow_start_interval",
+)
 LOCK_AGENT_STATS = (
     "INSERT INTO {s}.agent_stats (agent_id, n_docs, total_length) VALUES (%s, 0, 0)"
     " ON CONFLICT (agent_id) DO UPDATE SET n_docs = {s}.agent_stats.n_docs"

@@ -100,14 +100,16 @@ async def upsert_memories(
     for rec in records:
         by_agent[rec.memory.agent_id].append(rec)
     sizes: dict[str, int] = {}
+    agents = sorted(by_agent)
     async with db.conn() as conn, conn.transaction():
         stored = await _register(db, conn, dims)
-        if db.distributed:
-            await _lock_shards(db, conn, sorted(by_agent))
-        for agent_id in sorted(by_agent):
+        # On Citus the batch's shard locks go with the first agent's call (_write_by_call).
+        lock = agents if db.distributed else None
+        for agent_id in agents:
             await db.serve(conn, agent_id)  # row-level security: this agent's rows, in turn
             batch = await _batch(db, conn, agent_id, by_agent[agent_id])
-            sizes[agent_id] = await _write_by_call(db, conn, batch, fence, fresh=True)
+            sizes[agent_id] = await _write_by_call(db, conn, batch, fence, fresh=True, lock=lock)
+            lock = None
     await _written_now(db, records, dims, stored, sizes)
 
 
@@ -266,7 +268,13 @@ async def _copy(db: Database, conn: _Conn, batch: _Batch) -> None:
 
 
 async def _write_by_call(
-    db: Database, conn: _Conn, batch: _Batch, fence: Fence | None, *, fresh: bool
+    db: Database,
+    conn: _Conn,
+    batch: _Batch,
+    fence: Fence | None,
+    *,
+    fresh: bool,
+    lock: list[str] | None = None,
 ) -> int:
     """One agent's batch: its statistics row taken, the fence checked, the replaced memories
     deleted (with ``fresh``, their earlier versions too), the term frequencies and totals moved,
@@ -281,23 +289,30 @@ async def _write_by_call(
     docs/scale-out.md), the call runs the same statements on the coordinator over the
     distributed tables. docs/scale-out.md, "What behaves differently", has why (two hops instead
     of five).
+
+    ``lock``: the agents whose shard metadata locks the transaction takes first
+    (:func:`_lock_shards`), sent with the call in one pipeline: the lock still comes first, and
+    a batch waits for one round trip to the coordinator instead of two (docs/notes/scale-out.md,
+    "The VACUUM after a bulk write, and the lock with the call").
     """
     terms = list(batch.df)
-    found = await db.fetch(
-        conn,
-        db.compose(AGENT_WRITE),
-        {
-            "agent": batch.agent_id,
-            "ids": batch.ids,
-            "terms": terms,
-            "deltas": [batch.df[t] for t in terms],
-            "count": len(batch.ids),
-            "length": batch.length,
-            "fresh": fresh,
-            "fence_name": None if fence is None else fence.name,
-            "fence_holder": None if fence is None else fence.holder,
-        },
-    )
+    params = {
+        "agent": batch.agent_id,
+        "ids": batch.ids,
+        "terms": terms,
+        "deltas": [batch.df[t] for t in terms],
+        "count": len(batch.ids),
+        "length": batch.length,
+        "fresh": fresh,
+        "fence_name": None if fence is None else fence.name,
+        "fence_holder": None if fence is None else fence.holder,
+    }
+    if lock is None:
+        found = await db.fetch(conn, db.compose(AGENT_WRITE), params)
+    else:
+        async with conn.pipeline():
+            await _lock_shards(db, conn, lock)
+            found = await db.fetch(conn, db.compose(AGENT_WRITE), params)
     (row,) = found
     if not row["held"]:
         assert fence is not None
