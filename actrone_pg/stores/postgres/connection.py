@@ -52,7 +52,19 @@ __all__ = ["LEXEME_CACHE_SIZE", "Database", "jsonb", "serving"]
 
 logger = logging.getLogger("actrone_pg.postgres")
 
-_Conn = psycopg.AsyncConnection[TupleRow]
+
+class _Connection(psycopg.AsyncConnection[TupleRow]):
+    """The store's pooled connection: psycopg's, keeping the binary cursor that
+    :meth:`Database.fetch_tuples` reads ``retrieve()``'s rows with. A cursor carries psycopg's
+    adaptation context, which makes its parameters' dumpers and its columns' loaders on first
+    use: a new cursor per call made them all again on every call (docs/benchmarks.md, "The
+    client's CPU per call"). A connection serves one call at a time, so one cursor is enough."""
+
+    #: The cursor of :meth:`Database.fetch_tuples`' binary reads, made on its first one.
+    tuples_cursor: psycopg.AsyncCursor[TupleRow] | None = None
+
+
+_Conn = _Connection
 
 #: Seconds after a call's deadline at which asyncio cancels it, should severing its connection
 #: not have ended it (see Database.conn).
@@ -538,6 +550,7 @@ class Database:
             timeout=self.settings.connect_timeout,
             # A lost server is retried in the background; calls fail fast meanwhile.
             reconnect_timeout=max(60.0, self.settings.connect_timeout),
+            connection_class=_Connection,
             kwargs={
                 "autocommit": True,
                 # Every connection's adapters start from this map (vector included): see
@@ -590,8 +603,14 @@ class Database:
         binary: bool = False,
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
         """Run ``statement`` and return its column names and its rows as tuples, for a decoder
-        that finds each column by its name once per column list (:func:`.rows.retrieved`)."""
-        cur = conn.cursor(binary=binary)
+        that finds each column by its name once per column list (:func:`.rows.retrieved`).
+        A binary read reuses the connection's cursor (:class:`_Connection`)."""
+        if binary:
+            cur = conn.tuples_cursor
+            if cur is None or cur.closed:
+                cur = conn.tuples_cursor = conn.cursor(binary=True)
+        else:
+            cur = conn.cursor()
         await cur.execute(statement, params)
         found = await cur.fetchall()
         result = cur.pgresult
