@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import operator
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -31,6 +32,9 @@ from actrone_pg.ranking import query_terms
 from actrone_pg.stores.base import ContextStore
 
 __all__ = ["Retrieval"]
+
+#: A turn's cost in the session's budget without a custom token counter: its stored count.
+_STORED_TOKENS = operator.attrgetter("token_count")
 
 
 class Retrieval:
@@ -64,7 +68,7 @@ class Retrieval:
         v.check_limit("limit", limit)
         flt = v.check_filters(filters, max_chars=self.ctx.config.max_text_chars)
         packed = await self._search(agent_id, query, None, limit, flt)
-        return [self._present(h, explain) for h in packed.hits]
+        return self._presented(packed.hits, explain)
 
     async def retrieve_context(
         self,
@@ -111,9 +115,11 @@ class Retrieval:
             packed = l2.result()
         with self.ctx.telemetry.span("actrone.l1.pack"):
             recent, session_used = pack_turns(
-                list(reversed(turns)), self._turn_tokens, shares.session
+                turns[::-1],
+                self._turn_tokens if self.ctx.custom_counter else _STORED_TOKENS,
+                shares.session,
             )
-        chosen = [self._present(h, explain) for h in packed.hits]
+        chosen = self._presented(packed.hits, explain)
         return RetrievedContext(
             agent_id=agent_id,
             session_id=session_id,
@@ -139,6 +145,18 @@ class Retrieval:
     def _memory_tokens(self, hit: ScoredMemory) -> int:
         m = hit.memory
         return self.ctx.count_tokens(m.content) if self.ctx.custom_counter else m.token_count
+
+    def _presented(self, hits: list[ScoredMemory], explain: bool) -> list[Memory]:
+        """The memories of ``hits`` as a read returns them (:meth:`_present`)."""
+        if explain or self.ctx.custom_counter or self.ctx.redacted:
+            return [self._present(h, explain) for h in hits]
+        # Most calls change nothing (see _present): the stored memories themselves, asked once
+        # for all of them rather than once per memory (docs/benchmarks.md, "The client's CPU per
+        # call").
+        memories = [h.memory for h in hits]
+        if any(m.explain is not None for m in memories):
+            return [self._present(h, explain) for h in hits]
+        return memories
 
     def _present(self, hit: ScoredMemory, explain: bool) -> Memory:
         m = hit.memory
