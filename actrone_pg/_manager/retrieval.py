@@ -35,6 +35,8 @@ __all__ = ["Retrieval"]
 
 #: A turn's cost in the session's budget without a custom token counter: its stored count.
 _STORED_TOKENS = operator.attrgetter("token_count")
+#: A stored memory's explanation (``None`` as a store keeps it; an ``Explain`` is always true).
+_EXPLANATION = operator.attrgetter("explain")
 
 
 class Retrieval:
@@ -154,7 +156,7 @@ class Retrieval:
         # for all of them rather than once per memory (docs/benchmarks.md, "The client's CPU per
         # call").
         memories = [h.memory for h in hits]
-        if any(m.explain is not None for m in memories):
+        if any(map(_EXPLANATION, memories)):
             return [self._present(h, explain) for h in hits]
         return memories
 
