@@ -69,7 +69,7 @@ class Retrieval:
         v.check_text("query", query, self.ctx.config.max_text_chars)
         v.check_limit("limit", limit)
         flt = v.check_filters(filters, max_chars=self.ctx.config.max_text_chars)
-        packed = await self._search(agent_id, query, None, limit, flt)
+        packed = await self._search(agent_id, query, None, limit, flt, explain=explain)
         return self._presented(packed.hits, explain)
 
     async def retrieve_context(
@@ -97,7 +97,7 @@ class Retrieval:
         if self._together:
             # L1 and L2 in one statement (spec §3.2): the store reads both at once.
             turns, packed = await self._fetch_together(
-                agent_id, session_id, query, shares.episodic, flt
+                agent_id, session_id, query, shares.episodic, flt, explain=explain
             )
         else:
             async with asyncio.TaskGroup() as tg:
@@ -112,7 +112,9 @@ class Retrieval:
                         ),
                     )
                 )
-                l2 = tg.create_task(self._search(agent_id, query, shares.episodic, None, flt))
+                l2 = tg.create_task(
+                    self._search(agent_id, query, shares.episodic, None, flt, explain=explain)
+                )
             turns = l1.result()
             packed = l2.result()
         with self.ctx.telemetry.span("actrone.l1.pack"):
@@ -181,14 +183,17 @@ class Retrieval:
         budget: int | None,
         max_hits: int | None = None,
         flt: MemoryFilter | None = None,
+        *,
+        explain: bool = True,
     ) -> PackedSearch:
-        """The best ranked memories that fit ``budget`` tokens (at most ``max_hits``).
+        """The best ranked memories that fit ``budget`` tokens (at most ``max_hits``), with
+        their explanations if ``explain`` (or if reranking or packing here needs them).
 
         One store call (what it is asked for: :meth:`_l2_asks`); hits returned unpacked are
         reranked and packed here.
         """
         asked, limit, repack = self._l2_asks(budget, max_hits)
-        request = await self._request(agent_id, query, asked, limit, flt)
+        request = await self._request(agent_id, query, asked, limit, flt, explain or repack)
         found = await self.ctx.telemetry.step("actrone.l2.search", self.ctx.store.search(request))
         if not repack:
             return found
@@ -201,11 +206,13 @@ class Retrieval:
         query: str,
         budget: int,
         flt: MemoryFilter | None,
+        *,
+        explain: bool,
     ) -> tuple[list[Turn], PackedSearch]:
         """L1 and L2 from one store call (a :class:`ContextStore`), L2 as :meth:`_search`."""
         store = cast(ContextStore, self.ctx.store)
         asked, limit, repack = self._l2_asks(budget, None)
-        request = await self._request(agent_id, query, asked, limit, flt)
+        request = await self._request(agent_id, query, asked, limit, flt, explain or repack)
         turns, found = await self.ctx.telemetry.steps(
             ("actrone.l1", "actrone.l2.search"),
             store.fetch_context(
@@ -286,6 +293,7 @@ class Retrieval:
         budget: int | None,
         max_hits: int | None,
         flt: MemoryFilter | None,
+        explain: bool = True,
     ) -> SearchRequest:
         terms, vector = await self._query(query)
         return SearchRequest(
@@ -301,6 +309,7 @@ class Retrieval:
             budget=budget,
             max_hits=max_hits,
             filter=flt,
+            explain=explain,
         )
 
     async def _rerank(self, query: str, hits: list[ScoredMemory]) -> list[ScoredMemory]:

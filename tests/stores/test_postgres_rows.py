@@ -150,3 +150,11 @@ def test_records_refuse_a_class_with_post_init() -> None:
 
     with pytest.raises(TypeError, match="__post_init__"):
         rows._Records(Checked)
+
+
+def test_without_explanations_the_same_records_and_no_explain() -> None:
+    turns, packed = rows.retrieved("agent", "sess", _COLUMNS, _TURNS + _MEMORIES, explain=False)
+    assert turns == _EXPECTED_TURNS
+    assert [h.memory for h in packed.hits] == _EXPECTED_MEMORIES
+    assert [h.explain for h in packed.hits] == [None, None]
+    assert packed.candidates_considered == 12 and packed.tokens == 3 + 4

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from actrone_pg.models import (
     MEMORY_FIELD_TYPES,
     STORED_MEMORY_FIELDS,
+    Explain,
     Memory,
     ScoredMemory,
     SessionInfo,
@@ -115,12 +116,18 @@ def _utc_or_none(value: datetime | None) -> datetime | None:
 
 
 def retrieved(
-    agent_id: str, session_id: str | None, columns: Sequence[str], found: Sequence[Sequence[Any]]
+    agent_id: str,
+    session_id: str | None,
+    columns: Sequence[str],
+    found: Sequence[Sequence[Any]],
+    *,
+    explain: bool = True,
 ) -> tuple[list[Turn], PackedSearch]:
     """``RETRIEVE``'s rows, given as tuples with their column names: the session's turns (kind
     ``turn``, newest first; returned oldest first; none without ``session_id``) and the search
     packed from the other rows (the candidates considered on each, the chosen memories where
-    ``id`` is set).
+    ``id`` is set), each hit with its explanation (``None`` without ``explain``:
+    :attr:`~actrone_pg.pipeline.SearchRequest.explain`).
 
     Each column is found by its name once per column list (:func:`_retrieve_layout`); the rows
     are then read column by column, each field converted by one C-level pass over its column
@@ -136,25 +143,13 @@ def retrieved(
         turn_rows = [r for r in found if r[kind] == "turn"]
     key = at.id
     chosen = [r for r in ranked if r[key] is not None]
+    memories: list[Memory] = []
+    hits: list[ScoredMemory] = []
     if chosen:
         by_column = list(zip(*chosen, strict=True))
         memories = at.memories(agent_id, by_column)
-        explained = explains(
-            cosine=list(map(float, by_column[at.cosine])),
-            bm25=[None if b is None else float(b) for b in by_column[at.bm25]],
-            # ranks: an array in the order of CHANNELS (migration 0019).
-            ranks=dict(
-                zip(
-                    [c.name for c in CHANNELS],
-                    zip(*by_column[at.ranks], strict=True),
-                    strict=True,
-                )
-            ),
-            fused_score=list(map(float, by_column[at.fused_score])),
-        )
+        explained = at.explains(by_column) if explain else repeat(None)
         hits = list(map(ScoredMemory, memories, explained))
-    else:
-        memories, hits = [], []
     packed = PackedSearch(
         hits=hits,
         candidates_considered=ranked[0][at.candidates_considered],
@@ -239,6 +234,22 @@ class _RetrieveLayout:
             given.append(by_column[at] if read is None else read(by_column[at]))
         given[1] = repeat(agent_id, n)
         return _MEMORIES(*given)
+
+    def explains(self, by_column: Sequence[Sequence[Any]]) -> list[Explain]:
+        """The explanations of the chosen rows, given column by column, in order."""
+        return explains(
+            cosine=list(map(float, by_column[self.cosine])),
+            bm25=[None if b is None else float(b) for b in by_column[self.bm25]],
+            # ranks: an array in the order of CHANNELS (migration 0019).
+            ranks=dict(
+                zip(
+                    [c.name for c in CHANNELS],
+                    zip(*by_column[self.ranks], strict=True),
+                    strict=True,
+                )
+            ),
+            fused_score=list(map(float, by_column[self.fused_score])),
+        )
 
     def turns(self, agent_id: str, session_id: str, found: Sequence[Sequence[Any]]) -> list[Turn]:
         """The turns of ``found``'s rows (newest first), oldest first."""
