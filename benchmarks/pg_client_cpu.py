@@ -90,7 +90,7 @@ async def _measure(mm: MemoryManager, store: PostgresStore, dataset: Any, args: 
     nearest = nearest_for(mm, dataset, mm.config.max_episodic_memories)
     assert nearest is not None
     built: dict[tuple[str, int], builders.Built] = {}
-    fetched: dict[tuple[str, int], tuple[list[str], list[tuple[Any, ...]]]] = {}
+    fetched: dict[tuple[str, int], tuple[tuple[str, ...], list[tuple[Any, ...]]]] = {}
     for agent, q in pairs:
         key = (agent.agent_id, q)
         if key not in built:

@@ -968,3 +968,17 @@ async def test_a_search_without_explanations_returns_the_same_hits_without_them(
             full.candidates_considered,
             full.tokens,
         )
+
+
+async def test_read_column_names_are_decoded_once_per_column_list(
+    store_postgres: PostgresStore,
+) -> None:
+    # fetch_tuples keeps the decoded names of each column list it read (retrieve()'s, on every
+    # search): the same names for the same list, each list its own.
+    db = store_postgres.db
+    async with db.conn() as conn:
+        first, found = await db.fetch_tuples(conn, "SELECT 1 AS a, 'x' AS \"é b\"", (), binary=True)
+        again, _ = await db.fetch_tuples(conn, "SELECT 2 AS a, 'y' AS \"é b\"", (), binary=True)
+        other, _ = await db.fetch_tuples(conn, "SELECT 3 AS b", (), binary=True)
+    assert first == ("a", "é b") and found == [(1, "x")]
+    assert again is first and other == ("b",)

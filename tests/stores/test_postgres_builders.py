@@ -162,8 +162,8 @@ def test_array_literals_quote_every_element_and_escape_quotes_and_backslashes() 
 
 
 def test_the_ranking_parameters_are_the_params_whether_made_once_or_given_as_a_list() -> None:
-    # A manager's ranking parameters are made once per RankingParams (builders._ranking_params);
-    # weights given as a list (RankingParams built directly, unhashable) give the same values.
+    # A manager's ranking parameters are made once for its RankingParams (builders._made), and
+    # again for another; weights given as a list (RankingParams built directly) give the same.
     _, made = _retrieve(_request(params=RankingParams(rrf_weights=(1.0, 4.0, 0.1))))
     _, again = _retrieve(_request(params=RankingParams(rrf_weights=(1.0, 4.0, 0.1))))
     _, listed = _retrieve(_request(params=RankingParams(rrf_weights=[1.0, 4.0, 0.1])))  # type: ignore[arg-type]

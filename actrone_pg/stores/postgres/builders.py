@@ -174,10 +174,10 @@ def filter_json(flt: MemoryFilter) -> dict[str, Any]:
 
 def _ranking(request: SearchRequest, terms: list[str]) -> dict[str, Any]:
     """The ranking's parameters by name, as ``retrieve()`` takes them."""
-    try:
-        constant = _ranking_params(request.params)
-    except TypeError:  # unhashable: weights given as a list to RankingParams directly
-        constant = _ranking_params.__wrapped__(request.params)
+    global _made
+    made = _made
+    if made is None or made[0] is not request.params:
+        made = _made = (request.params, _ranking_params(request.params))
     return {
         "embedder": request.embedder,
         "terms": array_literal(terms),
@@ -185,14 +185,18 @@ def _ranking(request: SearchRequest, terms: list[str]) -> dict[str, Any]:
         "threshold": float(request.threshold),
         "limit": int(request.limit),
         "now": request.now,
-        **constant,
+        **made[1],
     }
 
 
-@functools.lru_cache(maxsize=16)
+#: The last :class:`RankingParams` given and its parameters: a manager passes the same object on
+#: every call, so they are made once (their array literal included) and copied into each call's
+#: parameters. Recognised by identity: a frozen dataclass's hash is Python code, run per call.
+_made: tuple[RankingParams, dict[str, Any]] | None = None
+
+
 def _ranking_params(p: RankingParams) -> dict[str, Any]:
-    """The parameters of ``p``, the same for every search of a manager: made once (their array
-    literal included) and copied into each call's parameters."""
+    """The parameters of ``p`` that every search of a manager shares."""
     return {
         "hybrid": p.hybrid,
         "rrf_k": int(p.rrf_k),

@@ -201,6 +201,9 @@ class Database:
         self.lexemes: OrderedDict[str, str | None] = OrderedDict()
         # statement text -> the statement with the schema composed in (see compose)
         self.composed: dict[str, sql.Composed] = {}
+        # (encoding, each column's name as the server sent it) -> the names decoded, for the
+        # few column lists fetch_tuples reads (retrieve()'s): decoded once, not on every call.
+        self.column_names: dict[tuple[str, tuple[bytes | None, ...]], tuple[str, ...]] = {}
 
     # -- what the statement modules read, whether told or found --------------------------------
 
@@ -606,10 +609,11 @@ class Database:
         params: Sequence[Any] | Mapping[str, Any],
         *,
         binary: bool = False,
-    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+    ) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
         """Run ``statement`` and return its column names and its rows as tuples, for a decoder
         that finds each column by its name once per column list (:func:`.rows.retrieved`).
-        A binary read reuses the connection's cursor (:class:`_Connection`)."""
+        A binary read reuses the connection's cursor (:class:`_Connection`); the names of a
+        column list seen before are its decoded names of then (:attr:`column_names`)."""
         if binary:
             cur = conn.tuples_cursor
             if cur is None or cur.closed:
@@ -620,6 +624,11 @@ class Database:
         found = await cur.fetchall()
         result = cur.pgresult
         if result is None:  # pragma: no cover - a statement that returns no rows
-            return [], found
+            return (), found
         encoding = conn.info.encoding
-        return [(result.fname(i) or b"").decode(encoding) for i in range(result.nfields)], found
+        raw = tuple([result.fname(i) for i in range(result.nfields)])
+        names = self.column_names.get((encoding, raw))
+        if names is None:
+            names = tuple((n or b"").decode(encoding) for n in raw)
+            self.column_names[encoding, raw] = names
+        return names, found

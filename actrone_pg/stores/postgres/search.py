@@ -49,7 +49,7 @@ async def fetch_context(
 
 async def _retrieve(
     db: Database, request: SearchRequest, session: tuple[str, int, float] | None
-) -> tuple[list[str], list[tuple[Any, ...]]]:
+) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
     terms = await lookups.query_terms(db, request.query, request.terms)
     statement, params = builders.retrieve(
         request, schema=db.schema, terms=terms, session=session, ef_search=db.ann_ef_search
