@@ -130,9 +130,9 @@ def retrieved(
     :attr:`~actrone_pg.pipeline.SearchRequest.explain`).
 
     Each column is found by its name once per column list (:func:`_retrieve_layout`); the rows
-    are then read column by column, each field converted by one C-level pass over its column
-    where it needs one, and the records made by :class:`_Records` (docs/benchmarks.md, "The
-    client's CPU per call")."""
+    are then read column by column, a field that needs converting converted by one pass over its
+    column, and the records made by :class:`_Records` (docs/benchmarks.md, "The client's CPU
+    per call")."""
     at = _retrieve_layout(tuple(columns))
     kind = at.kind
     if session_id is None:
