@@ -18,7 +18,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from actrone_pg.errors import ValidationError
 
-__all__ = ["forward"]
+__all__ = ["forward", "wrong_arguments"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -35,14 +35,14 @@ def forward(
             # Calling a coroutine function only binds its arguments: the body runs when awaited.
             running = method(getattr(self, collaborator), *args, **kwargs)
         except TypeError as exc:
-            raise _wrong_arguments(method, exc) from exc
+            raise wrong_arguments(method, exc) from exc
         return await running
 
     functools.update_wrapper(call, method)
     return call
 
 
-def _wrong_arguments(method: Callable[..., Any], exc: TypeError) -> ValidationError:
+def wrong_arguments(method: Callable[..., Any], exc: TypeError) -> ValidationError:
     """The caller's wrong or missing arguments, named by the public method (not the collaborator).
 
     The error guard would make any other ``TypeError`` here an unexpected error: the binding

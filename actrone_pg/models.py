@@ -181,7 +181,8 @@ class ScoredMemory:
     """A memory as a store's search returns it: the memory, its explanation, best first."""
 
     memory: Memory
-    explain: Explain
+    #: ``None`` where the search was asked for no explanations (``SearchRequest.explain``).
+    explain: Explain | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,7 @@ __all__ = [
     "SearchRequest",
     "TermFrequencies",
     "admit",
+    "explanation",
     "explains",
     "inherit_from_predecessors",
     "pack_hits",
@@ -88,6 +89,11 @@ class SearchRequest:
     budget: int | None = None
     max_hits: int | None = None
     filter: MemoryFilter | None = None
+    #: Whether the caller reads the hits' explanations: ``False`` lets a store return each hit
+    #: with ``explain`` ``None`` and skip making them (the PostgreSQL store does: for a
+    #: ``retrieve_context`` that shows none they were a large part of the client's decoding,
+    #: docs/benchmarks.md, "The client's CPU per call").
+    explain: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +242,14 @@ def stored_tokens(hit: ScoredMemory) -> int:
     return hit.memory.token_count
 
 
+def explanation(hit: ScoredMemory) -> Explain:
+    """``hit``'s explanation, which a search asked without explanations leaves out
+    (:attr:`SearchRequest.explain`)."""
+    if hit.explain is None:
+        raise ValueError("the hits were searched without their explanations (explain=False)")
+    return hit.explain
+
+
 def rerank(hits: Sequence[ScoredMemory], scores: Sequence[float]) -> list[ScoredMemory]:
     """``hits`` ordered by a reranker's ``scores`` (one per hit), best first.
 
@@ -244,7 +258,7 @@ def rerank(hits: Sequence[ScoredMemory], scores: Sequence[float]) -> list[Scored
     order = sorted(range(len(hits)), key=lambda i: -scores[i])
     return [
         ScoredMemory(
-            memory=hits[i].memory, explain=replace(hits[i].explain, rerank_score=scores[i])
+            memory=hits[i].memory, explain=replace(explanation(hits[i]), rerank_score=scores[i])
         )
         for i in order
     ]
@@ -271,7 +285,7 @@ def inherit_from_predecessors(hits: Sequence[ScoredMemory], weight: float) -> li
     if weight <= 0.0 or len(hits) < 2:
         return list(hits)
     memories = [h.memory for h in hits]
-    scores = [h.explain.fused_score for h in hits]
+    scores = [explanation(h).fused_score for h in hits]
     sessions: dict[str, list[int]] = {}
     for i, m in enumerate(memories):
         if m.session_id is not None:
@@ -292,7 +306,7 @@ def inherit_from_predecessors(hits: Sequence[ScoredMemory], weight: float) -> li
     order = sorted(range(len(hits)), key=lambda i: memories[i].id)
     order.sort(key=lambda i: (final[i], memories[i].created_at), reverse=True)
     return [
-        ScoredMemory(memories[i], replace(hits[i].explain, neighbour_score=inherited[i]))
+        ScoredMemory(memories[i], replace(explanation(hits[i]), neighbour_score=inherited[i]))
         if i in inherited
         else hits[i]
         for i in order

@@ -221,7 +221,7 @@ async def _measure(
         nearest_sql = sql.SQL(PLAIN_NEAREST).format(s=s_id, vs=sql.Identifier(vs))
         bare_sql = sql.SQL(BARE_READ).format(s=s_id, vs=sql.Identifier(vs))
         packed_params = {key: built[1] for key, built in prepared.items()}
-        sample_rows: dict[tuple[str, int], tuple[list[str], list[tuple[Any, ...]]]] = {}
+        sample_rows: dict[tuple[str, int], tuple[tuple[str, ...], list[tuple[Any, ...]]]] = {}
         for key in list(prepared)[:20]:
             sample_rows[key] = await store.db.fetch_tuples(
                 held, search_sql, packed_params[key], binary=True

@@ -15,7 +15,8 @@ query runs every part back to back), the CPU time of this process (``time.proces
   what the server's run on the same machine costs the client, its caches taken meanwhile);
 - without I/O: the request's build (its terms and vector from the query cache),
   the parameters' adaptation (psycopg's query conversion) and the rows' decoding
-  (:func:`actrone_pg.stores.postgres.rows.retrieved`).
+  (:func:`actrone_pg.stores.postgres.rows.retrieved`, without explanations, as
+  ``retrieve_context`` asks for none).
 
     python benchmarks/pg_client_cpu.py [--dsn DSN] [--agents 5] [--per-agent 1000]
         [--queries 300] [--repeat 2]
@@ -89,7 +90,7 @@ async def _measure(mm: MemoryManager, store: PostgresStore, dataset: Any, args: 
     nearest = nearest_for(mm, dataset, mm.config.max_episodic_memories)
     assert nearest is not None
     built: dict[tuple[str, int], builders.Built] = {}
-    fetched: dict[tuple[str, int], tuple[list[str], list[tuple[Any, ...]]]] = {}
+    fetched: dict[tuple[str, int], tuple[tuple[str, ...], list[tuple[Any, ...]]]] = {}
     for agent, q in pairs:
         key = (agent.agent_id, q)
         if key not in built:
@@ -140,7 +141,7 @@ async def _measure(mm: MemoryManager, store: PostgresStore, dataset: Any, args: 
     async def decode(agent: AgentData, q: int) -> Any:
         key = samples[q % len(samples)]
         started = time.process_time_ns()
-        rows.retrieved(key[0], SESSION_ID, *fetched[key])
+        rows.retrieved(key[0], SESSION_ID, *fetched[key], explain=False)
         return time.process_time_ns() - started
 
     parts: list[tuple[str, Call, bool]] = [
@@ -152,7 +153,7 @@ async def _measure(mm: MemoryManager, store: PostgresStore, dataset: Any, args: 
         ("one row, the server busy for about 4 ms meanwhile", one_row_busy, False),
         ("  request build: SearchRequest, query cache hit (no I/O)", build_request, False),
         ("  parameter adaptation (no I/O)", adapt, True),
-        ("  decoding the rows: rows.retrieved (no I/O)", decode, True),
+        ("  decoding the rows as retrieve_context does (no I/O)", decode, True),
     ]
     for agent, q in pairs[:50]:  # warm-up: pools, prepared statements, caches
         for _, call, _ in parts:

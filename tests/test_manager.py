@@ -78,6 +78,33 @@ async def test_retrieve_context_end_to_end_with_explain() -> None:
     assert [h.id for h in hits] == [ids[0]] and hits[0].explain is not None
 
 
+async def test_a_store_that_leaves_explanations_on_its_memories_never_shows_them_unasked() -> None:
+    # The manager returns the stored memories themselves when nothing changes them; one that a
+    # store returns with an explanation attached is still returned without it, unless asked.
+    from dataclasses import replace
+
+    from actrone_pg.models import ScoredMemory
+    from actrone_pg.pipeline import PackedSearch, SearchRequest
+
+    class Explaining(InMemoryStore):
+        async def search(self, request: SearchRequest) -> PackedSearch:
+            found = await super().search(request)
+            hits = [
+                ScoredMemory(replace(h.memory, explain=h.explain), h.explain) for h in found.hits
+            ]
+            return replace(found, hits=hits)
+
+    emb = FixedEmbedder({"q": [1, 0, 0, 0], "peanut allergy": [0.8, 0.6, 0, 0]})
+    mm = await MemoryManager.create(
+        CFG.replace(relevance_threshold=0.5), embedder=emb, store=Explaining()
+    )
+    await mm.inject_memories("ag", ["peanut allergy"])
+    (plain,) = await mm.search_memories("ag", "q")
+    (explained,) = await mm.search_memories("ag", "q", explain=True)
+    assert plain.explain is None and explained.explain is not None
+    assert replace(explained, explain=None) == plain
+
+
 async def test_empty_l1_leaves_the_l2_share_unchanged() -> None:
     emb = FixedEmbedder({"q": [1, 0, 0, 0]})
     mm = await make(emb, relevance_threshold=0.1)

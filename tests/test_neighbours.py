@@ -124,3 +124,18 @@ async def test_a_budget_holding_more_than_the_pool_gets_every_memory() -> None:
         assert [m.id for m in ctx.episodic_memories] == [m.id for m in found]
     finally:
         await mm.close()
+
+
+def test_hits_searched_without_explanations_cannot_be_lifted_or_reranked() -> None:
+    # SearchRequest.explain=False leaves each hit's explain None; the manager asks for them
+    # whenever it lifts or reranks, and a caller that did not gets a clear error.
+    import pytest
+
+    from actrone_pg.pipeline import explanation, rerank
+
+    bare = [replace(hit("q", 0.08, 1), explain=None), replace(hit("a", 0.05, 2), explain=None)]
+    assert explanation(hit("q", 0.08, 1)).fused_score == 0.08
+    with pytest.raises(ValueError, match="without their explanations"):
+        inherit_from_predecessors(bare, 0.9)
+    with pytest.raises(ValueError, match="without their explanations"):
+        rerank(bare, [0.1, 0.2])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import operator
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -31,6 +32,11 @@ from actrone_pg.ranking import query_terms
 from actrone_pg.stores.base import ContextStore
 
 __all__ = ["Retrieval"]
+
+#: A turn's cost in the session's budget without a custom token counter: its stored count.
+_STORED_TOKENS = operator.attrgetter("token_count")
+#: A stored memory's explanation (``None`` as a store keeps it; an ``Explain`` is always true).
+_EXPLANATION = operator.attrgetter("explain")
 
 
 class Retrieval:
@@ -63,8 +69,8 @@ class Retrieval:
         v.check_text("query", query, self.ctx.config.max_text_chars)
         v.check_limit("limit", limit)
         flt = v.check_filters(filters, max_chars=self.ctx.config.max_text_chars)
-        packed = await self._search(agent_id, query, None, limit, flt)
-        return [self._present(h, explain) for h in packed.hits]
+        packed = await self._search(agent_id, query, None, limit, flt, explain=explain)
+        return self._presented(packed.hits, explain)
 
     async def retrieve_context(
         self,
@@ -91,7 +97,7 @@ class Retrieval:
         if self._together:
             # L1 and L2 in one statement (spec §3.2): the store reads both at once.
             turns, packed = await self._fetch_together(
-                agent_id, session_id, query, shares.episodic, flt
+                agent_id, session_id, query, shares.episodic, flt, explain=explain
             )
         else:
             async with asyncio.TaskGroup() as tg:
@@ -106,14 +112,18 @@ class Retrieval:
                         ),
                     )
                 )
-                l2 = tg.create_task(self._search(agent_id, query, shares.episodic, None, flt))
+                l2 = tg.create_task(
+                    self._search(agent_id, query, shares.episodic, None, flt, explain=explain)
+                )
             turns = l1.result()
             packed = l2.result()
         with self.ctx.telemetry.span("actrone.l1.pack"):
             recent, session_used = pack_turns(
-                list(reversed(turns)), self._turn_tokens, shares.session
+                turns[::-1],
+                self._turn_tokens if self.ctx.custom_counter else _STORED_TOKENS,
+                shares.session,
             )
-        chosen = [self._present(h, explain) for h in packed.hits]
+        chosen = self._presented(packed.hits, explain)
         return RetrievedContext(
             agent_id=agent_id,
             session_id=session_id,
@@ -140,6 +150,18 @@ class Retrieval:
         m = hit.memory
         return self.ctx.count_tokens(m.content) if self.ctx.custom_counter else m.token_count
 
+    def _presented(self, hits: list[ScoredMemory], explain: bool) -> list[Memory]:
+        """The memories of ``hits`` as a read returns them (:meth:`_present`)."""
+        if explain or self.ctx.custom_counter or self.ctx.redacted:
+            return [self._present(h, explain) for h in hits]
+        # Most calls change nothing (see _present): the stored memories themselves, asked once
+        # for all of them rather than once per memory (docs/benchmarks.md, "The client's CPU per
+        # call").
+        memories = [h.memory for h in hits]
+        if any(map(_EXPLANATION, memories)):
+            return [self._present(h, explain) for h in hits]
+        return memories
+
     def _present(self, hit: ScoredMemory, explain: bool) -> Memory:
         m = hit.memory
         # Nothing to change: the (frozen) memory itself, as most calls have it (docs/benchmarks.md).
@@ -161,14 +183,17 @@ class Retrieval:
         budget: int | None,
         max_hits: int | None = None,
         flt: MemoryFilter | None = None,
+        *,
+        explain: bool = True,
     ) -> PackedSearch:
-        """The best ranked memories that fit ``budget`` tokens (at most ``max_hits``).
+        """The best ranked memories that fit ``budget`` tokens (at most ``max_hits``), with
+        their explanations if ``explain`` (or if reranking or packing here needs them).
 
         One store call (what it is asked for: :meth:`_l2_asks`); hits returned unpacked are
         reranked and packed here.
         """
         asked, limit, repack = self._l2_asks(budget, max_hits)
-        request = await self._request(agent_id, query, asked, limit, flt)
+        request = await self._request(agent_id, query, asked, limit, flt, explain or repack)
         found = await self.ctx.telemetry.step("actrone.l2.search", self.ctx.store.search(request))
         if not repack:
             return found
@@ -181,11 +206,13 @@ class Retrieval:
         query: str,
         budget: int,
         flt: MemoryFilter | None,
+        *,
+        explain: bool,
     ) -> tuple[list[Turn], PackedSearch]:
         """L1 and L2 from one store call (a :class:`ContextStore`), L2 as :meth:`_search`."""
         store = cast(ContextStore, self.ctx.store)
         asked, limit, repack = self._l2_asks(budget, None)
-        request = await self._request(agent_id, query, asked, limit, flt)
+        request = await self._request(agent_id, query, asked, limit, flt, explain or repack)
         turns, found = await self.ctx.telemetry.steps(
             ("actrone.l1", "actrone.l2.search"),
             store.fetch_context(
@@ -266,6 +293,7 @@ class Retrieval:
         budget: int | None,
         max_hits: int | None,
         flt: MemoryFilter | None,
+        explain: bool = True,
     ) -> SearchRequest:
         terms, vector = await self._query(query)
         return SearchRequest(
@@ -281,6 +309,7 @@ class Retrieval:
             budget=budget,
             max_hits=max_hits,
             filter=flt,
+            explain=explain,
         )
 
     async def _rerank(self, query: str, hits: list[ScoredMemory]) -> list[ScoredMemory]:

@@ -939,3 +939,46 @@ async def test_new_connections_leave_psycopg_adapter_cache_flat(
         assert got is not None and got.content == "coffee"
     finally:
         await other.close()
+
+
+async def test_a_search_without_explanations_returns_the_same_hits_without_them(
+    store_postgres: PostgresStore,
+) -> None:
+    # SearchRequest.explain=False (a retrieve_context that shows none): the same memories, turns
+    # and counts, each hit's explain None instead of made.
+    rng = np.random.default_rng(2)
+    vecs = rng.normal(size=(60, 16)).astype(np.float32)
+    await store_postgres.upsert_memories(
+        [record("a", f"m{i:02d}", f"note {i} about tea", vecs[i]) for i in range(60)]
+    )
+    await store_postgres.append_turn(turn("a", "s", "hi there"), max_turns=50, ttl_seconds=3600)
+    asked = replace(request("a", "tea", rng.normal(size=16)), budget=200)
+    bare = replace(asked, explain=False)
+    searched = [await store_postgres.search(r) for r in (asked, bare)]
+    fetched = [
+        await store_postgres.fetch_context("a", "s", limit=20, ttl_seconds=3600.0, request=r)
+        for r in (asked, bare)
+    ]
+    assert len(fetched[0][0]) == 1 and fetched[0][0] == fetched[1][0]
+    for full, without in (searched, [packed for _, packed in fetched]):
+        assert full.hits and [h.memory for h in without.hits] == [h.memory for h in full.hits]
+        assert all(h.explain is not None for h in full.hits)
+        assert all(h.explain is None for h in without.hits)
+        assert (without.candidates_considered, without.tokens) == (
+            full.candidates_considered,
+            full.tokens,
+        )
+
+
+async def test_read_column_names_are_decoded_once_per_column_list(
+    store_postgres: PostgresStore,
+) -> None:
+    # fetch_tuples keeps the decoded names of each column list it read (retrieve()'s, on every
+    # search): the same names for the same list, each list its own.
+    db = store_postgres.db
+    async with db.conn() as conn:
+        first, found = await db.fetch_tuples(conn, "SELECT 1 AS a, 'x' AS \"é b\"", (), binary=True)
+        again, _ = await db.fetch_tuples(conn, "SELECT 2 AS a, 'y' AS \"é b\"", (), binary=True)
+        other, _ = await db.fetch_tuples(conn, "SELECT 3 AS b", (), binary=True)
+    assert first == ("a", "é b") and found == [(1, "x")]
+    assert again is first and other == ("b",)

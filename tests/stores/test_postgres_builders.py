@@ -159,3 +159,16 @@ def test_array_literals_quote_every_element_and_escape_quotes_and_backslashes() 
         '{"a\\"b","c\\\\d","{x,y}","NULL"}'
     )
     assert builders.array_literal([0.1, 2.0**60, 4.0]) == '{"0.1","1.152921504606847e+18","4.0"}'
+
+
+def test_the_ranking_parameters_are_the_params_whether_made_once_or_given_as_a_list() -> None:
+    # A manager's ranking parameters are made once for its RankingParams (builders._made), and
+    # again for another; weights given as a list (RankingParams built directly) give the same.
+    _, made = _retrieve(_request(params=RankingParams(rrf_weights=(1.0, 4.0, 0.1))))
+    _, again = _retrieve(_request(params=RankingParams(rrf_weights=(1.0, 4.0, 0.1))))
+    _, listed = _retrieve(_request(params=RankingParams(rrf_weights=[1.0, 4.0, 0.1])))  # type: ignore[arg-type]
+    for params in (made, again, listed):
+        params.pop("vector")  # an array: compared by the statement's other tests
+    assert made == again == listed
+    assert (made["rrf_weights"], made["rrf_k"], made["hybrid"]) == ('{"1.0","4.0","0.1"}', 60, True)
+    assert (made["bm25_k1"], made["bm25_b"], made["relevance_weight"]) == (1.2, 0.3, 0.7)

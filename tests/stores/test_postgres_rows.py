@@ -106,3 +106,55 @@ def test_no_hit_still_says_how_many_candidates_were_ranked() -> None:
     turns, packed = rows.retrieved("agent", "sess", _COLUMNS, [_TURNS[1], empty])
     assert turns == [_EXPECTED_TURNS[0]]
     assert packed.hits == [] and packed.candidates_considered == 7 and packed.tokens == 0
+
+
+@pytest.mark.parametrize("expected", _EXPECTED_MEMORIES + _EXPECTED_TURNS)
+def test_records_are_what_the_constructor_makes(expected: Memory | Turn) -> None:
+    # The decoder makes its records without the frozen constructor (rows._Records): the same
+    # class, the same fields, still frozen, pickled and copied as the constructor's.
+    import copy
+    import dataclasses
+    import pickle
+
+    cls = type(expected)
+    values = [getattr(expected, f.name) for f in dataclasses.fields(cls)]
+    (made,) = rows._Records(cls)(*[[v] for v in values])
+    assert type(made) is cls and made == cls(*values) == expected
+    assert [getattr(made, f.name) for f in dataclasses.fields(cls)] == values
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.id = "other"  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(made)) == expected
+    assert dataclasses.replace(made, id="x") == dataclasses.replace(expected, id="x")
+    assert copy.deepcopy(made) == expected and repr(made) == repr(expected)
+
+
+def test_timestamps_already_in_utc_are_kept_as_they_are() -> None:
+    # The store's connections read timestamps in UTC: each is returned itself (as astimezone
+    # would return it), and a column with any other zone is converted value by value.
+    utc = [_T1, None, _T1]
+    assert rows._in_utc(utc) is utc
+    mixed = [_T1, None, _T2]
+    assert rows._in_utc(mixed) == [_T1, None, _T2.astimezone(UTC)]
+    assert all(v is None or v.tzinfo is UTC for v in rows._in_utc(mixed))
+
+
+def test_records_refuse_a_class_with_post_init() -> None:
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Checked:
+        a: int
+
+        def __post_init__(self) -> None:
+            pass
+
+    with pytest.raises(TypeError, match="__post_init__"):
+        rows._Records(Checked)
+
+
+def test_without_explanations_the_same_records_and_no_explain() -> None:
+    turns, packed = rows.retrieved("agent", "sess", _COLUMNS, _TURNS + _MEMORIES, explain=False)
+    assert turns == _EXPECTED_TURNS
+    assert [h.memory for h in packed.hits] == _EXPECTED_MEMORIES
+    assert [h.explain for h in packed.hits] == [None, None]
+    assert packed.candidates_considered == 12 and packed.tokens == 3 + 4

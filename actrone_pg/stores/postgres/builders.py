@@ -20,7 +20,7 @@ from typing import Any
 from actrone_pg.errors import MissingDependencyError, ValidationError
 from actrone_pg.filters import FILTERS, MemoryFilter
 from actrone_pg.pipeline import SearchRequest
-from actrone_pg.ranking import full_weights
+from actrone_pg.ranking import RankingParams, full_weights
 from actrone_pg.stores.postgres.statements import LIST_AFTER, LIST_MEMORIES, RETRIEVE
 
 try:
@@ -174,19 +174,35 @@ def filter_json(flt: MemoryFilter) -> dict[str, Any]:
 
 def _ranking(request: SearchRequest, terms: list[str]) -> dict[str, Any]:
     """The ranking's parameters by name, as ``retrieve()`` takes them."""
-    p = request.params
+    global _made
+    made = _made
+    if made is None or made[0] is not request.params:
+        made = _made = (request.params, _ranking_params(request.params))
     return {
         "embedder": request.embedder,
         "terms": array_literal(terms),
         "vector": request.vector,
         "threshold": float(request.threshold),
         "limit": int(request.limit),
+        "now": request.now,
+        **made[1],
+    }
+
+
+#: The last :class:`RankingParams` given and its parameters: a manager passes the same object on
+#: every call, so they are made once (their array literal included) and copied into each call's
+#: parameters. Recognised by identity: a frozen dataclass's hash is Python code, run per call.
+_made: tuple[RankingParams, dict[str, Any]] | None = None
+
+
+def _ranking_params(p: RankingParams) -> dict[str, Any]:
+    """The parameters of ``p`` that every search of a manager shares."""
+    return {
         "hybrid": p.hybrid,
         "rrf_k": int(p.rrf_k),
         "rrf_weights": array_literal([float(w) for w in full_weights(p.rrf_weights)]),
         "relevance_weight": float(p.relevance_weight),
         "recency_weight": float(p.recency_weight),
-        "now": request.now,
         "bm25_k1": float(p.bm25_k1),
         "bm25_b": float(p.bm25_b),
     }

@@ -52,7 +52,19 @@ __all__ = ["LEXEME_CACHE_SIZE", "Database", "jsonb", "serving"]
 
 logger = logging.getLogger("actrone_pg.postgres")
 
-_Conn = psycopg.AsyncConnection[TupleRow]
+
+class _Connection(psycopg.AsyncConnection[TupleRow]):
+    """The store's pooled connection: psycopg's, keeping the binary cursor that
+    :meth:`Database.fetch_tuples` reads ``retrieve()``'s rows with. A cursor carries psycopg's
+    adaptation context, which makes its parameters' dumpers and its columns' loaders on first
+    use: a new cursor per call made them all again on every call (docs/benchmarks.md, "The
+    client's CPU per call"). A connection serves one call at a time, so one cursor is enough."""
+
+    #: The cursor of :meth:`Database.fetch_tuples`' binary reads, made on its first one.
+    tuples_cursor: psycopg.AsyncCursor[TupleRow] | None = None
+
+
+_Conn = _Connection
 
 #: Seconds after a call's deadline at which asyncio cancels it, should severing its connection
 #: not have ended it (see Database.conn).
@@ -106,10 +118,9 @@ def serving(
     """``forward("db", method)`` for a call of one agent: run within :meth:`Database.serving`
     of that agent, the first argument after the state (an agent id, or an object carrying
     ``agent_id``: a turn, a search request), so that under row-level security every connection
-    the call takes serves it."""
-    from actrone_pg._forward import forward
-
-    inner = forward("db", method)
+    the call takes serves it. It forwards as :func:`~actrone_pg._forward.forward` does, in the
+    same coroutine (one layer less on every call of the store)."""
+    from actrone_pg._forward import wrong_arguments
 
     async def call(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
         first: Any = args[0] if args else kwargs.get("agent_id", "")
@@ -117,7 +128,13 @@ def serving(
         # Database.serving's work, without a generator-based context manager on every call.
         token = _SERVING.set(agent)
         try:
-            return await inner(self, *args, **kwargs)
+            try:
+                # Calling a coroutine function only binds its arguments: the body runs when
+                # awaited.
+                running = method(self.db, *args, **kwargs)
+            except TypeError as exc:
+                raise wrong_arguments(method, exc) from exc
+            return await running
         finally:
             _SERVING.reset(token)
 
@@ -184,6 +201,9 @@ class Database:
         self.lexemes: OrderedDict[str, str | None] = OrderedDict()
         # statement text -> the statement with the schema composed in (see compose)
         self.composed: dict[str, sql.Composed] = {}
+        # (encoding, each column's name as the server sent it) -> the names decoded, for the
+        # few column lists fetch_tuples reads (retrieve()'s): decoded once, not on every call.
+        self.column_names: dict[tuple[str, tuple[bytes | None, ...]], tuple[str, ...]] = {}
 
     # -- what the statement modules read, whether told or found --------------------------------
 
@@ -538,6 +558,7 @@ class Database:
             timeout=self.settings.connect_timeout,
             # A lost server is retried in the background; calls fail fast meanwhile.
             reconnect_timeout=max(60.0, self.settings.connect_timeout),
+            connection_class=_Connection,
             kwargs={
                 "autocommit": True,
                 # Every connection's adapters start from this map (vector included): see
@@ -588,14 +609,26 @@ class Database:
         params: Sequence[Any] | Mapping[str, Any],
         *,
         binary: bool = False,
-    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+    ) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
         """Run ``statement`` and return its column names and its rows as tuples, for a decoder
-        that finds each column by its name once per column list (:func:`.rows.retrieved`)."""
-        cur = conn.cursor(binary=binary)
+        that finds each column by its name once per column list (:func:`.rows.retrieved`).
+        A binary read reuses the connection's cursor (:class:`_Connection`); the names of a
+        column list seen before are its decoded names of then (:attr:`column_names`)."""
+        if binary:
+            cur = conn.tuples_cursor
+            if cur is None or cur.closed:
+                cur = conn.tuples_cursor = conn.cursor(binary=True)
+        else:
+            cur = conn.cursor()
         await cur.execute(statement, params)
         found = await cur.fetchall()
         result = cur.pgresult
         if result is None:  # pragma: no cover - a statement that returns no rows
-            return [], found
+            return (), found
         encoding = conn.info.encoding
-        return [(result.fname(i) or b"").decode(encoding) for i in range(result.nfields)], found
+        raw = tuple([result.fname(i) for i in range(result.nfields)])
+        names = self.column_names.get((encoding, raw))
+        if names is None:
+            names = tuple((n or b"").decode(encoding) for n in raw)
+            self.column_names[encoding, raw] = names
+        return names, found

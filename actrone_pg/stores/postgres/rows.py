@@ -11,15 +11,16 @@ from __future__ import annotations
 import functools
 import json
 import math
-import operator
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields, make_dataclass
 from datetime import UTC, datetime
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from actrone_pg.models import (
     MEMORY_FIELD_TYPES,
     STORED_MEMORY_FIELDS,
+    Explain,
     Memory,
     ScoredMemory,
     SessionInfo,
@@ -115,16 +116,23 @@ def _utc_or_none(value: datetime | None) -> datetime | None:
 
 
 def retrieved(
-    agent_id: str, session_id: str | None, columns: Sequence[str], found: Sequence[Sequence[Any]]
+    agent_id: str,
+    session_id: str | None,
+    columns: Sequence[str],
+    found: Sequence[Sequence[Any]],
+    *,
+    explain: bool = True,
 ) -> tuple[list[Turn], PackedSearch]:
     """``RETRIEVE``'s rows, given as tuples with their column names: the session's turns (kind
     ``turn``, newest first; returned oldest first; none without ``session_id``) and the search
     packed from the other rows (the candidates considered on each, the chosen memories where
-    ``id`` is set).
+    ``id`` is set), each hit with its explanation (``None`` without ``explain``:
+    :attr:`~actrone_pg.pipeline.SearchRequest.explain`).
 
-    Each column is found by its name once per column list (:func:`_retrieve_layout`), then read
-    by position: a dict per row and a function per field were most of the client's CPU of a
-    ``retrieve_context`` (docs/benchmarks.md, "The client's CPU per call")."""
+    Each column is found by its name once per column list (:func:`_retrieve_layout`); the rows
+    are then read column by column, a field that needs converting converted by one pass over its
+    column, and the records made by :class:`_Records` (docs/benchmarks.md, "The client's CPU
+    per call")."""
     at = _retrieve_layout(tuple(columns))
     kind = at.kind
     if session_id is None:
@@ -135,28 +143,66 @@ def retrieved(
         turn_rows = [r for r in found if r[kind] == "turn"]
     key = at.id
     chosen = [r for r in ranked if r[key] is not None]
-    memories = at.memories(agent_id, chosen)
-    ranks = at.ranks
-    explained = explains(
-        cosine=[float(r[at.cosine]) for r in chosen],
-        bm25=[None if r[at.bm25] is None else float(r[at.bm25]) for r in chosen],
-        # ranks: an array in the order of CHANNELS (migration 0019).
-        ranks={c.name: [r[ranks][i] for r in chosen] for i, c in enumerate(CHANNELS)},
-        fused_score=[float(r[at.fused_score]) for r in chosen],
-    )
+    memories: list[Memory] = []
+    hits: list[ScoredMemory] = []
+    if chosen:
+        by_column = list(zip(*chosen, strict=True))
+        memories = at.memories(agent_id, by_column)
+        explained = at.explains(by_column) if explain else repeat(None)
+        hits = list(map(ScoredMemory, memories, explained))
     packed = PackedSearch(
-        hits=[ScoredMemory(m, e) for m, e in zip(memories, explained, strict=True)],
+        hits=hits,
         candidates_considered=ranked[0][at.candidates_considered],
-        tokens=sum(m.token_count for m in memories),
+        tokens=sum([m.token_count for m in memories]),
     )
     if session_id is None:
         return [], packed
     return at.turns(agent_id, session_id, turn_rows), packed
 
 
+class _Records:
+    """Records of a frozen, slotted dataclass made from values that already are its fields'
+    (a store's decoded rows), at a fraction of its constructor's cost.
+
+    A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``; most of a
+    ``retrieve_context``'s decoding was these calls (docs/benchmarks.md, "The client's CPU per
+    call"). The values are set instead by the plain ``__init__`` of a twin that is not frozen,
+    made from the same fields in the same order (so the same slots), and each record then
+    becomes an instance of ``cls`` by assigning its ``__class__``, which Python allows between
+    classes of the same layout. The result is an instance of ``cls`` whose fields hold the
+    values given, as ``cls(*values)`` would make it: the records have no ``__post_init__`` to
+    skip, which :meth:`__init__` checks, and ``tests/stores/test_postgres_rows.py`` compares the
+    two."""
+
+    def __init__(self, cls: type[Any]) -> None:
+        if not getattr(cls, "__dataclass_params__", None) or hasattr(cls, "__post_init__"):
+            raise TypeError(f"{cls.__name__} is not a dataclass without __post_init__")
+        self.cls = cls
+        self.twin = make_dataclass(
+            f"_{cls.__name__}Values", [(f.name, f.type) for f in fields(cls)], slots=True
+        )
+        # Fails here, at import, if the layouts ever differ (the assignment raises TypeError).
+        probe = self.twin(*[None] * len(fields(cls)))
+        probe.__class__ = cls
+
+    def __call__(self, *columns: Iterable[Any]) -> list[Any]:
+        """One record per row of ``columns``, each holding one value per field in field
+        order."""
+        made = list(map(self.twin, *columns))
+        cls = self.cls
+        for record in made:
+            record.__class__ = cls
+        return made
+
+
+_MEMORIES = _Records(Memory)
+_TURNS = _Records(Turn)
+
+
 @dataclass(frozen=True, slots=True)
 class _RetrieveLayout:
-    """Where each of ``RETRIEVE``'s columns is in its rows, and how a row becomes a record."""
+    """Where each of ``RETRIEVE``'s columns is in its rows, and how its columns become
+    records."""
 
     kind: int
     candidates_considered: int
@@ -165,38 +211,66 @@ class _RetrieveLayout:
     ranks: int
     fused_score: int
     id: int
-    #: A memory's stored fields but ``agent_id`` (the caller's), in :class:`Memory`'s order.
-    memory_values: Callable[[Sequence[Any]], tuple[Any, ...]]
-    #: (position in :class:`Memory`'s order, reader) of each field read by a function.
-    memory_reads: tuple[tuple[int, Callable[[Any], Any]], ...]
-    #: A turn's fields but ``agent_id`` and ``session_id`` (the caller's), in :class:`Turn`'s order.
-    turn_values: Callable[[Sequence[Any]], tuple[Any, ...]]
+    #: Each of :class:`Memory`'s fields in order: its column and how that column becomes the
+    #: field's values (``None``: as it is), or ``None`` for ``agent_id`` (the caller's) and
+    #: ``explain`` (a search's, attached beside the memory).
+    memory_columns: tuple[tuple[int, Callable[[Sequence[Any]], Iterable[Any]] | None] | None, ...]
+    #: Each of :class:`Turn`'s fields in order: its column, or ``None`` for ``agent_id`` and
+    #: ``session_id`` (the caller's).
+    turn_columns: tuple[int | None, ...]
+    #: A turn's ``created_at``: its position in :class:`Turn`'s fields, and its column.
+    turn_created_at: tuple[int, int]
 
-    def memories(self, agent_id: str, chosen: Sequence[Sequence[Any]]) -> list[Memory]:
-        """The memories of ``chosen``'s rows (each with an ``id``), in order."""
-        out = []
-        for r in chosen:
-            values = list(self.memory_values(r))
-            values.insert(1, agent_id)
-            for i, read in self.memory_reads:
-                values[i] = read(values[i])
-            out.append(Memory(*values))
-        return out
+    def memories(self, agent_id: str, by_column: Sequence[Sequence[Any]]) -> list[Memory]:
+        """The memories of the chosen rows (each with an ``id``), given column by column, in
+        order."""
+        n = len(by_column[self.id])
+        given: list[Iterable[Any]] = []
+        for column in self.memory_columns:
+            if column is None:
+                given.append(repeat(None, n))
+                continue
+            at, read = column
+            given.append(by_column[at] if read is None else read(by_column[at]))
+        given[1] = repeat(agent_id, n)
+        return _MEMORIES(*given)
+
+    def explains(self, by_column: Sequence[Sequence[Any]]) -> list[Explain]:
+        """The explanations of the chosen rows, given column by column, in order."""
+        return explains(
+            cosine=list(map(float, by_column[self.cosine])),
+            bm25=[None if b is None else float(b) for b in by_column[self.bm25]],
+            # ranks: an array in the order of CHANNELS (migration 0019).
+            ranks=dict(
+                zip(
+                    [c.name for c in CHANNELS],
+                    zip(*by_column[self.ranks], strict=True),
+                    strict=True,
+                )
+            ),
+            fused_score=list(map(float, by_column[self.fused_score])),
+        )
 
     def turns(self, agent_id: str, session_id: str, found: Sequence[Sequence[Any]]) -> list[Turn]:
         """The turns of ``found``'s rows (newest first), oldest first."""
-        out = []
-        for r in reversed(found):
-            values = list(self.turn_values(r))
-            values[1:1] = agent_id, session_id
-            values[_TURN_CREATED_AT] = values[_TURN_CREATED_AT].astimezone(UTC)
-            out.append(Turn(*values))
-        return out
+        if not found:
+            return []
+        by_column = list(zip(*reversed(found), strict=True))
+        n = len(found)
+        given: list[Iterable[Any]] = [
+            repeat(None, n) if at is None else by_column[at] for at in self.turn_columns
+        ]
+        given[1] = repeat(agent_id, n)
+        given[2] = repeat(session_id, n)
+        field, column = self.turn_created_at
+        given[field] = _in_utc(by_column[column])
+        return _TURNS(*given)
 
 
 @functools.lru_cache(maxsize=16)
 def _retrieve_layout(columns: tuple[str, ...]) -> _RetrieveLayout:
     at = {name: i for i, name in enumerate(columns)}
+    memory_fields = tuple(f.name for f in fields(Memory))
     return _RetrieveLayout(
         kind=at["kind"],
         candidates_considered=at["candidates_considered"],
@@ -205,22 +279,49 @@ def _retrieve_layout(columns: tuple[str, ...]) -> _RetrieveLayout:
         ranks=at["ranks"],
         fused_score=at["fused_score"],
         id=at["id"],
-        memory_values=operator.itemgetter(
-            *[at[name] for name in STORED_MEMORY_FIELDS if name != "agent_id"]
+        memory_columns=tuple(
+            None if name in ("agent_id", "explain") else (at[name], _column(name))
+            for name in memory_fields
         ),
-        memory_reads=tuple(
-            (i, read)
-            for i, name in enumerate(STORED_MEMORY_FIELDS)
-            if (read := _field(name)) is not None and read is not _same
+        turn_columns=tuple(
+            None if name in ("agent_id", "session_id") else at[name] for name in _TURN_FIELDS
         ),
-        turn_values=operator.itemgetter(
-            *[at[name] for name in _TURN_FIELDS if name not in ("agent_id", "session_id")]
-        ),
+        turn_created_at=(_TURN_FIELDS.index("created_at"), at["created_at"]),
     )
 
 
+def _column(name: str) -> Callable[[Sequence[Any]], Iterable[Any]] | None:
+    """How a column of ``name`` becomes its field's values, as :func:`_field` reads one value
+    (``None``: as it is)."""
+    read = _field(name)
+    if read is _same or read is None:
+        return None
+    if read is _metadata:
+        return _metadata_column
+    if read is tuple:
+        return _tuple_column
+    return _in_utc  # a timestamp, or None
+
+
+def _tuple_column(column: Sequence[Any]) -> Iterable[Any]:
+    return map(tuple, column)
+
+
+def _metadata_column(column: Sequence[Any]) -> Iterable[Any]:
+    return [{} if v == "{}" else _metadata(v) for v in column]
+
+
+def _in_utc(column: Sequence[datetime | None]) -> Sequence[datetime | None]:
+    """A column of timestamps (or ``None``) in UTC. The store's connections set their time zone
+    to UTC, so psycopg already returns them in UTC and ``astimezone`` would return each as it
+    is: the column is then taken whole."""
+    for v in column:
+        if v is not None and v.tzinfo is not UTC:
+            return [None if v is None else v.astimezone(UTC) for v in column]
+    return column
+
+
 _TURN_FIELDS = tuple(f.name for f in fields(Turn))
-_TURN_CREATED_AT = _TURN_FIELDS.index("created_at")
 # Where the caller's values go in (see _RetrieveLayout.memories and .turns).
 assert STORED_MEMORY_FIELDS[1] == "agent_id" and _TURN_FIELDS[1:3] == ("agent_id", "session_id")
 

@@ -29,7 +29,7 @@ async def search(db: Database, request: SearchRequest) -> PackedSearch:
     """``request``'s ranked memories: every one without a budget and a hit limit, else the
     ones chosen in SQL (``pack_positions``), read in the snapshot that ranked them."""
     columns, found = await _retrieve(db, request, None)
-    return rows.retrieved(request.agent_id, None, columns, found)[1]
+    return rows.retrieved(request.agent_id, None, columns, found, explain=request.explain)[1]
 
 
 async def fetch_context(
@@ -44,12 +44,12 @@ async def fetch_context(
     """The session's recent turns (as :func:`.sessions.recent_turns`) and ``request``'s search
     (as :func:`search`), in one round trip."""
     columns, found = await _retrieve(db, request, (session_id, limit, ttl_seconds))
-    return rows.retrieved(agent_id, session_id, columns, found)
+    return rows.retrieved(agent_id, session_id, columns, found, explain=request.explain)
 
 
 async def _retrieve(
     db: Database, request: SearchRequest, session: tuple[str, int, float] | None
-) -> tuple[list[str], list[tuple[Any, ...]]]:
+) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
     terms = await lookups.query_terms(db, request.query, request.terms)
     statement, params = builders.retrieve(
         request, schema=db.schema, terms=terms, session=session, ef_search=db.ann_ef_search
