@@ -5,7 +5,8 @@ Each text (a file, or ``REV`` for ``sql/0024_retrieve.sql`` as git revision ``RE
 ``retrieve_<n>`` (the first is ``retrieve_0``). The same calls (those ``retrieve_context`` sends:
 session turns and a packed search) then run on one held connection, round-robin over the
 agents, each call through every text back to back and then through the plain nearest-500 and
-the bare read of ``actrone-pg bench``, so a busy moment slows them all alike. Reported: wall and
+the bare read of ``actrone-pg bench``, so a busy moment slows them all alike; each call starts
+at the next of them in turn, so that every text runs in every place equally often. Reported: wall and
 server CPU p50 per text (the backend's run time, ``/proc/PID/schedstat``: on a busy machine
 wall time includes waiting for a core, CPU time mostly does not), and how many calls returned
 rows other than the first text's (every column compared, floats to the bit).
@@ -133,8 +134,12 @@ async def _measure(mm: MemoryManager, store: PostgresStore, args: Any, dataset: 
         wall: dict[str, list[float]] = {p: [] for p in parts}
         cpu: dict[str, list[float]] = {p: [] for p in parts}
         for _ in range(args.repeat):
-            for built, req in calls:
-                for part in parts:
+            for k, (built, req) in enumerate(calls):
+                # Each call starts at the next part in turn: the part that runs first after a
+                # call of another kind reads measurably slower than the ones after it, whatever
+                # its text (docs/notes/2026-12-05-one-read-path.md, "The order of an A/B").
+                shift = k % len(parts)
+                for part in parts[shift:] + parts[:shift]:
                     c0, t0 = _cpu_ns(pid), time.perf_counter_ns()
                     await run(part, built, req)
                     t1, c1 = time.perf_counter_ns(), _cpu_ns(pid)
