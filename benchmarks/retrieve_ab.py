@@ -4,10 +4,10 @@ Each text (a file, or ``REV`` for ``sql/0024_retrieve.sql`` as git revision ``RE
 ``head`` for the working tree's) is installed beside the schema's own ``retrieve()`` as
 ``retrieve_<n>`` (the first is ``retrieve_0``). The same calls (those ``retrieve_context`` sends:
 session turns and a packed search) then run on one held connection, round-robin over the
-agents, each call through every text back to back and then through the plain nearest-500 and
-the bare read of ``actrone-pg bench``, so a busy moment slows them all alike; each call starts
-at the next of them in turn, so that every text runs in every place equally often. Reported: wall and
-server CPU p50 per text (the backend's run time, ``/proc/PID/schedstat``: on a busy machine
+agents, each call through every text back to back and through the plain nearest-500 and the
+bare read of ``actrone-pg bench``, so a busy moment slows them all alike; each call starts at
+the next of them in turn, so that every text runs in every place equally often. Reported: wall
+and server CPU p50 per text (the backend's run time, ``/proc/PID/schedstat``: on a busy machine
 wall time includes waiting for a core, CPU time mostly does not), and how many calls returned
 rows other than the first text's (every column compared, floats to the bit).
 
