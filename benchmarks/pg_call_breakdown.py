@@ -223,9 +223,7 @@ async def _measure(
         packed_params = {key: built[1] for key, built in prepared.items()}
         sample_rows: dict[tuple[str, int], tuple[tuple[str, ...], list[tuple[Any, ...]]]] = {}
         for key in list(prepared)[:20]:
-            sample_rows[key] = await store.db.fetch_tuples(
-                held, search_sql, packed_params[key], binary=True
-            )
+            sample_rows[key] = await store.db.fetch_tuples(held, search_sql, packed_params[key])
 
         async def whole(agent: AgentData, q: int) -> Any:
             return await mm.retrieve_context(

@@ -103,7 +103,7 @@ async def _measure(mm: MemoryManager, store: PostgresStore, dataset: Any, args: 
             )
     async with db.conn() as conn:
         for key in list(built)[:20]:
-            fetched[key] = await db.fetch_tuples(conn, *built[key], binary=True)
+            fetched[key] = await db.fetch_tuples(conn, *built[key])
     samples = list(fetched)
 
     async def whole(agent: AgentData, q: int) -> Any:

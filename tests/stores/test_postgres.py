@@ -977,8 +977,8 @@ async def test_read_column_names_are_decoded_once_per_column_list(
     # search): the same names for the same list, each list its own.
     db = store_postgres.db
     async with db.conn() as conn:
-        first, found = await db.fetch_tuples(conn, "SELECT 1 AS a, 'x' AS \"é b\"", (), binary=True)
-        again, _ = await db.fetch_tuples(conn, "SELECT 2 AS a, 'y' AS \"é b\"", (), binary=True)
-        other, _ = await db.fetch_tuples(conn, "SELECT 3 AS b", (), binary=True)
+        first, found = await db.fetch_tuples(conn, "SELECT 1 AS a, 'x' AS \"é b\"", ())
+        again, _ = await db.fetch_tuples(conn, "SELECT 2 AS a, 'y' AS \"é b\"", ())
+        other, _ = await db.fetch_tuples(conn, "SELECT 3 AS b", ())
     assert first == ("a", "é b") and found == [(1, "x")]
     assert again is first and other == ("b",)

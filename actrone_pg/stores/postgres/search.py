@@ -56,8 +56,7 @@ async def _retrieve(
     )
     try:
         async with db.conn() as conn:
-            # Binary results parse an order of magnitude faster than text (docs/benchmarks.md).
-            return await db.fetch_tuples(conn, statement, params, binary=True)
+            return await db.fetch_tuples(conn, statement, params)
     except StoreError as exc:
         cause = exc.__cause__
         if getattr(cause, "sqlstate", None) == DIMENSION_MISMATCH:
