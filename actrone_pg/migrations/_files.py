@@ -43,9 +43,15 @@ from importlib.resources.abc import Traversable
 
 from psycopg import sql
 
-__all__ = ["Revision", "fill", "manifest", "read", "revision"]
+__all__ = ["VECTOR_SCHEMA", "Revision", "fill", "manifest", "read", "revision"]
 
 PLACEHOLDERS = ("{schema}", "{vector_schema}")
+#: The schema pgvector is installed in, what ``{vector_schema}`` is filled with (no row: pgvector
+#: is not installed).
+VECTOR_SCHEMA = (
+    "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n ON n.oid = e.extnamespace"
+    " WHERE e.extname = 'vector'"
+)
 
 
 @dataclass(frozen=True)

@@ -160,11 +160,7 @@ def _execute(connection: Any, text: str) -> None:
 
 def _texts(run: _citus.Run, schema: str) -> list[str]:
     """The head files' functions and views, in the manifest's order, filled for ``schema``."""
-    rows = run(
-        "SELECT n.nspname FROM pg_extension AS e"
-        " JOIN pg_namespace AS n ON n.oid = e.extnamespace WHERE e.extname = 'vector'",
-        (),
-    )
+    rows = run(_files.VECTOR_SCHEMA, ())
     vector_schema = str(rows[0][0])
     return [
         _files.fill(_files.read(name), schema, vector_schema)

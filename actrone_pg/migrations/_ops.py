@@ -46,10 +46,7 @@ def schema_name() -> str:
 
 def vector_schema() -> str:
     """The schema pgvector is installed in (its types and operators are qualified with it)."""
-    rows = run(
-        "SELECT n.nspname FROM pg_extension AS e"
-        " JOIN pg_namespace AS n ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
-    )
+    rows = run(_files.VECTOR_SCHEMA)
     if not rows or not isinstance(rows[0][0], str):
         raise RuntimeError("pgvector is not installed in this database")
     return rows[0][0]

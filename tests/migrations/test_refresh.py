@@ -17,7 +17,7 @@ from actrone_pg import migrations
 from actrone_pg.errors import SchemaError
 from actrone_pg.stores.postgres import PostgresSettings, PostgresStore
 from tests.factories import record, request
-from tests.migrations.test_baseline import catalog
+from tests.migrations.test_baseline import catalog, vector_schema
 from tests.sql.test_installed import installed_differences
 
 pytestmark = pytest.mark.postgres
@@ -30,19 +30,12 @@ RETRIEVE = (
 )
 
 
-def vectors(conn: psycopg.Connection[Any]) -> str:
-    row = conn.execute(
-        "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n"
-        " ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
-    ).fetchone()
-    assert row is not None
-    return str(row[0])
-
-
 def replace_retrieve_with_an_older_signature(dsn: str, schema: str) -> None:
     """As an earlier build of 0024 left it: ``retrieve`` with another argument list."""
     with psycopg.connect(dsn) as conn:
-        arguments = RETRIEVE.replace("{vector_schema}", sql.Identifier(vectors(conn)).as_string())
+        arguments = RETRIEVE.replace(
+            "{vector_schema}", sql.Identifier(vector_schema(conn)).as_string()
+        )
         name = sql.Identifier(schema, "retrieve").as_string()
         conn.execute(f"DROP FUNCTION {name}({arguments})".encode())
         conn.execute(
