@@ -152,15 +152,14 @@ class Retrieval:
 
     def _presented(self, hits: list[ScoredMemory], explain: bool) -> list[Memory]:
         """The memories of ``hits`` as a read returns them (:meth:`_present`)."""
-        if explain or self.ctx.custom_counter or self.ctx.redacted:
-            return [self._present(h, explain) for h in hits]
-        # Most calls change nothing (see _present): the stored memories themselves, asked once
-        # for all of them rather than once per memory (docs/benchmarks.md, "The client's CPU per
-        # call").
-        memories = [h.memory for h in hits]
-        if any(map(_EXPLANATION, memories)):
-            return [self._present(h, explain) for h in hits]
-        return memories
+        if not (explain or self.ctx.custom_counter or self.ctx.redacted):
+            # Most calls change nothing (see _present): the stored memories themselves, asked
+            # once for all of them rather than once per memory (docs/benchmarks.md, "The
+            # client's CPU per call").
+            memories = [h.memory for h in hits]
+            if not any(map(_EXPLANATION, memories)):
+                return memories
+        return [self._present(h, explain) for h in hits]
 
     def _present(self, hit: ScoredMemory, explain: bool) -> Memory:
         m = hit.memory
