@@ -74,14 +74,23 @@ async def main() -> None:
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
+    # Read before the data is loaded, so that a wrong name fails at once.
+    texts = []
+    for source in args.texts:
+        try:
+            texts.append(_text(source))
+        except subprocess.CalledProcessError:
+            ap.error(f"{source!r} is not a file, 'head' or a git revision that has {_FILE}")
     with contextlib.ExitStack() as stack:
         dsn = stack.enter_context(given_or_temporary_server(args.dsn, prefix="actrone-bench-"))
         spec = DatasetSpec(agents=args.agents, per_agent=args.per_agent, queries=args.queries)
         async with loaded_schema(dsn, "ab", spec) as (mm, store, dataset):
-            await _measure(mm, store, args, dataset)
+            await _measure(mm, store, args, dataset, texts)
 
 
-async def _measure(mm: MemoryManager, store: PostgresStore, args: Any, dataset: Any) -> None:
+async def _measure(
+    mm: MemoryManager, store: PostgresStore, args: Any, dataset: Any, texts: list[str]
+) -> None:
     vs = store.db.vector_schema
     s_id = sql.Identifier(store.schema)
     share = split_budget(
@@ -101,8 +110,8 @@ async def _measure(mm: MemoryManager, store: PostgresStore, args: Any, dataset: 
     held: Any = await pool.getconn()
     try:
         names = [f"retrieve_{i}" for i in range(len(args.texts))]
-        for name, source in zip(names, args.texts, strict=True):
-            text = _text(source).replace(
+        for name, source in zip(names, texts, strict=True):
+            text = source.replace(
                 "FUNCTION {schema}.retrieve(", "FUNCTION {schema}." + name + "(", 1
             )
             await held.execute(_files.fill(text, store.schema, vs))
