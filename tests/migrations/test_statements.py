@@ -142,3 +142,12 @@ def test_a_statement_of_more_than_three_values_names_them() -> None:
     assert _store_statements()  # the check can fail: it finds the statements
     crowded = [name for name, text in _store_statements().items() if text.count("%s") > 3]
     assert crowded == []
+
+
+def test_the_store_finds_pgvectors_schema_as_the_migrations_do() -> None:
+    # Two copies by necessity (statements.py is imported before psycopg is known to be there):
+    # the schema the store qualifies pgvector with is the one the migrations filled in.
+    from actrone_pg.migrations import _files
+    from actrone_pg.stores.postgres import statements
+
+    assert statements.VECTOR_SCHEMA == _files.VECTOR_SCHEMA

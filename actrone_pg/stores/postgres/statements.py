@@ -12,7 +12,6 @@ in ``actrone_pg/migrations/sql/``). The memory columns are derived from
 from __future__ import annotations
 
 from actrone_pg import sql as sql_files
-from actrone_pg.migrations import _files
 from actrone_pg.models import MEMORY_FIELD_TYPES, STORED_MEMORY_FIELDS
 
 #: A memory's columns besides ``agent_id`` (every query names the agent), in field order.
@@ -283,7 +282,12 @@ ANN_INDEX_STATE = (
 # deadlock by cancelling one of them.
 ANN_LOCK = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
 ANN_UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
-VECTOR_SCHEMA = _files.VECTOR_SCHEMA  # the migrations fill {vector_schema} from the same query
+# The store's own copy of migrations._files.VECTOR_SCHEMA: that module needs psycopg, and this
+# one is imported before psycopg is known to be there (a missing extra gets its pip line).
+VECTOR_SCHEMA = (
+    "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n ON n.oid = e.extnamespace"
+    " WHERE e.extname = 'vector'"
+)
 SELECT_ALL_EMBEDDERS = "SELECT name FROM {s}.embedders"
 RECORD_TS_CONFIG = (
     "INSERT INTO {s}.settings (name, value) VALUES ('text_search_config', %s)"
