@@ -12,8 +12,9 @@ moment of the machine slows them all alike), and reported as p50 / p99 in millis
   (one round trip), ``retrieve()`` (migration 0024, the one statement of every read) sent on a
   connection already held with and without the session's turns, the parameters' adaptation
   (psycopg's query conversion, no I/O) and the rows' decoding (``rows.retrieved``);
-- the server's pieces: ``retrieve()``, ``hybrid_search`` alone (and migration 0013's copy of
-  it, installed beside it as ``hybrid_search_0013`` for an A/B in one run), and
+- the server's pieces: ``retrieve()``, the same call with nothing to rank (its limit 0: the
+  PL/pgSQL, the look-ups, the session's turns and the statement's start and end, what every
+  call pays before a candidate is read), ``hybrid_search`` alone, and
   its body run as a prepared statement cut after each step (candidate scan and dense rank, BM25
   statistics, the candidates' rows with BM25 and the other two rankings, fusion, the final
   order), so that each step's cost is the
@@ -164,6 +165,7 @@ async def _measure(
     requests = {}
     prepared: dict[tuple[str, int], builders.Built] = {}
     entry: dict[tuple[str, int], builders.Built] = {}
+    nothing: dict[tuple[str, int], builders.Built] = {}
     for agent, q in pairs:
         key = (agent.agent_id, q)
         if key in requests:
@@ -181,6 +183,8 @@ async def _measure(
             session=(SESSION_ID, mm.config.max_session_turns, mm.config.session_ttl_seconds),
             ef_search=store.db.ann_ef_search,
         )
+        # The same call with nothing admitted: the fixed cost of every call.
+        nothing[key] = (entry[key][0], {**entry[key][1], "limit": 0})
 
     # One connection held for the pieces that run on a connection already checked out.
     # (from the pool itself: _conn() would sever it at its deadline, 35 s on)
@@ -263,6 +267,11 @@ async def _measure(
             await cur.execute(*entry[(agent.agent_id, q)])
             return await cur.fetchall()
 
+        async def fixed(agent: AgentData, q: int) -> Any:
+            cur = held.cursor(binary=True)
+            await cur.execute(*nothing[(agent.agent_id, q)])
+            return await cur.fetchall()
+
         async def adapt(agent: AgentData, q: int) -> Any:
             pq = PostgresQuery(Transformer(held))
             pq.convert(search_sql, packed_params[(agent.agent_id, q)])
@@ -309,6 +318,7 @@ async def _measure(
             ("  parameter adaptation (no I/O)", adapt),
             ("retrieve() on a held connection (L1 + L2, retrieve_context)", retrieve),
             ("  decoding the rows (rows.retrieved, no I/O)", decode),
+            ("retrieve() with nothing to rank (limit 0: the fixed cost)", fixed),
             ("hybrid_search alone, count(*)", function),
             *((f"body: {label}", step(i)) for i, (label, _) in enumerate(_STEPS)),
             ("plain ORDER BY embedding <=> q LIMIT 500", nearest),
