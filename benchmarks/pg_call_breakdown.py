@@ -52,7 +52,7 @@ from psycopg.adapt import Transformer
 from actrone_pg import MemoryManager
 from actrone_pg._embedded import given_or_temporary_server
 from actrone_pg.bench.floor import BARE_READ, PLAIN_NEAREST
-from actrone_pg.bench.loaded import loaded_schema
+from actrone_pg.bench.loaded import data_arguments, loaded_schema
 from actrone_pg.bench.workload import (
     SESSION_ID,
     TOKEN_BUDGET,
@@ -133,11 +133,7 @@ def _pct(values: list[float], q: float) -> float:
 
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dsn")
-    ap.add_argument("--agents", type=int, default=5)
-    ap.add_argument("--per-agent", type=int, default=1000)
-    ap.add_argument("--queries", type=int, default=300)
-    ap.add_argument("--repeat", type=int, default=2)
+    data_arguments(ap, repeat=2)
     ap.add_argument("--plans", action="store_true")
     args = ap.parse_args()
     stack = contextlib.ExitStack()

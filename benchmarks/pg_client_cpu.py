@@ -44,7 +44,7 @@ from psycopg.adapt import Transformer
 from actrone_pg import MemoryManager
 from actrone_pg._embedded import given_or_temporary_server
 from actrone_pg.bench.floor import nearest_for
-from actrone_pg.bench.loaded import loaded_schema
+from actrone_pg.bench.loaded import data_arguments, loaded_schema
 from actrone_pg.bench.workload import (
     SESSION_ID,
     TOKEN_BUDGET,
@@ -67,11 +67,7 @@ ONE_ROW_BUSY = "SELECT count(*) FROM generate_series(1, 120000)"
 
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dsn")
-    ap.add_argument("--agents", type=int, default=5)
-    ap.add_argument("--per-agent", type=int, default=1000)
-    ap.add_argument("--queries", type=int, default=300)
-    ap.add_argument("--repeat", type=int, default=2)
+    data_arguments(ap, repeat=2)
     args = ap.parse_args()
     with given_or_temporary_server(args.dsn, prefix="actrone-bench-") as dsn:
         spec = DatasetSpec(agents=args.agents, per_agent=args.per_agent, queries=args.queries)

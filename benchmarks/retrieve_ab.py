@@ -34,7 +34,7 @@ from psycopg import sql
 from actrone_pg import MemoryManager
 from actrone_pg._embedded import given_or_temporary_server
 from actrone_pg.bench.floor import BARE_READ, PLAIN_NEAREST
-from actrone_pg.bench.loaded import loaded_schema
+from actrone_pg.bench.loaded import data_arguments, loaded_schema
 from actrone_pg.bench.workload import (
     SESSION_ID,
     TOKEN_BUDGET,
@@ -68,11 +68,7 @@ def _cpu_ns(pid: int) -> int:
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("texts", nargs="+", help="files, git revisions, or head")
-    ap.add_argument("--dsn")
-    ap.add_argument("--agents", type=int, default=5)
-    ap.add_argument("--per-agent", type=int, default=1000)
-    ap.add_argument("--queries", type=int, default=300)
-    ap.add_argument("--repeat", type=int, default=3)
+    data_arguments(ap, repeat=3)
     args = ap.parse_args()
     # Read before the data is loaded, so that a wrong name fails at once.
     texts = []

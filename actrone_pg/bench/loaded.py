@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import argparse
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -64,3 +65,25 @@ async def loaded_schema(
         async with store.db.conn() as conn:
             await conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
         await mm.close()
+
+
+def data_arguments(parser: argparse.ArgumentParser, *, repeat: int) -> None:
+    """The arguments of a script that loads the bench's data with :func:`loaded_schema`:
+    ``--dsn`` (else a temporary embedded server), ``--agents``, ``--per-agent``, ``--queries``
+    and ``--repeat`` (passes over the queries; ``repeat`` its default). A count under 1 is a
+    usage error, given before any server starts."""
+    parser.add_argument("--dsn", help="PostgreSQL server to use instead of a temporary one")
+    parser.add_argument("--agents", type=_count, default=5)
+    parser.add_argument("--per-agent", type=_count, default=1000)
+    parser.add_argument("--queries", type=_count, default=300)
+    parser.add_argument("--repeat", type=_count, default=repeat)
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value

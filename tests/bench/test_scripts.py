@@ -174,3 +174,30 @@ def test_the_index_names_every_script_and_only_those() -> None:
     for path in SCRIPTS:
         in_experiments = f"`{path.name}`" in experiments
         assert in_experiments == (path.parent.name == "experiments"), path.name
+
+
+# -- the scripts that load the bench's data (actrone_pg.bench.loaded.data_arguments) --
+
+
+@pytest.mark.parametrize("name", ["pg_call_breakdown", "pg_client_cpu", "retrieve_ab"])
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("0", "argument --agents: must be at least 1, not 0"),
+        ("x", "argument --agents: expected a whole number, not 'x'"),
+    ],
+)
+def test_a_data_script_refuses_a_count_before_it_starts_a_server(
+    name: str, given: str, said: str
+) -> None:
+    texts = ["head"] if name == "retrieve_ab" else []
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / f"{name}.py"), *texts, "--agents", given],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr
+    assert "Traceback" not in done.stderr and "embedded PostgreSQL" not in done.stderr
