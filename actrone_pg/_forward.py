@@ -18,7 +18,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from actrone_pg.errors import ValidationError
 
-__all__ = ["forward", "wrong_arguments"]
+__all__ = ["bound", "forward", "wrong_arguments"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -31,22 +31,35 @@ def forward(
     ``collaborator`` as its first argument."""
 
     async def call(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            # Calling a coroutine function only binds its arguments: the body runs when awaited.
-            running = method(getattr(self, collaborator), *args, **kwargs)
-        except TypeError as exc:
-            raise wrong_arguments(method, exc) from exc
-        return await running
+        return await bound(method, getattr(self, collaborator), *args, **kwargs)
 
     functools.update_wrapper(call, method)
     return call
 
 
-def wrong_arguments(method: Callable[..., Any], exc: TypeError) -> ValidationError:
-    """The caller's wrong or missing arguments, named by the public method (not the collaborator).
+def bound(
+    method: Callable[Concatenate[Any, P], Coroutine[Any, Any, R]],
+    target: Any,
+    /,
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> Coroutine[Any, Any, R]:
+    """``method``'s coroutine for ``target`` and the caller's arguments, not yet run (a plain
+    function: awaiting it adds no coroutine of its own to every forwarded call).
 
-    The error guard would make any other ``TypeError`` here an unexpected error: the binding
-    failed one frame below it, in the forwarding call.
+    Calling a coroutine function only binds its arguments, so a ``TypeError`` here is the
+    caller's wrong or missing arguments (:func:`wrong_arguments`). The error guard would make
+    any other ``TypeError`` an unexpected error: the binding failed one frame below it, in the
+    forwarding call.
     """
+    try:
+        return method(target, *args, **kwargs)
+    except TypeError as exc:
+        raise wrong_arguments(method, exc) from exc
+
+
+def wrong_arguments(method: Callable[..., Any], exc: TypeError) -> ValidationError:
+    """The caller's wrong or missing arguments, named by the method (``store_turn()``), not by
+    its class or collaborator (Python's message says ``MemoryManager.store_turn()``)."""
     text = str(exc).replace(f"{method.__qualname__}()", f"{method.__name__}()", 1)
     return ValidationError(text)

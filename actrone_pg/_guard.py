@@ -32,13 +32,13 @@ from collections.abc import Callable, Coroutine, Iterator, Mapping
 from types import TracebackType
 from typing import Any, Final, Literal, ParamSpec, TypeVar
 
+from actrone_pg._forward import wrong_arguments
 from actrone_pg.errors import (
     ActroneError,
     ConsolidationError,
     EmbedderError,
     RerankerError,
     StoreError,
-    ValidationError,
 )
 
 __all__ = [
@@ -119,7 +119,7 @@ def guarded(
             # Calling a coroutine function only binds its arguments: the body runs when awaited.
             running = method(*args, **kwargs)
         except TypeError as exc:
-            raise _wrong_arguments(method, exc) from exc
+            raise wrong_arguments(method, exc) from exc
         try:
             return await running
         except ActroneError:
@@ -143,7 +143,7 @@ def guarded_sync(method: Callable[P, R]) -> Callable[P, R]:
             raise
         except TypeError as exc:
             if not _binds(method, args, kwargs):
-                raise _wrong_arguments(method, exc) from exc
+                raise wrong_arguments(method, exc) from exc
             error = to_actrone_error(exc)
             raise error from exc
         except Exception as exc:
@@ -190,10 +190,3 @@ def _binds(method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, 
     except TypeError:
         return False
     return True
-
-
-def _wrong_arguments(method: Callable[..., Any], exc: TypeError) -> ValidationError:
-    """The caller's wrong or missing arguments, named by the method (``store_turn()``), not by
-    its class (Python's message says ``MemoryManager.store_turn()``)."""
-    text = str(exc).replace(f"{method.__qualname__}()", f"{method.__name__}()", 1)
-    return ValidationError(text)

@@ -120,7 +120,7 @@ def serving(
     ``agent_id``: a turn, a search request), so that under row-level security every connection
     the call takes serves it. It forwards as :func:`~actrone_pg._forward.forward` does, in the
     same coroutine (one layer less on every call of the store)."""
-    from actrone_pg._forward import wrong_arguments
+    from actrone_pg._forward import bound
 
     async def call(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
         first: Any = args[0] if args else kwargs.get("agent_id", "")
@@ -128,13 +128,7 @@ def serving(
         # Database.serving's work, without a generator-based context manager on every call.
         token = _SERVING.set(agent)
         try:
-            try:
-                # Calling a coroutine function only binds its arguments: the body runs when
-                # awaited.
-                running = method(self.db, *args, **kwargs)
-            except TypeError as exc:
-                raise wrong_arguments(method, exc) from exc
-            return await running
+            return await bound(method, self.db, *args, **kwargs)
         finally:
             _SERVING.reset(token)
 
