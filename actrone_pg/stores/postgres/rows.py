@@ -294,13 +294,7 @@ def _column(name: str) -> Callable[[Sequence[Any]], Iterable[Any]] | None:
     """How a column of ``name`` becomes its field's values, as :func:`_field` reads one value
     (``None``: as it is)."""
     read = _field(name)
-    if read is _same or read is None:
-        return None
-    if read is _metadata:
-        return _metadata_column
-    if read is tuple:
-        return _tuple_column
-    return _in_utc  # a timestamp, or None
+    return None if read is None or read is _same else _COLUMN_READS[read]
 
 
 def _tuple_column(column: Sequence[Any]) -> Iterable[Any]:
@@ -308,7 +302,7 @@ def _tuple_column(column: Sequence[Any]) -> Iterable[Any]:
 
 
 def _metadata_column(column: Sequence[Any]) -> Iterable[Any]:
-    return [{} if v == "{}" else _metadata(v) for v in column]
+    return list(map(_metadata, column))
 
 
 def _in_utc(column: Sequence[datetime | None]) -> Sequence[datetime | None]:
@@ -317,7 +311,7 @@ def _in_utc(column: Sequence[datetime | None]) -> Sequence[datetime | None]:
     is: the column is then taken whole."""
     for v in column:
         if v is not None and v.tzinfo is not UTC:
-            return [None if v is None else v.astimezone(UTC) for v in column]
+            return list(map(_utc_or_none, column))
     return column
 
 
@@ -361,6 +355,14 @@ def _metadata(value: Any) -> dict[str, Any]:
 #: Each stored field of a memory, in :class:`Memory`'s order, and how its column is read.
 _DECODE = tuple((name, _field(name)) for name in STORED_MEMORY_FIELDS)
 assert tuple(f.name for f in fields(Memory))[: len(_DECODE)] == STORED_MEMORY_FIELDS
+
+#: Each of :func:`_field`'s readers but :func:`_same` as a reader of a whole column.
+_COLUMN_READS: dict[Callable[[Any], Any], Callable[[Sequence[Any]], Iterable[Any]]] = {
+    tuple: _tuple_column,
+    _metadata: _metadata_column,
+    _utc: _in_utc,
+    _utc_or_none: _in_utc,
+}
 
 
 def jsonb(value: Any) -> Jsonb:
