@@ -39,6 +39,7 @@ from actrone_pg.bench.workload import (
     SESSION_ID,
     TOKEN_BUDGET,
     DatasetSpec,
+    in_turn,
     schedule,
 )
 from actrone_pg.budget import split_budget
@@ -143,8 +144,7 @@ async def _measure(
                 # Each call starts at the next part in turn: the part that runs first after a
                 # call of another kind reads measurably slower than the ones after it, whatever
                 # its text (docs/notes/2026-12-05-one-read-path.md, "The order of an A/B").
-                shift = k % len(parts)
-                for part in parts[shift:] + parts[:shift]:
+                for part in in_turn(parts, k):
                     c0, t0 = _cpu_ns(pid), time.perf_counter_ns()
                     await run(part, built, req)
                     t1, c1 = time.perf_counter_ns(), _cpu_ns(pid)

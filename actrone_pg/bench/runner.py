@@ -27,6 +27,7 @@ from actrone_pg.bench.workload import (
     Progress,
     agents_of,
     exact_candidates,
+    in_turn,
     ingest,
     schedule,
     tie_keys,
@@ -148,13 +149,9 @@ async def run_benchmark(
             samples: dict[str, list[float]] = {name: [] for name, _ in calls}
             cpu: dict[str, list[float]] = {name: [] for name in cpu_runs}
             for k, (agent, q) in enumerate(pairs):
-                # Each query starts at the next call in turn. Run in a fixed order, the first
-                # call after another query's (another agent's) read slower, and the ones after it
-                # faster, than their place aside would make them: the plain query, last, found
-                # the agent's index pages its own search had just read (docs/benchmarks.md,
-                # "The order of the calls").
-                shift = k % len(calls)
-                for name, call in calls[shift:] + calls[:shift]:
+                # Each query starts at the next call in turn: in a fixed order the plain query,
+                # last, found the agent's index pages its own search had just read.
+                for name, call in in_turn(calls, k):
                     c0 = time.process_time_ns()
                     t0 = time.perf_counter_ns()
                     out = await call(agent, q)

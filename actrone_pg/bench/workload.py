@@ -48,6 +48,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -66,6 +67,7 @@ __all__ = [
     "agents_of",
     "build_dataset",
     "exact_candidates",
+    "in_turn",
     "ingest",
     "schedule",
     "tie_keys",
@@ -73,6 +75,7 @@ __all__ = [
 ]
 
 F32 = npt.NDArray[np.float32]
+T = TypeVar("T")
 
 #: The session every agent's L1 turns live in during the benchmark.
 SESSION_ID = "bench-session"
@@ -349,6 +352,15 @@ def schedule(dataset: Dataset, count: int) -> list[tuple[int, int]]:
         agent = dataset.agents[j % n_agents]
         out.append((j % n_agents, (j // n_agents) % len(agent.query_texts)))
     return out
+
+
+def in_turn(calls: Sequence[T], k: int) -> list[T]:
+    """``calls`` for the ``k``-th query, starting at the ``k``-th of them (cyclically): every
+    call takes every place equally often. Run in one fixed order, the first call after another
+    query's read slower, and the ones after it faster, than their place aside would make them
+    (docs/benchmarks.md, "The order of the calls")."""
+    shift = k % len(calls)
+    return [*calls[shift:], *calls[:shift]]
 
 
 def agents_of(dataset: Dataset, pairs: list[tuple[int, int]]) -> list[tuple[AgentData, int]]:

@@ -21,6 +21,7 @@ from actrone_pg.bench.workload import (
     LatencyStats,
     build_dataset,
     exact_candidates,
+    in_turn,
     schedule,
     tie_keys,
     unit_rows,
@@ -352,3 +353,13 @@ def test_the_bench_consolidates_nothing_of_its_own_turns(
     assert main(["bench", *args, "--warmup", "0", "--repeat", "1"]) == 0
     capsys.readouterr()
     assert [r.getMessage() for r in caplog.records] == []
+
+
+def test_calls_in_turn_take_every_place_equally_often() -> None:
+    calls = ["search", "plain", "bare"]
+    assert in_turn(calls, 0) == calls
+    assert in_turn(calls, 1) == ["plain", "bare", "search"]
+    assert in_turn(calls, 4) == in_turn(calls, 1)
+    for place in range(len(calls)):
+        assert sorted(in_turn(calls, k)[place] for k in range(len(calls))) == sorted(calls)
+    assert calls == ["search", "plain", "bare"]  # the given order is left as it is
